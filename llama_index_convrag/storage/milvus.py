@@ -1,0 +1,69 @@
+"""Open Milvus clients (Milvus Lite file or server URI) with errors that name the URI."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from pymilvus import AsyncMilvusClient, MilvusClient
+
+from llama_index_convrag.config import MilvusTarget
+
+_LOCK = threading.Lock()
+_CLIENTS: Dict[Tuple[str, Optional[str]], MilvusClient] = {}
+
+
+class MilvusConnectionError(ConnectionError):
+    """Milvus could not be reached at the given URI."""
+
+
+def _check_lite_path(uri: str) -> None:
+    parent = Path(uri).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise MilvusConnectionError(
+            f"cannot open Milvus Lite file {uri!r}: folder {str(parent)!r} does not exist"
+        )
+
+
+def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
+    """A client for ``target``; one per (uri, token) per process (Milvus Lite allows one server per file)."""
+    key = (target.uri, target.token)
+    with _LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None:
+            return client
+        if target.is_lite:
+            _check_lite_path(target.uri)
+        try:
+            if target.token is None:
+                client = MilvusClient(uri=target.uri, timeout=timeout)
+            else:
+                client = MilvusClient(uri=target.uri, token=target.token, timeout=timeout)
+        except Exception as exc:  # pymilvus raises several unrelated types here
+            raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
+        _CLIENTS[key] = client
+        return client
+
+
+def connect_milvus_async(target: MilvusTarget, *, timeout: float = 10.0) -> AsyncMilvusClient:
+    """A new async client (works for Milvus Lite files too with pymilvus 2.6); bind it to one event loop."""
+    if target.is_lite:
+        _check_lite_path(target.uri)
+    try:
+        if target.token is None:
+            return AsyncMilvusClient(uri=target.uri, timeout=timeout)
+        return AsyncMilvusClient(uri=target.uri, token=target.token, timeout=timeout)
+    except Exception as exc:
+        raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
+
+
+def forget_clients() -> None:
+    """Close and drop every cached client (tests, long-running notebooks)."""
+    with _LOCK:
+        for client in _CLIENTS.values():
+            try:
+                client.close()
+            except Exception:
+                pass
+        _CLIENTS.clear()

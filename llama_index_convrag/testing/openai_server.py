@@ -1,0 +1,251 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests, notebooks and benches.
+
+Endpoints: ``POST /v1/chat/completions`` (plain, SSE streaming, tool calls), ``POST /v1/embeddings``,
+``POST /v1/rerank`` (Cohere/Jina shape) and ``GET /v1/models``. Replies come from replaceable responder
+functions; every request is recorded; failures can be injected to test timeouts and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+ChatResponder = Callable[[Dict[str, Any]], Dict[str, Any]]
+EmbedFn = Callable[[Sequence[str]], List[List[float]]]
+RerankFn = Callable[[str, Sequence[str]], List[float]]
+
+
+def echo_chat(body: Dict[str, Any]) -> Dict[str, Any]:
+    """Default chat responder: the last user message, prefixed; a tool call with ``{}`` when tools are offered."""
+    if body.get("tools"):
+        name = body["tools"][0]["function"]["name"]
+        return {"tool_calls": [{"name": name, "arguments": "{}"}]}
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1]["content"] if users else ""
+    if isinstance(content, list):
+        content = " ".join(part.get("text", "") for part in content)
+    return {"content": f"echo: {content}"}
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    body: Dict[str, Any]
+
+
+class LocalOpenAIServer:
+    """Start with ``start()`` (or as a context manager); ``base_url`` ends in ``/v1``."""
+
+    def __init__(
+        self,
+        *,
+        chat_responder: ChatResponder = echo_chat,
+        embed_fn: Optional[EmbedFn] = None,
+        rerank_fn: Optional[RerankFn] = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"host must be a loopback address, got {host!r}")
+        self.chat_responder = chat_responder
+        self.embed_fn = embed_fn
+        self.rerank_fn = rerank_fn
+        self.host = host
+        self.requests: List[RecordedRequest] = []
+        self.delay_s = 0.0
+        self._failures: List[int] = []
+        self._lock = threading.Lock()
+        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> "LocalOpenAIServer":
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer((self.host, 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="local-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "LocalOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # controls --------------------------------------------------------------------------------
+    def fail_next(self, status: int, times: int = 1) -> None:
+        """The next ``times`` requests answer with HTTP ``status``."""
+        with self._lock:
+            self._failures.extend([status] * times)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._failures.clear()
+        self.delay_s = 0.0
+
+    def paths(self) -> List[str]:
+        return [r.path for r in self.requests]
+
+    def _take_failure(self) -> Optional[int]:
+        with self._lock:
+            return self._failures.pop(0) if self._failures else None
+
+    def _record(self, path: str, body: Dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(RecordedRequest(path=path, body=body))
+
+
+def _chat_completion(body: Dict[str, Any], reply: Dict[str, Any]) -> Dict[str, Any]:
+    message: Dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+    finish = "stop"
+    if reply.get("tool_calls"):
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for i, c in enumerate(reply["tool_calls"])
+        ]
+        finish = "tool_calls"
+    text = json.dumps(body.get("messages", []))
+    return {
+        "id": "chatcmpl-local",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "local"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": len(text) // 4, "completion_tokens": len(reply.get("content") or "") // 4,
+                  "total_tokens": (len(text) + len(reply.get("content") or "")) // 4},
+    }
+
+
+def _stream_chunks(body: Dict[str, Any], reply: Dict[str, Any]) -> List[Dict[str, Any]]:
+    base = {"id": "chatcmpl-local", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": body.get("model", "local")}
+    chunks: List[Dict[str, Any]] = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                          "finish_reason": None}]}]
+    if reply.get("tool_calls"):
+        for i, call in enumerate(reply["tool_calls"]):
+            chunks.append({**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+                {"index": i, "id": f"call_{i}", "type": "function",
+                 "function": {"name": call["name"], "arguments": call["arguments"]}}]}}]})
+        finish = "tool_calls"
+    else:
+        from llama_index_convrag.testing.scripted_llm import split_deltas
+
+        for delta in split_deltas(reply.get("content") or ""):
+            chunks.append({**base, "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}]})
+        finish = "stop"
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    return chunks
+
+
+def _make_handler(server: LocalOpenAIServer) -> type:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # keep test output clean
+            return
+
+        def _send_json(self, status: int, payload: Dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send_json(200, {"object": "list", "data": [{"id": "local", "object": "model"}]})
+            else:
+                self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            path = self.path.split("?")[0].rstrip("/")
+            server._record(path, body)
+            if server.delay_s:
+                time.sleep(server.delay_s)
+            failure = server._take_failure()
+            if failure is not None:
+                self._send_json(failure, {"error": {"message": f"injected failure {failure}", "type": "server_error"}})
+                return
+            try:
+                if path.endswith("/chat/completions"):
+                    self._chat(body)
+                elif path.endswith("/embeddings"):
+                    self._embeddings(body)
+                elif path.endswith("/rerank"):
+                    self._rerank(body)
+                else:
+                    self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+            except Exception as exc:  # report responder bugs to the client, do not hang it
+                self._send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+
+        def _chat(self, body: Dict[str, Any]) -> None:
+            reply = server.chat_responder(body)
+            if not body.get("stream"):
+                self._send_json(200, _chat_completion(body, reply))
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in _stream_chunks(body, reply):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def _embeddings(self, body: Dict[str, Any]) -> None:
+            if server.embed_fn is None:
+                self._send_json(501, {"error": {"message": "no embedding function configured"}})
+                return
+            inputs = body.get("input", [])
+            texts = [inputs] if isinstance(inputs, str) else list(inputs)
+            vectors = server.embed_fn(texts)
+            self._send_json(200, {
+                "object": "list",
+                "model": body.get("model", "local"),
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": sum(len(t) // 4 for t in texts), "total_tokens": sum(len(t) // 4 for t in texts)},
+            })
+
+        def _rerank(self, body: Dict[str, Any]) -> None:
+            if server.rerank_fn is None:
+                self._send_json(501, {"error": {"message": "no rerank function configured"}})
+                return
+            docs = [d if isinstance(d, str) else d.get("text", "") for d in body.get("documents", [])]
+            scores = server.rerank_fn(body.get("query", ""), docs)
+            order = sorted(range(len(docs)), key=lambda i: -scores[i])
+            top_n = body.get("top_n")
+            if top_n is not None:
+                order = order[: int(top_n)]
+            self._send_json(200, {
+                "model": body.get("model", "local"),
+                "results": [{"index": i, "relevance_score": float(scores[i])} for i in order],
+            })
+
+    return Handler

@@ -1,0 +1,156 @@
+"""Shared fixtures: network guard, Milvus Lite, the local embedding model, the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import re
+import socket
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import numpy as np
+import pytest
+
+from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.testing import LocalOpenAIServer
+
+def _find_shared_data() -> Path:
+    """``shared/data`` in the first parent folder of the checkout that has one."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "shared" / "data").is_dir():
+            return parent / "shared" / "data"
+    return here.parents[2] / "shared" / "data"
+
+
+SHARED_DATA = _find_shared_data()
+
+
+class NetworkBlocked(OSError):
+    """A test tried to reach a non-loopback address."""
+
+
+def is_loopback(address: Any) -> bool:
+    """True for Unix sockets, loopback IPs and 'localhost'."""
+    if not isinstance(address, tuple):
+        return True  # AF_UNIX paths
+    host = address[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+_real_connect = socket.socket.connect
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    name = host.decode() if isinstance(host, bytes) else host
+    if name is not None and not is_loopback((name, 0)):
+        raise NetworkBlocked(f"test tried to resolve non-loopback host {name!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if not is_loopback(address):
+        raise NetworkBlocked(f"test tried to reach non-loopback address {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
+    if not is_loopback(address):
+        raise NetworkBlocked(f"test tried to reach non-loopback address {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail any test that opens a socket to anything but loopback; forbid hub downloads."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVRAG_LLM_MODEL", "CONVRAG_EMBED_MODEL",
+                 "CONVRAG_MILVUS_URI", "CONVRAG_MILVUS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the checkout (read-only evaluation data)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def milvus_target(tmp_path_factory: pytest.TempPathFactory) -> MilvusTarget:
+    return MilvusTarget(uri=str(tmp_path_factory.mktemp("milvus") / "tests.db"))
+
+
+@pytest.fixture(scope="session")
+def milvus_client(milvus_target: MilvusTarget) -> Any:
+    """One real Milvus Lite database for the whole session."""
+    return connect_milvus(milvus_target)
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def collection_name(request: pytest.FixtureRequest, milvus_client: Any) -> Iterator[str]:
+    """A unique collection name for this test; the collection is dropped afterwards."""
+    stem = re.sub(r"[^0-9a-zA-Z_]", "_", request.node.name)[:40]
+    name = f"t{next(_counter)}_{stem}"
+    yield name
+    if milvus_client.has_collection(name):
+        milvus_client.drop_collection(name)
+
+
+@pytest.fixture(scope="session")
+def embed_model() -> LocalMiniLMEmbedding:
+    """The real local embedding model, loaded once."""
+    model = LocalMiniLMEmbedding()
+    model.warm_up()
+    return model
+
+
+@pytest.fixture(scope="session")
+def _openai_server_session(embed_model: LocalMiniLMEmbedding) -> Iterator[LocalOpenAIServer]:
+    def embed(texts: List[str]) -> List[List[float]]:
+        return embed_model.embed(texts).tolist()
+
+    def rerank(query: str, docs: List[str]) -> List[float]:
+        vectors = embed_model.embed([query, *docs])
+        return (vectors[1:] @ vectors[0]).tolist()
+
+    server = LocalOpenAIServer(embed_fn=embed, rerank_fn=rerank).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def openai_server(_openai_server_session: LocalOpenAIServer) -> Iterator[LocalOpenAIServer]:
+    """The local OpenAI-compatible server, with responders and records reset for each test."""
+    from llama_index_convrag.testing.openai_server import echo_chat
+
+    server = _openai_server_session
+    server.clear()
+    server.chat_responder = echo_chat
+    yield server
+    server.clear()
+    server.chat_responder = echo_chat
+
+
+def cosine(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))

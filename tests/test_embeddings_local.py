@@ -1,0 +1,79 @@
+import sys
+
+import numpy as np
+import pytest
+
+from llama_index_convrag.embeddings.local import (
+    EMBED_DIM,
+    LocalMiniLMEmbedding,
+    length_batches,
+    mean_pool_normalise,
+)
+
+
+def test_length_batches_groups_longest_first():
+    assert length_batches([3, 10, 1, 7, 5], 2) == [[1, 3], [4, 0], [2]]
+    assert length_batches([], 4) == []
+
+
+def test_mean_pool_ignores_padding_and_normalises():
+    hidden = np.array([[[1.0, 0.0], [3.0, 0.0], [100.0, 100.0]]], dtype=np.float32)
+    mask = np.array([[1, 1, 0]])
+    out = mean_pool_normalise(hidden, mask)
+    np.testing.assert_allclose(out, [[1.0, 0.0]])
+
+
+def test_vectors_are_unit_norm_and_384d(embed_model):
+    vectors = embed_model.embed(["a cat sat on the mat", "Milvus stores vectors", ""])
+    assert vectors.shape == (3, EMBED_DIM)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_semantics_are_real(embed_model):
+    q = embed_model.get_query_embedding("How do plants make energy from sunlight?")
+    docs = embed_model.get_text_embedding_batch(
+        ["Photosynthesis converts light energy into chemical energy in chloroplasts.",
+         "The stock market fell sharply on Tuesday after the rate decision."]
+    )
+    sims = np.asarray(docs) @ np.asarray(q)
+    assert sims[0] > sims[1] + 0.3
+
+
+def test_batching_does_not_change_vectors(embed_model):
+    texts = ["short", "a much longer sentence with many more tokens than the first one in it", "medium length text"]
+    together = embed_model.embed(texts)
+    alone = np.vstack([embed_model.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_query_cache_returns_same_vector_and_is_bounded():
+    model = LocalMiniLMEmbedding(query_cache_size=2)
+    first = model.get_query_embedding("alpha")
+    assert model.get_query_embedding("alpha") == first
+    model.get_query_embedding("beta")
+    model.get_query_embedding("gamma")
+    assert list(model._query_cache) == ["beta", "gamma"]
+
+
+async def test_async_matches_sync(embed_model):
+    sync = embed_model.get_query_embedding("async twin")
+    assert await embed_model.aget_query_embedding("async twin") == sync
+
+
+def test_loading_needs_no_hub_and_no_torch(embed_model):
+    # the guard fixture blocks any non-loopback socket; loading must also not pull hub clients or torch
+    LocalMiniLMEmbedding(num_threads=1).warm_up()
+    assert "torch" not in sys.modules
+    assert "sentence_transformers" not in sys.modules
+    assert "huggingface_hub" not in sys.modules or not hasattr(sys.modules["huggingface_hub"], "_convrag_used")
+
+
+def test_missing_model_file_names_the_path():
+    model = LocalMiniLMEmbedding(model_path="/nonexistent/model.onnx")
+    with pytest.raises(FileNotFoundError, match="/nonexistent/model.onnx"):
+        model.embed(["x"])
+
+
+def test_bad_batch_size_is_rejected():
+    with pytest.raises(ValueError, match="embed_batch_size"):
+        LocalMiniLMEmbedding(embed_batch_size=0)

@@ -1,0 +1,89 @@
+"""The OpenAI client path, for real, through LlamaIndex's OpenAI classes and the local HTTP server."""
+
+import json
+
+import numpy as np
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import BaseModel
+from llama_index.core.prompts import PromptTemplate
+from llama_index.embeddings.openai import OpenAIEmbedding
+
+from llama_index_convrag.config import resolve_llm
+
+
+class Verdict(BaseModel):
+    answer: str
+    confident: bool
+
+
+def _llm(server, **kw):
+    return resolve_llm(base_url=server.base_url, model="local-model", env={}, **kw)
+
+
+def test_chat_completion_roundtrip(openai_server):
+    openai_server.chat_responder = lambda body: {"content": f"seen {len(body['messages'])} messages"}
+    reply = _llm(openai_server).chat([ChatMessage(role="system", content="s"), ChatMessage(role="user", content="hi")])
+    assert reply.message.content == "seen 2 messages"
+    assert openai_server.paths() == ["/v1/chat/completions"]
+    assert openai_server.requests[0].body["model"] == "local-model"
+
+
+def test_streaming_over_sse(openai_server):
+    openai_server.chat_responder = lambda body: {"content": "one two three"}
+    deltas = [r.delta for r in _llm(openai_server).stream_chat([ChatMessage(role="user", content="x")])]
+    assert "".join(d for d in deltas if d) == "one two three"
+    assert len([d for d in deltas if d]) == 3
+    assert openai_server.requests[0].body["stream"] is True
+
+
+async def test_async_streaming_over_sse(openai_server):
+    openai_server.chat_responder = lambda body: {"content": "alpha beta"}
+    gen = await _llm(openai_server).astream_complete("q")
+    text = ""
+    async for r in gen:
+        text = r.text
+    assert text == "alpha beta"
+
+
+def test_tool_call_structured_output(openai_server):
+    def responder(body):
+        assert body["tools"][0]["function"]["name"] == "Verdict"
+        return {"tool_calls": [{"name": "Verdict", "arguments": json.dumps({"answer": "42", "confident": True})}]}
+
+    openai_server.chat_responder = responder
+    out = _llm(openai_server).structured_predict(Verdict, PromptTemplate("Q: {q}"), q="life")
+    assert out == Verdict(answer="42", confident=True)
+
+
+def test_embeddings_endpoint_uses_the_real_local_model(openai_server, embed_model):
+    client = OpenAIEmbedding(model_name="local-embed", api_base=openai_server.base_url, api_key="x",
+                             dimensions=None)
+    vectors = client.get_text_embedding_batch(["hello world", "vector search"])
+    np.testing.assert_allclose(vectors, embed_model.embed(["hello world", "vector search"]), atol=1e-5)
+
+
+def test_injected_failure_is_retried_by_the_client(openai_server):
+    openai_server.fail_next(503, times=1)
+    llm = _llm(openai_server, )
+    llm.max_retries = 2
+    assert llm.complete("retry me").text == "echo: retry me"
+    assert openai_server.paths() == ["/v1/chat/completions", "/v1/chat/completions"]
+
+
+def test_rerank_endpoint_orders_by_relevance(openai_server):
+    import httpx
+
+    r = httpx.post(f"{openai_server.base_url}/rerank", json={
+        "model": "m", "query": "photosynthesis in plants", "top_n": 2,
+        "documents": ["football scores", "plants turn light into sugar", "tax law"]})
+    results = r.json()["results"]
+    assert [x["index"] for x in results][0] == 1
+    assert len(results) == 2
+
+
+def test_server_refuses_non_loopback_host():
+    from llama_index_convrag.testing import LocalOpenAIServer
+
+    with pytest.raises(ValueError, match="loopback"):
+        LocalOpenAIServer(host="0.0.0.0")

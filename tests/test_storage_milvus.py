@@ -1,0 +1,31 @@
+import pytest
+from pymilvus import DataType
+
+from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus
+
+
+def test_same_target_reuses_client(milvus_target, milvus_client):
+    assert connect_milvus(milvus_target) is milvus_client
+
+
+def test_missing_folder_names_the_uri():
+    with pytest.raises(MilvusConnectionError, match="/no/such/dir/x.db"):
+        connect_milvus(MilvusTarget("/no/such/dir/x.db"))
+
+
+def test_unreachable_server_names_the_uri():
+    with pytest.raises(MilvusConnectionError, match=r"http://127\.0\.0\.1:9"):
+        connect_milvus(MilvusTarget("http://127.0.0.1:9"), timeout=1)
+
+
+def test_collection_fixture_gives_a_real_collection(milvus_client, collection_name):
+    schema = milvus_client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
+    index = milvus_client.prepare_index_params()
+    index.add_index("v", index_type="FLAT", metric_type="IP")
+    milvus_client.create_collection(collection_name, schema=schema, index_params=index)
+    milvus_client.insert(collection_name, [{"id": 1, "v": [1.0, 0.0]}, {"id": 2, "v": [0.0, 1.0]}])
+    hits = milvus_client.search(collection_name, data=[[0.9, 0.1]], limit=1, anns_field="v")
+    assert hits[0][0]["id"] == 1
