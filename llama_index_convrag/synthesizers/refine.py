@@ -1,0 +1,135 @@
+"""Refine: answer from the first chunk, then refine the answer with each next chunk (one LLM call per chunk).
+
+Fixes over core: extra variables are counted when a chunk is fitted to the window; structured answer filtering skips
+(and reports) unparsable replies; ``early_stop`` stops once the answer is final (llama_index issue 21397).
+
+Early-stop signal: with structured filtering, the first reply with ``query_satisfied=True``. Without structured
+outputs, a refine step that returns the existing answer unchanged (whitespace-normalised): the default refine prompt
+tells the model to do exactly that when the new context adds nothing, so later chunks are unlikely to matter. The
+calls not made are reported as ``response.metadata["llm_calls_saved"]``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, List, Optional
+
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TEXT_QA_PROMPT_SEL
+from llama_index.core.prompts.mixin import PromptDictType
+
+from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
+from llama_index_convrag.synthesizers.base import (
+    DEFAULT_PADDING,
+    BaseSynthesizer,
+    CallRequest,
+    RunState,
+    Steps,
+    SynthesizerConfig,
+)
+from llama_index_convrag.synthesizers.structured import ProgramFactory
+from llama_index_convrag.synthesizers.types import ResponseMode
+
+DEFAULT_RESPONSE_PADDING_SIZE = 500  # core's room for the existing answer in refine prompts
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+class Refine(BaseSynthesizer):
+    """One LLM call per chunk (a chunk too big for the window is split first)."""
+
+    mode = ResponseMode.REFINE.value
+    supports_structured_filtering = True
+    supports_early_stop = True
+
+    def __init__(
+        self,
+        llm: Any = None,
+        *,
+        text_qa_template: Optional[BasePromptTemplate] = None,
+        refine_template: Optional[BasePromptTemplate] = None,
+        structured_answer_filtering: bool = False,
+        program_factory: Optional[ProgramFactory] = None,
+        early_stop: bool = False,
+        response_padding_size: int = DEFAULT_RESPONSE_PADDING_SIZE,
+        **common: Any,
+    ) -> None:
+        super().__init__(llm, **common)
+        if response_padding_size < 0:
+            raise ValueError(f"response_padding_size must be >= 0, got {response_padding_size}")
+        qa_default = CITATION_QA_PROMPT if self._citations else DEFAULT_TEXT_QA_PROMPT_SEL
+        refine_default = CITATION_REFINE_PROMPT if self._citations else DEFAULT_REFINE_PROMPT_SEL
+        self._text_qa_template = text_qa_template if text_qa_template is not None else qa_default
+        self._refine_template = refine_template if refine_template is not None else refine_default
+        self._configure_filtering(structured_answer_filtering, program_factory)
+        self._early_stop = early_stop
+        self._response_padding_size = response_padding_size
+
+    @classmethod
+    def from_config(cls, config: SynthesizerConfig) -> "Refine":
+        return cls(
+            config.llm,
+            text_qa_template=config.text_qa_template,
+            refine_template=config.refine_template,
+            structured_answer_filtering=config.structured_answer_filtering,
+            program_factory=config.program_factory,
+            early_stop=config.early_stop,
+            **config.common(),
+        )
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"text_qa_template": self._text_qa_template, "refine_template": self._refine_template}
+
+    def _initial_budget(self, run: RunState) -> int:
+        shapes = [
+            (self._text_qa_template, {"context_str": ""}),
+            (self._refine_template, {"context_msg": "", "existing_answer": ""}),
+        ]
+        return self._budget(run, shapes, padding=self._response_padding_size)
+
+    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
+        """Refine: each chunk is its own window (split only if it overflows)."""
+        budget = self._initial_budget(run)
+        return [window for chunk in chunks for window in self._pack([chunk], budget)]
+
+    def _refit(self, run: RunState, answer: str, chunk: str) -> List[str]:
+        """Split ``chunk`` again if it no longer fits next to the actual existing answer."""
+        shape = [(self._refine_template, {"context_msg": "", "existing_answer": answer})]
+        budget = self._budget(run, shape, padding=DEFAULT_PADDING)
+        if self.count_tokens(chunk) <= budget:
+            return [chunk]
+        return self._pack([chunk], budget)
+
+    def _steps(self, run: RunState, chunks: List[str]) -> Steps:
+        windows: Deque[str] = deque(self._windows(run, chunks))
+        answer: Optional[Any] = None
+        while windows:
+            chunk = windows.popleft()
+            if answer is None:
+                template, context = self._text_qa_template, {"context_str": chunk}
+            else:
+                pieces = self._refit(run, answer, chunk)
+                if len(pieces) > 1:
+                    windows.extendleft(reversed(pieces))
+                    continue
+                template, context = self._refine_template, {"existing_answer": answer, "context_msg": chunk}
+            last = not windows
+            stream = self._streaming and last and not self._structured and self._output_cls is None
+            reply = yield CallRequest(template, run.fill(**context), structured=self._structured, stream=stream)
+            if self._structured:
+                if reply is None or not reply.query_satisfied:
+                    continue  # skipped (reported by the driver) or not relevant
+                answer = reply.answer
+                if self._early_stop:
+                    run.llm_calls_saved = len(windows)
+                    break
+                continue
+            if self._early_stop and answer is not None and isinstance(reply, str) and _same(reply, answer):
+                run.llm_calls_saved = len(windows)
+                break
+            answer = reply
+        if answer is None or (isinstance(answer, str) and not answer.strip()):
+            return self._empty_response
+        return answer
