@@ -44,9 +44,19 @@ class TiktokenTokenizer:
 
 @lru_cache(maxsize=4)
 def _encoding(model: str):  # type: ignore[no-untyped-def]
+    """tiktoken's encoding, read from the cache LlamaIndex core ships (as ``get_tokenizer`` does): no download."""
+    import os
+
+    import llama_index.core
     import tiktoken
 
-    return tiktoken.encoding_for_model(model)
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return tiktoken.encoding_for_model(model)
+    os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(os.path.dirname(llama_index.core.__file__), "_static/tiktoken_cache")
+    try:
+        return tiktoken.encoding_for_model(model)
+    finally:
+        del os.environ["TIKTOKEN_CACHE_DIR"]
 
 
 def context_budget(
