@@ -64,7 +64,7 @@ class Accumulate(BaseSynthesizer):
         return {"text_qa_template": self._text_qa_template}
 
     def _budget_for(self, run: RunState) -> int:
-        return self._budget(run, [(self._text_qa_template, {"context_str": ""})], padding=DEFAULT_PADDING)
+        return self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])
 
     def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
         budget = self._budget_for(run)

@@ -291,11 +291,12 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     def _format(self, template: BasePromptTemplate, kwargs: Dict[str, Any]) -> str:
         return template.format(llm=self._llm, **kwargs)
 
-    def _budget(self, run: RunState, shapes: Iterable[Tuple[BasePromptTemplate, Dict[str, Any]]], padding: int) -> int:
-        """Context tokens per call: the window minus the biggest prompt *with query and extras filled*."""
-        overhead = max(self.count_tokens(self._format(t, run.fill(**context))) for t, context in shapes)
+    def _budget(self, run: RunState, shapes: Iterable[Tuple[BasePromptTemplate, Dict[str, Any], int]]) -> int:
+        """Context tokens per call: the window minus the biggest ``prompt + padding``, each prompt measured *with
+        the query and the extra variables filled* (core measures them empty)."""
+        overhead = max(self.count_tokens(self._format(t, run.fill(**context))) + pad for t, context, pad in shapes)
         helper = self._prompt_helper
-        return context_budget(helper.context_window, helper.num_output, overhead, padding, helper.chunk_size_limit)
+        return context_budget(helper.context_window, helper.num_output, overhead, 0, helper.chunk_size_limit)
 
     def _pack(self, chunks: Sequence[str], budget: int) -> List[str]:
         return pack_texts(render_chunks(chunks), budget, self._tokenizer)

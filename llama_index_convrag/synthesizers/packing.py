@@ -73,7 +73,7 @@ def context_budget(
     if budget <= 0:
         raise ValueError(
             f"no room for context: context_window {context_window} - num_output {num_output} - prompt "
-            f"{prompt_tokens} tokens (template, query and extra variables) - padding {padding} = {budget}; "
+            f"{prompt_tokens} tokens (template, query, extra variables, reserved room) - padding {padding} = {budget}; "
             "shorten the extra variables or use an LLM with a larger context_window"
         )
     return budget

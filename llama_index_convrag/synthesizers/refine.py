@@ -83,11 +83,12 @@ class Refine(BaseSynthesizer):
         return {"text_qa_template": self._text_qa_template, "refine_template": self._refine_template}
 
     def _initial_budget(self, run: RunState) -> int:
+        # The refine prompt keeps room for the existing answer; the QA prompt (which has none) only needs padding.
         shapes = [
-            (self._text_qa_template, {"context_str": ""}),
-            (self._refine_template, {"context_msg": "", "existing_answer": ""}),
+            (self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING),
+            (self._refine_template, {"context_msg": "", "existing_answer": ""}, self._response_padding_size),
         ]
-        return self._budget(run, shapes, padding=self._response_padding_size)
+        return self._budget(run, shapes)
 
     def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
         """Refine: each chunk is its own window (split only if it overflows)."""
@@ -96,8 +97,8 @@ class Refine(BaseSynthesizer):
 
     def _refit(self, run: RunState, answer: str, chunk: str) -> List[str]:
         """Split ``chunk`` again if it no longer fits next to the actual existing answer."""
-        shape = [(self._refine_template, {"context_msg": "", "existing_answer": answer})]
-        budget = self._budget(run, shape, padding=DEFAULT_PADDING)
+        shape = (self._refine_template, {"context_msg": "", "existing_answer": answer}, DEFAULT_PADDING)
+        budget = self._budget(run, [shape])
         if self.count_tokens(chunk) <= budget:
             return [chunk]
         return self._pack([chunk], budget)

@@ -41,7 +41,7 @@ class SimpleSummarize(BaseSynthesizer):
         return {"text_qa_template": self._text_qa_template}
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
-        budget = self._budget(run, [(self._text_qa_template, {"context_str": ""})], padding=DEFAULT_PADDING)
+        budget = self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])
         windows = self._pack(chunks, budget)
         if not windows:
             return self._empty_response

@@ -42,7 +42,7 @@ class TreeSummarize(BaseSynthesizer):
         return {"summary_template": self._summary_template}
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
-        budget = self._budget(run, [(self._summary_template, {"context_str": ""})], padding=DEFAULT_PADDING)
+        budget = self._budget(run, [(self._summary_template, {"context_str": ""}, DEFAULT_PADDING)])
         windows = self._pack(chunks, budget)
         if not windows:
             return self._empty_response
