@@ -2,15 +2,11 @@
 filtering for refine/compact/accumulate/compact_accumulate, early stop, citations and a mode registry."""
 
 from llama_index_convrag.synthesizers.accumulate import Accumulate
-from llama_index_convrag.synthesizers.base import (
-    BaseSynthesizer,
-    CallRequest,
-    RunState,
-    SynthesisChunkSkippedEvent,
-    SynthesisLLMCallEvent,
-    SynthesizerConfig,
-)
+from llama_index_convrag.synthesizers.base import BaseSynthesizer
+from llama_index_convrag.synthesizers.calls import CallRequest, RunState
 from llama_index_convrag.synthesizers.citations import number_chunks, parse_citations
+from llama_index_convrag.synthesizers.config import SynthesizerConfig
+from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
 from llama_index_convrag.synthesizers.compact_accumulate import CompactAndAccumulate
 from llama_index_convrag.synthesizers.compact_and_refine import CompactAndRefine
 from llama_index_convrag.synthesizers.context_only import ContextOnly

@@ -7,11 +7,9 @@ replies are skipped and reported. Streaming yields the joined text once every an
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
-from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -34,34 +32,24 @@ class Accumulate(BaseSynthesizer):
     mode = ResponseMode.ACCUMULATE.value
     supports_structured_filtering = True
 
+    template_defaults = {"text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT)}
+
     def __init__(
         self,
         llm: Any = None,
         *,
-        text_qa_template: Optional[BasePromptTemplate] = None,
         structured_answer_filtering: bool = False,
         program_factory: Optional[ProgramFactory] = None,
         separator: str = DEFAULT_SEPARATOR,
         **common: Any,
     ) -> None:
         super().__init__(llm, **common)
-        default = CITATION_QA_PROMPT if self._citations else DEFAULT_TEXT_QA_PROMPT_SEL
-        self._text_qa_template = text_qa_template if text_qa_template is not None else default
         self._configure_filtering(structured_answer_filtering, program_factory)
         self._separator = separator
 
     @classmethod
-    def from_config(cls, config: SynthesizerConfig) -> "Accumulate":
-        return cls(
-            config.llm,
-            text_qa_template=config.text_qa_template,
-            structured_answer_filtering=config.structured_answer_filtering,
-            program_factory=config.program_factory,
-            **config.common(),
-        )
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"text_qa_template": self._text_qa_template}
+    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
+        return {**super().config_kwargs(config), **config.filtering()}
 
     def _budget_for(self, run: RunState) -> int:
         return self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])

@@ -12,22 +12,9 @@ when enabled, ``citations`` and ``llm_calls_saved``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import (
-    Any,
-    AsyncGenerator,
-    ClassVar,
-    Dict,
-    Generator,
-    Iterable,
-    List,
-    Optional,
-    Sequence,
-    Tuple,
-    Type,
-    Union,
-)
+from typing import Any, AsyncGenerator, ClassVar, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, Type
 
 from llama_index.core.async_utils import run_async_tasks
 from llama_index.core.base.response.schema import (
@@ -42,10 +29,9 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.indices.prompt_helper import PromptHelper
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.llms import LLM
-from llama_index.core.prompts import BasePromptTemplate, SelectorPromptTemplate
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
@@ -53,13 +39,17 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_convrag.synthesizers import citations as cite
-from llama_index_convrag.synthesizers.packing import (
-    TiktokenTokenizer,
-    Tokenizer,
-    context_budget,
-    pack_texts,
-    render_chunks,
+from llama_index_convrag.synthesizers.calls import (
+    KNOWN_VARIABLES,
+    CallRequest,
+    RunState,
+    Steps,
+    template_variables,
 )
+from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
+from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
+from llama_index_convrag.synthesizers.packing import TiktokenTokenizer, Tokenizer, context_budget, pack_texts, render_chunks
+from llama_index_convrag.synthesizers.streams import acite_when_done, agen_of, cite_when_done, gen_of
 from llama_index_convrag.synthesizers.structured import (
     ProgramFactory,
     arun_program,
@@ -71,115 +61,10 @@ from llama_index_convrag.synthesizers.structured import (
 dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
 
-DEFAULT_EMPTY_RESPONSE = "Empty Response"
 DEFAULT_PADDING = 5
-KNOWN_VARIABLES = frozenset({"query_str", "context_str", "context_msg", "existing_answer"})
+TemplateDefaults = Dict[str, Tuple[BasePromptTemplate, BasePromptTemplate]]
 
-
-class SynthesisLLMCallEvent(BaseEvent):
-    """One LLM call made by a synthesizer."""
-
-    mode: str
-    call_index: int
-    prompt_tokens: int
-    structured: bool = False
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "SynthesisLLMCallEvent"
-
-
-class SynthesisChunkSkippedEvent(BaseEvent):
-    """A structured reply could not be parsed; its chunk was skipped."""
-
-    mode: str
-    call_index: int
-    error: str
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "SynthesisChunkSkippedEvent"
-
-
-@dataclass
-class CallRequest:
-    """One LLM call a mode wants: the template, its full variables, and how to run it."""
-
-    template: BasePromptTemplate
-    kwargs: Dict[str, Any]
-    structured: bool = False
-    stream: bool = False
-
-
-@dataclass
-class RunState:
-    """Per-call ledger (a synthesizer may serve concurrent requests, so nothing lives on ``self``)."""
-
-    query_str: str
-    extras: Dict[str, Any]
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    llm_calls_saved: int = 0
-    skipped_chunks: List[Dict[str, Any]] = field(default_factory=list)
-
-    def fill(self, **context: Any) -> Dict[str, Any]:
-        """Every variable of a call: the query, the extras, and this call's context."""
-        return {"query_str": self.query_str, **self.extras, **context}
-
-
-Request = Union[CallRequest, List[CallRequest]]
-Steps = Generator[Request, Any, Any]
-
-
-@dataclass
-class SynthesizerConfig:
-    """Everything :func:`get_response_synthesizer` was given; each mode's ``from_config`` takes what it uses."""
-
-    llm: Optional[LLM] = None
-    prompt_helper: Optional[PromptHelper] = None
-    text_qa_template: Optional[BasePromptTemplate] = None
-    refine_template: Optional[BasePromptTemplate] = None
-    summary_template: Optional[BasePromptTemplate] = None
-    simple_template: Optional[BasePromptTemplate] = None
-    callback_manager: Optional[CallbackManager] = None
-    use_async: bool = False
-    streaming: bool = False
-    structured_answer_filtering: bool = False
-    output_cls: Optional[Type[BaseModel]] = None
-    program_factory: Optional[ProgramFactory] = None
-    verbose: bool = False
-    empty_response: str = DEFAULT_EMPTY_RESPONSE
-    citations: bool = False
-    early_stop: bool = False
-    tokenizer: Optional[Tokenizer] = None
-
-    def common(self) -> Dict[str, Any]:
-        """The keyword arguments every mode accepts."""
-        return {
-            "callback_manager": self.callback_manager,
-            "prompt_helper": self.prompt_helper,
-            "streaming": self.streaming,
-            "output_cls": self.output_cls,
-            "empty_response": self.empty_response,
-            "citations": self.citations,
-            "verbose": self.verbose,
-            "tokenizer": self.tokenizer,
-            "use_async": self.use_async,
-        }
-
-
-def template_variables(template: BasePromptTemplate) -> List[str]:
-    """Variables still to fill in ``template`` (every branch of a selector)."""
-    templates: List[BasePromptTemplate] = [template]
-    if isinstance(template, SelectorPromptTemplate):
-        templates = [template.default_template, *(t for _, t in template.conditionals or [])]
-    names: List[str] = []
-    for t in templates:
-        mapped = set((t.function_mappings or {}).keys())
-        for name in t.template_vars:
-            if name not in t.kwargs and name not in mapped and name not in names:
-                names.append(name)
-    return names
+__all__ = ["BaseSynthesizer", "CallRequest", "RunState", "Steps", "SynthesizerConfig", "DEFAULT_PADDING"]
 
 
 class BaseSynthesizer(CoreBaseSynthesizer):
@@ -189,6 +74,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     requires_llm: ClassVar[bool] = True
     supports_structured_filtering: ClassVar[bool] = False
     supports_early_stop: ClassVar[bool] = False
+    # role -> (default template, default with citations); each role is a keyword of __init__ and of the factory
+    template_defaults: ClassVar[TemplateDefaults] = {}
 
     def __init__(
         self,
@@ -203,6 +90,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         verbose: bool = False,
         tokenizer: Optional[Tokenizer] = None,
         use_async: bool = False,
+        **templates: Optional[BasePromptTemplate],
     ) -> None:
         # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given.
         if self.requires_llm and llm is None:
@@ -229,6 +117,18 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self._use_async = use_async
         self._structured = False
         self._program_factory: Optional[ProgramFactory] = None
+        self._set_templates(templates)
+
+    def _set_templates(self, given: Dict[str, Optional[BasePromptTemplate]]) -> None:
+        unknown = sorted(set(given) - set(self.template_defaults))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown keyword arguments {unknown}; its templates are "
+                f"{sorted(self.template_defaults)}"
+            )
+        for role, (plain, cited) in self.template_defaults.items():
+            template = given.get(role)
+            setattr(self, f"_{role}", template if template is not None else (cited if self._citations else plain))
 
     def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:
         """Structured answer filtering: every call returns ``{query_satisfied, answer}`` (see ``structured.py``)."""
@@ -240,18 +140,24 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self._program_factory = program_factory
 
     @classmethod
+    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
+        """The factory's arguments this class takes (extend to add mode options)."""
+        templates = {role: getattr(config, role, None) for role in cls.template_defaults}
+        return {**templates, **config.common()}
+
+    @classmethod
     def from_config(cls, config: SynthesizerConfig) -> "BaseSynthesizer":
-        """Build from the factory's arguments (override to pass templates and mode options)."""
-        return cls(config.llm, **config.common())
+        """Build from the factory's arguments."""
+        return cls(config.llm, **cls.config_kwargs(config))
 
     # prompts ---------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
-        return {}
+        return {role: getattr(self, f"_{role}") for role in self.template_defaults}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
-        for name, template in prompts.items():
-            if hasattr(self, f"_{name}"):
-                setattr(self, f"_{name}", template)
+        for role, template in prompts.items():
+            if role in self.template_defaults:
+                setattr(self, f"_{role}", template)
 
     @property
     def callback_manager(self) -> CallbackManager:
@@ -378,8 +284,6 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             return stop.value
 
     async def _adrive(self, run: RunState, steps: Steps) -> Any:
-        import asyncio
-
         try:
             request = next(steps)
             while True:
@@ -418,7 +322,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             except (ValidationError, ValueError, TypeError):
                 return result
         if isinstance(result, str) and self._streaming:
-            return _agen_of(result) if is_async else _gen_of(result)
+            return agen_of(result) if is_async else gen_of(result)
         return result
 
     # public: synthesize ----------------------------------------------------------------------
@@ -505,39 +409,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 metadata["citations"] = cite.parse_citations(result, numbered)
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, Generator):
-            gen = _cite_when_done(result, metadata, numbered) if self._citations else result
+            gen = cite_when_done(result, metadata, numbered) if self._citations else result
             return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
         if isinstance(result, AsyncGenerator):
-            agen = _acite_when_done(result, metadata, numbered) if self._citations else result
+            agen = acite_when_done(result, metadata, numbered) if self._citations else result
             return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
         if self._output_cls is not None and isinstance(result, self._output_cls):
             return PydanticResponse(result, source_nodes=sources, metadata=metadata)
         raise ValueError(f"a synthesizer must produce a str, a stream or output_cls, got {type(result).__name__}")
-
-
-def _gen_of(text: str) -> Generator[str, None, None]:
-    yield text
-
-
-async def _agen_of(text: str) -> AsyncGenerator[str, None]:
-    yield text
-
-
-def _cite_when_done(
-    gen: Generator[str, None, None], metadata: Dict[str, Any], nodes: List[NodeWithScore]
-) -> Generator[str, None, None]:
-    text = ""
-    for delta in gen:
-        text += delta
-        yield delta
-    metadata["citations"] = cite.parse_citations(text, nodes)
-
-
-async def _acite_when_done(
-    agen: AsyncGenerator[str, None], metadata: Dict[str, Any], nodes: List[NodeWithScore]
-) -> AsyncGenerator[str, None]:
-    text = ""
-    async for delta in agen:
-        text += delta
-        yield delta
-    metadata["citations"] = cite.parse_citations(text, nodes)

@@ -18,7 +18,8 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
 from llama_index.core.types import BasePydanticProgram
 
-from llama_index_convrag.synthesizers.base import DEFAULT_EMPTY_RESPONSE, BaseSynthesizer, SynthesizerConfig
+from llama_index_convrag.synthesizers.base import BaseSynthesizer
+from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
 from llama_index_convrag.synthesizers.packing import Tokenizer
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
 from llama_index_convrag.synthesizers.types import ResponseMode

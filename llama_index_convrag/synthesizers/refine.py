@@ -12,11 +12,9 @@ calls not made are reported as ``response.metadata["llm_calls_saved"]``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Dict, List, Optional
 
-from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TEXT_QA_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -44,12 +42,15 @@ class Refine(BaseSynthesizer):
     supports_structured_filtering = True
     supports_early_stop = True
 
+    template_defaults = {
+        "text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT),
+        "refine_template": (DEFAULT_REFINE_PROMPT_SEL, CITATION_REFINE_PROMPT),
+    }
+
     def __init__(
         self,
         llm: Any = None,
         *,
-        text_qa_template: Optional[BasePromptTemplate] = None,
-        refine_template: Optional[BasePromptTemplate] = None,
         structured_answer_filtering: bool = False,
         program_factory: Optional[ProgramFactory] = None,
         early_stop: bool = False,
@@ -59,28 +60,13 @@ class Refine(BaseSynthesizer):
         super().__init__(llm, **common)
         if response_padding_size < 0:
             raise ValueError(f"response_padding_size must be >= 0, got {response_padding_size}")
-        qa_default = CITATION_QA_PROMPT if self._citations else DEFAULT_TEXT_QA_PROMPT_SEL
-        refine_default = CITATION_REFINE_PROMPT if self._citations else DEFAULT_REFINE_PROMPT_SEL
-        self._text_qa_template = text_qa_template if text_qa_template is not None else qa_default
-        self._refine_template = refine_template if refine_template is not None else refine_default
         self._configure_filtering(structured_answer_filtering, program_factory)
         self._early_stop = early_stop
         self._response_padding_size = response_padding_size
 
     @classmethod
-    def from_config(cls, config: SynthesizerConfig) -> "Refine":
-        return cls(
-            config.llm,
-            text_qa_template=config.text_qa_template,
-            refine_template=config.refine_template,
-            structured_answer_filtering=config.structured_answer_filtering,
-            program_factory=config.program_factory,
-            early_stop=config.early_stop,
-            **config.common(),
-        )
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"text_qa_template": self._text_qa_template, "refine_template": self._refine_template}
+    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
+        return {**super().config_kwargs(config), **config.filtering(), "early_stop": config.early_stop}
 
     def _initial_budget(self, run: RunState) -> int:
         # The refine prompt keeps room for the existing answer; the QA prompt (which has none) only needs padding.

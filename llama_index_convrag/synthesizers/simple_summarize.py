@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+from typing import List
 
-from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -16,7 +14,6 @@ from llama_index_convrag.synthesizers.base import (
     CallRequest,
     RunState,
     Steps,
-    SynthesizerConfig,
 )
 from llama_index_convrag.synthesizers.types import ResponseMode
 
@@ -28,17 +25,7 @@ class SimpleSummarize(BaseSynthesizer):
 
     mode = ResponseMode.SIMPLE_SUMMARIZE.value
 
-    def __init__(self, llm: Any = None, *, text_qa_template: Optional[BasePromptTemplate] = None, **common: Any) -> None:
-        super().__init__(llm, **common)
-        default = CITATION_QA_PROMPT if self._citations else DEFAULT_TEXT_QA_PROMPT_SEL
-        self._text_qa_template = text_qa_template if text_qa_template is not None else default
-
-    @classmethod
-    def from_config(cls, config: SynthesizerConfig) -> "SimpleSummarize":
-        return cls(config.llm, text_qa_template=config.text_qa_template, **config.common())
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"text_qa_template": self._text_qa_template}
+    template_defaults = {"text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT)}
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
         budget = self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])

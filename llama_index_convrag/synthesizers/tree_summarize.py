@@ -6,11 +6,9 @@ The summaries of one level are independent, so they run in parallel with ``use_a
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import List
 
-from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TREE_SUMMARIZE_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_TREE_SUMMARIZE_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -19,7 +17,6 @@ from llama_index_convrag.synthesizers.base import (
     CallRequest,
     RunState,
     Steps,
-    SynthesizerConfig,
 )
 from llama_index_convrag.synthesizers.types import ResponseMode
 
@@ -29,17 +26,7 @@ class TreeSummarize(BaseSynthesizer):
 
     mode = ResponseMode.TREE_SUMMARIZE.value
 
-    def __init__(self, llm: Any = None, *, summary_template: Optional[BasePromptTemplate] = None, **common: Any) -> None:
-        super().__init__(llm, **common)
-        default = CITATION_TREE_SUMMARIZE_PROMPT if self._citations else DEFAULT_TREE_SUMMARIZE_PROMPT_SEL
-        self._summary_template = summary_template if summary_template is not None else default
-
-    @classmethod
-    def from_config(cls, config: SynthesizerConfig) -> "TreeSummarize":
-        return cls(config.llm, summary_template=config.summary_template, **config.common())
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"summary_template": self._summary_template}
+    template_defaults = {"summary_template": (DEFAULT_TREE_SUMMARIZE_PROMPT_SEL, CITATION_TREE_SUMMARIZE_PROMPT)}
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
         budget = self._budget(run, [(self._summary_template, {"context_str": ""}, DEFAULT_PADDING)])
