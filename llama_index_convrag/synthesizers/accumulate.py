@@ -7,7 +7,7 @@ replies are skipped and reported. Streaming yields the joined text once every an
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, List
 
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
 
@@ -18,9 +18,7 @@ from llama_index_convrag.synthesizers.base import (
     CallRequest,
     RunState,
     Steps,
-    SynthesizerConfig,
 )
-from llama_index_convrag.synthesizers.structured import ProgramFactory
 from llama_index_convrag.synthesizers.types import ResponseMode
 
 DEFAULT_SEPARATOR = "\n---------------------\n"
@@ -38,18 +36,11 @@ class Accumulate(BaseSynthesizer):
         self,
         llm: Any = None,
         *,
-        structured_answer_filtering: bool = False,
-        program_factory: Optional[ProgramFactory] = None,
         separator: str = DEFAULT_SEPARATOR,
         **common: Any,
     ) -> None:
         super().__init__(llm, **common)
-        self._configure_filtering(structured_answer_filtering, program_factory)
         self._separator = separator
-
-    @classmethod
-    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
-        return {**super().config_kwargs(config), **config.filtering()}
 
     def _budget_for(self, run: RunState) -> int:
         return self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])

@@ -90,6 +90,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         verbose: bool = False,
         tokenizer: Optional[Tokenizer] = None,
         use_async: bool = False,
+        structured_answer_filtering: bool = False,
+        program_factory: Optional[ProgramFactory] = None,
         **templates: Optional[BasePromptTemplate],
     ) -> None:
         # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given.
@@ -115,9 +117,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self._verbose = verbose
         self._tokenizer: Tokenizer = tokenizer if tokenizer is not None else TiktokenTokenizer()
         self._use_async = use_async
-        self._structured = False
-        self._program_factory: Optional[ProgramFactory] = None
         self._set_templates(templates)
+        self._configure_filtering(structured_answer_filtering, program_factory)
 
     def _set_templates(self, given: Dict[str, Optional[BasePromptTemplate]]) -> None:
         unknown = sorted(set(given) - set(self.template_defaults))
@@ -132,6 +133,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:
         """Structured answer filtering: every call returns ``{query_satisfied, answer}`` (see ``structured.py``)."""
+        if enabled and not self.supports_structured_filtering:
+            raise ValueError(f"{type(self).__name__} does not support structured_answer_filtering")
         if program_factory is not None and not enabled:
             raise ValueError("program_factory needs structured_answer_filtering=True")
         if enabled and self._output_cls is not None:
@@ -326,11 +329,26 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         return result
 
     # public: synthesize ----------------------------------------------------------------------
-    def _run_or_empty(self, run: RunState, nodes: Sequence[NodeWithScore]) -> Optional[Steps]:
-        if len(nodes) == 0:
-            return None
-        chunks = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
-        return self._steps(run, self._prepare_chunks(chunks))
+    def _begin(self, query: QueryType, nodes: Sequence[NodeWithScore], extra_vars: Dict[str, Any]) -> Tuple[
+        QueryBundle, RunState, List[str], Optional[Steps]
+    ]:
+        """Validate the extras (before any LLM call) and plan the steps; ``None`` steps for no nodes."""
+        bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
+        dispatcher.event(SynthesizeStartEvent(query=bundle))
+        run, unused = self._new_run(bundle.query_str, extra_vars)
+        steps = None
+        if len(nodes) > 0:
+            chunks = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+            steps = self._steps(run, self._prepare_chunks(chunks))
+        return bundle, run, unused, steps
+
+    def _cb_event(self, bundle: QueryBundle) -> Any:
+        return self._callback_manager.event(CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str})
+
+    def _end(self, event: Any, bundle: QueryBundle, response: RESPONSE_TYPE) -> RESPONSE_TYPE:
+        event.on_end(payload={EventPayload.RESPONSE: response})
+        dispatcher.event(SynthesizeEndEvent(query=bundle, response=response))
+        return response
 
     @dispatcher.span
     def synthesize(
@@ -341,19 +359,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         **extra_vars: Any,
     ) -> RESPONSE_TYPE:
         """Answer ``query`` from ``nodes``; ``extra_vars`` fill extra template variables (checked first)."""
-        bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
-        dispatcher.event(SynthesizeStartEvent(query=bundle))
-        run, unused = self._new_run(bundle.query_str, extra_vars)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str}
-        ) as event:
-            steps = self._run_or_empty(run, nodes)
-            result = self._empty_response if steps is None else self._drive(run, steps)
-            result = self._finish(result, is_async=False)
+        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        with self._cb_event(bundle) as event:
+            result = self._finish(self._empty_response if steps is None else self._drive(run, steps), is_async=False)
             response = self._build_response(result, run, nodes, additional_source_nodes, unused)
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        dispatcher.event(SynthesizeEndEvent(query=bundle, response=response))
-        return response
+            return self._end(event, bundle, response)
 
     @dispatcher.span
     async def asynthesize(
@@ -364,19 +374,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         **extra_vars: Any,
     ) -> RESPONSE_TYPE:
         """Async twin of :meth:`synthesize`."""
-        bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
-        dispatcher.event(SynthesizeStartEvent(query=bundle))
-        run, unused = self._new_run(bundle.query_str, extra_vars)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str}
-        ) as event:
-            steps = self._run_or_empty(run, nodes)
-            result = self._empty_response if steps is None else await self._adrive(run, steps)
-            result = self._finish(result, is_async=True)
+        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        with self._cb_event(bundle) as event:
+            result = self._finish(self._empty_response if steps is None else await self._adrive(run, steps), True)
             response = self._build_response(result, run, nodes, additional_source_nodes, unused)
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        dispatcher.event(SynthesizeEndEvent(query=bundle, response=response))
-        return response
+            return self._end(event, bundle, response)
 
     def _metadata(self, run: RunState, sources: List[NodeWithScore], unused: List[str]) -> Dict[str, Any]:
         metadata: Dict[str, Any] = {n.node.node_id: n.node.metadata for n in sources}

@@ -39,13 +39,6 @@ class SynthesizerConfig:
     early_stop: bool = False
     tokenizer: Optional[Tokenizer] = None
 
-    def filtering(self) -> Dict[str, Any]:
-        """Structured answer filtering options (modes that support it)."""
-        return {
-            "structured_answer_filtering": self.structured_answer_filtering,
-            "program_factory": self.program_factory,
-        }
-
     def common(self) -> Dict[str, Any]:
         """The keyword arguments every mode accepts."""
         return {
@@ -58,4 +51,6 @@ class SynthesizerConfig:
             "verbose": self.verbose,
             "tokenizer": self.tokenizer,
             "use_async": self.use_async,
+            "structured_answer_filtering": self.structured_answer_filtering,
+            "program_factory": self.program_factory,
         }

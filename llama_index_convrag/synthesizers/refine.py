@@ -25,7 +25,6 @@ from llama_index_convrag.synthesizers.base import (
     Steps,
     SynthesizerConfig,
 )
-from llama_index_convrag.synthesizers.structured import ProgramFactory
 from llama_index_convrag.synthesizers.types import ResponseMode
 
 DEFAULT_RESPONSE_PADDING_SIZE = 500  # core's room for the existing answer in refine prompts
@@ -51,8 +50,6 @@ class Refine(BaseSynthesizer):
         self,
         llm: Any = None,
         *,
-        structured_answer_filtering: bool = False,
-        program_factory: Optional[ProgramFactory] = None,
         early_stop: bool = False,
         response_padding_size: int = DEFAULT_RESPONSE_PADDING_SIZE,
         **common: Any,
@@ -60,13 +57,12 @@ class Refine(BaseSynthesizer):
         super().__init__(llm, **common)
         if response_padding_size < 0:
             raise ValueError(f"response_padding_size must be >= 0, got {response_padding_size}")
-        self._configure_filtering(structured_answer_filtering, program_factory)
         self._early_stop = early_stop
         self._response_padding_size = response_padding_size
 
     @classmethod
     def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
-        return {**super().config_kwargs(config), **config.filtering(), "early_stop": config.early_stop}
+        return {**super().config_kwargs(config), "early_stop": config.early_stop}
 
     def _initial_budget(self, run: RunState) -> int:
         # The refine prompt keeps room for the existing answer; the QA prompt (which has none) only needs padding.
