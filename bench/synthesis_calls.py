@@ -150,7 +150,8 @@ def _plain_refiner(prompt: str) -> str:
 def table_early_stop(nodes: List[NodeWithScore]) -> None:
     first = next(i for i, n in enumerate(nodes) if "writing and programming" in n.node.get_content())
     print(f"\n## 3. Early stop: the answer is in chunk {first + 1} of {len(nodes)}")
-    print("| mode | setting | ours calls | core calls | ours saved (metadata) | ours prompt tokens | core prompt tokens |")
+    print("| mode | setting | ours calls | core calls | ours saved (metadata) | ours prompt tokens "
+          "| core prompt tokens |")
     print("|---|---|---|---|---|---|---|")
     for mode in ("refine", "compact"):
         for label, fn, structured in (

@@ -48,7 +48,13 @@ from llama_index_convrag.synthesizers.calls import (
 )
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
 from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
-from llama_index_convrag.synthesizers.packing import TiktokenTokenizer, Tokenizer, context_budget, pack_texts, render_chunks
+from llama_index_convrag.synthesizers.packing import (
+    TiktokenTokenizer,
+    Tokenizer,
+    context_budget,
+    pack_texts,
+    render_chunks,
+)
 from llama_index_convrag.synthesizers.streams import acite_when_done, agen_of, cite_when_done, gen_of
 from llama_index_convrag.synthesizers.structured import (
     ProgramFactory,

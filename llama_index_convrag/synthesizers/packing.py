@@ -52,7 +52,8 @@ def _encoding(model: str):  # type: ignore[no-untyped-def]
 
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         return tiktoken.encoding_for_model(model)
-    os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(os.path.dirname(llama_index.core.__file__), "_static/tiktoken_cache")
+    bundled = os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "tiktoken_cache")
+    os.environ["TIKTOKEN_CACHE_DIR"] = bundled
     try:
         return tiktoken.encoding_for_model(model)
     finally:

@@ -33,7 +33,9 @@ class SimpleSummarize(BaseSynthesizer):
         if not windows:
             return self._empty_response
         if len(windows) > 1:
-            logger.warning("simple_summarize: context needs %d windows of %d tokens; keeping the first", len(windows), budget)
+            logger.warning(
+                "simple_summarize: context needs %d windows of %d tokens; keeping the first", len(windows), budget
+            )
         stream = self._streaming and self._output_cls is None
         answer = yield CallRequest(self._text_qa_template, run.fill(context_str=windows[0]), stream=stream)
         if isinstance(answer, str) and not answer.strip():

@@ -26,7 +26,8 @@ def test_pack_keeps_whole_chunks_that_fit():
 @pytest.mark.parametrize("sizes,budget", [([5, 5, 5], 4), ([1] * 10, 3), ([7], 7), ([3, 9, 2, 8], 5)])
 def test_pack_sits_at_the_lower_bound(sizes, budget):
     chunks = [list(range(n)) for n in sizes]
-    assert len(pack_token_ids(chunks, budget)) == lower_bound_calls(sum(sizes), budget) == math.ceil(sum(sizes) / budget)
+    expected = math.ceil(sum(sizes) / budget)
+    assert len(pack_token_ids(chunks, budget)) == lower_bound_calls(sum(sizes), budget) == expected
 
 
 def test_pack_rejects_non_positive_budget():

@@ -20,7 +20,8 @@ class Shout(BaseSynthesizer):
     def _steps(self, run, chunks):
         from llama_index.core.prompts import PromptTemplate
 
-        answer = yield CallRequest(PromptTemplate("{query_str}: {context_str}"), run.fill(context_str=" | ".join(chunks)))
+        template = PromptTemplate("{query_str}: {context_str}")
+        answer = yield CallRequest(template, run.fill(context_str=" | ".join(chunks)))
         return answer.upper()
 
 

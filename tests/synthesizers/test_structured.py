@@ -45,7 +45,8 @@ def test_refine_filters_through_real_tool_calls(openai_server):
 
 
 async def test_accumulate_filters_through_real_tool_calls_async(openai_server):
-    openai_server.chat_responder = _responder({"c1": _args(True, "one"), "c2": _args(False, "x"), "c3": _args(True, "three")})
+    replies = {"c1": _args(True, "one"), "c2": _args(False, "x"), "c3": _args(True, "three")}
+    openai_server.chat_responder = _responder(replies)
     llm = resolve_llm(base_url=openai_server.base_url, model="x", env={})
     synth = get_response_synthesizer(llm=llm, response_mode="accumulate", structured_answer_filtering=True)
     response = await synth.asynthesize("q?", make_nodes(["c1", "c2", "c3"]))
