@@ -14,7 +14,7 @@ Tables:
 3. early stop (llama_index issue 21397) when an early chunk answers: structured filtering, and the plain
    unchanged-answer signal.
 
-Run: ``PYTHONPATH=. python bench/synthesis_calls.py [--quick]``
+Run: ``PYTHONPATH=. python bench/synthesis_calls.py [--quick] [--window 2048]``
 """
 
 from __future__ import annotations
@@ -168,9 +168,12 @@ def table_early_stop(nodes: List[NodeWithScore]) -> None:
 
 
 def main() -> None:
+    global WINDOW
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="16 chunks instead of 48")
+    parser.add_argument("--window", type=int, default=WINDOW, help=f"LLM context window (default {WINDOW})")
     args = parser.parse_args()
+    WINDOW = args.window
     logging.getLogger("llama_index_convrag").setLevel(logging.ERROR)  # keep the tables clean
     nodes = load_nodes(16 if args.quick else 48)
     print(f"# Synthesis calls: ours vs LlamaIndex core {__import__('llama_index.core').core.__version__}")

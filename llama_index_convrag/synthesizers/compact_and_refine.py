@@ -20,4 +20,5 @@ class CompactAndRefine(Refine):
     mode = ResponseMode.COMPACT.value
 
     def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
+        """Pack with room kept for the existing answer (core's 500 tokens), so refine steps rarely re-split."""
         return self._pack(chunks, self._initial_budget(run))

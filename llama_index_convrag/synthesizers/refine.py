@@ -73,8 +73,12 @@ class Refine(BaseSynthesizer):
         return self._budget(run, shapes)
 
     def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
-        """Refine: each chunk is its own window (split only if it overflows)."""
-        budget = self._initial_budget(run)
+        """Refine: one window per chunk, split now only if it overflows the QA prompt.
+
+        Core pre-splits every chunk with 500 tokens reserved for an answer that may be ten tokens long; here each
+        refine step refits its chunk against the actual existing answer instead (``_refit``).
+        """
+        budget = self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])
         return [window for chunk in chunks for window in self._pack([chunk], budget)]
 
     def _refit(self, run: RunState, answer: str, chunk: str) -> List[str]:

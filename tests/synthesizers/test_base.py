@@ -131,3 +131,27 @@ def test_prompts_are_exposed_and_updatable(three_nodes):
     synth.update_prompts({"text_qa_template": PromptTemplate("{context_str}|{query_str}")})
     synth.synthesize("q?", three_nodes)
     assert llm.prompts == ["alpha fact\n\nbeta fact\n\ngamma fact|q?"]
+
+
+def test_every_llm_call_emits_an_instrumentation_event(three_nodes):
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    from llama_index_convrag.synthesizers import SynthesisLLMCallEvent
+
+    seen = []
+
+    class Collect(BaseEventHandler):
+        def handle(self, event, **kwargs):
+            if isinstance(event, SynthesisLLMCallEvent):
+                seen.append((event.mode, event.call_index, event.prompt_tokens))
+
+    root = get_dispatcher()
+    handler = Collect()
+    root.add_event_handler(handler)
+    try:
+        llm = ScriptedLLM.cycle(["a", "b", "c"])
+        get_response_synthesizer(llm=llm, response_mode="refine").synthesize("q?", three_nodes)
+    finally:
+        root.event_handlers.remove(handler)
+    assert seen == [("refine", i, tokens(p)) for i, p in enumerate(llm.prompts)]

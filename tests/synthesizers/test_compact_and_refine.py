@@ -62,3 +62,22 @@ async def test_async_compact_matches_sync():
     get_response_synthesizer(llm=sync_llm).synthesize("q?", make_nodes(TEXTS))
     await get_response_synthesizer(llm=async_llm).asynthesize("q?", make_nodes(TEXTS))
     assert async_llm.prompts == sync_llm.prompts
+
+
+def test_structured_early_stop_saves_the_remaining_windows():
+    import json
+
+    llm = ScriptedLLM.fixed(json.dumps({"query_satisfied": True, "answer": "found"}), context_window=900, num_output=64)
+    synth = get_response_synthesizer(llm=llm, structured_answer_filtering=True, early_stop=True)
+    response = synth.synthesize("q?", make_nodes(TEXTS))
+    assert llm.call_count == 1 and response.response == "found"
+    assert response.metadata["llm_calls_saved"] == 3  # 4 windows at this size (see the lower-bound test)
+
+
+def test_chat_models_get_core_chat_templates(three_nodes):
+    llm = ScriptedLLM.fixed("A", chat_model=True)
+    response = get_response_synthesizer(llm=llm).synthesize("q?", three_nodes)
+    messages = llm.calls[0].messages
+    assert [m.role.value for m in messages] == ["system", "user"]
+    assert messages[1].content == qa("alpha fact\n\nbeta fact\n\ngamma fact")
+    assert response.metadata["prompt_tokens"] == tokens(llm.prompts[0])

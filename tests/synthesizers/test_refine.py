@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from llama_index.core.response_synthesizers import Refine as CoreRefine
 
 from llama_index_convrag.synthesizers import Refine, get_response_synthesizer
 from llama_index_convrag.testing import ScriptedLLM
@@ -28,19 +29,30 @@ async def test_async_twin_sends_the_same_prompts(three_nodes):
     assert response.response == "A3" and response.metadata["llm_calls"] == 3
 
 
-def test_tight_window_splits_a_chunk_that_overflows():
-    # window 600 - output 50 - padding 500 - template leaves a few dozen tokens: the long chunk needs several calls
-    llm = ScriptedLLM.fixed("ok", context_window=700, num_output=50)
+def test_tight_window_splits_a_chunk_that_overflows_and_delivers_every_word_once():
+    llm = ScriptedLLM.fixed("ok", context_window=250, num_output=50)
     long_text = " ".join(f"word{i}" for i in range(120))
     synth = get_response_synthesizer(llm=llm, response_mode="refine")
     response = synth.synthesize("q?", make_nodes(["short", long_text]))
-    budget = 700 - 50 - tokens(refine("", "")) - 500
-    expected = 1 + -(-tokens(long_text + "\n\n") // budget)
-    assert expected > 2
-    assert response.metadata["llm_calls"] == llm.call_count == expected
-    assert all(tokens(p) <= 700 - 50 for p in llm.prompts)
-    sent = "".join("".join(p.split("---------------------\n")[1].split("---")[0].split()) for p in llm.prompts[:1])
-    assert sent == "short"
+    assert tokens(long_text) > 250 - 50 - tokens(qa(""))  # cannot fit one prompt
+    assert response.metadata["llm_calls"] == llm.call_count >= 3
+    assert all(tokens(p) <= 250 - 50 for p in llm.prompts)
+    assert llm.prompts[0] == qa("short")
+    sent = " ".join(p.split("------------\n")[1] for p in llm.prompts[1:])
+    assert sent.split() == long_text.split()
+
+
+def test_chunks_that_fit_are_not_split_for_a_reserve_the_answer_does_not_need():
+    # core reserves 500 tokens for the existing answer and splits these ~180-token chunks; the answer is 1 token
+    texts = [" ".join(f"w{i}x{j}" for j in range(60)) for i in range(3)]
+    llm = ScriptedLLM.fixed("ok", context_window=800, num_output=64)
+    response = get_response_synthesizer(llm=llm, response_mode="refine").synthesize("q?", make_nodes(texts))
+    assert 800 - 64 - tokens(refine("", "")) - 500 < tokens(texts[0])
+    assert llm.prompts == [qa(texts[0]), refine("ok", texts[1]), refine("ok", texts[2])]
+    assert response.metadata["llm_calls"] == 3
+    core_llm = ScriptedLLM.fixed("ok", context_window=800, num_output=64)
+    CoreRefine(llm=core_llm).synthesize("q?", make_nodes(texts))
+    assert core_llm.call_count > 3
 
 
 def test_early_stop_without_structured_outputs_stops_on_unchanged_answer():
