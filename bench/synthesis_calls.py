@@ -8,8 +8,8 @@ default) over the prompts the LLM actually received.
 Tables:
 1. every mode, ours vs core: calls, prompt tokens, largest prompt vs the window, and for the packing modes the lower
    bound ceil(total context tokens / usable window), where usable = window - num_output - the largest of
-   (template with the query filled + padding): 500 for the refine template (core's room for the existing answer),
-   5 otherwise;
+   (template with the query filled + padding 5), and for compact also (refine template + room for the existing
+   answer, min(500, num_output): the answer was written within num_output tokens; core keeps 500);
 2. a long ``{chat_history}`` extra variable in the QA template: core packs as if it were empty and overflows;
 3. early stop (llama_index issue 21397) when an early chunk answers: structured filtering, and the plain
    unchanged-answer signal.
@@ -104,7 +104,7 @@ def table_modes(nodes: List[NodeWithScore]) -> None:
     ref = tokens(DEFAULT_REFINE_PROMPT_TMPL.format(context_str="", context_msg="", existing_answer="", query_str=QUERY))
     summ = tokens(DEFAULT_TREE_SUMMARIZE_TMPL.format(context_str="", query_str=QUERY))
     bounds = {
-        "compact": bound(total, max(qa + 5, ref + 500)),
+        "compact": bound(total, max(qa + 5, ref + min(500, NUM_OUTPUT) + 5)),
         "compact_accumulate": bound(total, qa + 5),
         "tree_summarize": bound(total, summ + 5),
     }

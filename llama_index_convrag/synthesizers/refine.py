@@ -65,10 +65,13 @@ class Refine(BaseSynthesizer):
         return {**super().config_kwargs(config), "early_stop": config.early_stop}
 
     def _initial_budget(self, run: RunState) -> int:
-        # The refine prompt keeps room for the existing answer; the QA prompt (which has none) only needs padding.
+        """Compact's window: the refine prompt keeps room for the existing answer, which the LLM wrote within
+        ``num_output`` tokens, so the reserve is ``min(response_padding_size, num_output)`` (core always keeps 500).
+        An answer longer than that (an LLM ignoring its limit) is still safe: ``_refit`` splits the window again."""
+        reserve = min(self._response_padding_size, self._prompt_helper.num_output)
         shapes = [
             (self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING),
-            (self._refine_template, {"context_msg": "", "existing_answer": ""}, self._response_padding_size),
+            (self._refine_template, {"context_msg": "", "existing_answer": ""}, reserve + DEFAULT_PADDING),
         ]
         return self._budget(run, shapes)
 
