@@ -155,3 +155,18 @@ def test_every_llm_call_emits_an_instrumentation_event(three_nodes):
     finally:
         root.event_handlers.remove(handler)
     assert seen == [("refine", i, tokens(p)) for i, p in enumerate(llm.prompts)]
+
+
+async def test_streaming_over_http_sync_and_async(openai_server, three_nodes):
+    from llama_index_convrag.config import resolve_llm
+
+    openai_server.chat_responder = lambda body: {"content": "Alpha [1] holds."}
+    llm = resolve_llm(base_url=openai_server.base_url, model="x", env={})
+    synth = get_response_synthesizer(llm=llm, streaming=True, citations=True)
+    response = synth.synthesize("q?", three_nodes)
+    assert "".join(response.response_gen) == "Alpha [1] holds."
+    aresponse = await synth.asynthesize("q?", three_nodes)
+    assert "".join([d async for d in aresponse.async_response_gen()]) == "Alpha [1] holds."
+    assert [n.node.node_id for n in aresponse.source_nodes] == ["n0", "n1", "n2"]
+    assert aresponse.metadata["citations"] == [{"marker": 1, "node_id": "n0", "source_index": 0}]
+    assert [r.body["stream"] for r in openai_server.requests] == [True, True]
