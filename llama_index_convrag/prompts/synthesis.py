@@ -1,0 +1,53 @@
+"""Default synthesis templates that core does not have: the citation variants.
+
+Without citations our synthesizers use LlamaIndex core's own defaults (``DEFAULT_TEXT_QA_PROMPT_SEL``,
+``DEFAULT_REFINE_PROMPT_SEL``, ``DEFAULT_TREE_SUMMARIZE_PROMPT_SEL``, ``DEFAULT_SIMPLE_INPUT_PROMPT``), so
+swapping core's factory for ours changes no prompt. With ``citations=True`` the chunks arrive numbered
+``[1] ...`` and these templates ask the model to cite them.
+"""
+
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.prompt_type import PromptType
+
+CITATION_INSTRUCTION = (
+    "Cite the numbered sources you use with their numbers in square brackets, e.g. [1] or [2][3]; "
+    "cite only sources that support the sentence."
+)
+
+CITATION_QA_TMPL = (
+    "Context information is below, as numbered sources.\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query. "
+    f"{CITATION_INSTRUCTION}\n"
+    "Query: {query_str}\n"
+    "Answer: "
+)
+CITATION_QA_PROMPT = PromptTemplate(CITATION_QA_TMPL, prompt_type=PromptType.QUESTION_ANSWER)
+
+CITATION_REFINE_TMPL = (
+    "The original query is as follows: {query_str}\n"
+    "We have provided an existing answer: {existing_answer}\n"
+    "We have the opportunity to refine the existing answer (only if needed) with some more numbered sources "
+    "below.\n"
+    "------------\n"
+    "{context_msg}\n"
+    "------------\n"
+    "Given the new sources, refine the original answer to better answer the query, keeping its citations. "
+    f"{CITATION_INSTRUCTION} If the sources aren't useful, return the original answer.\n"
+    "Refined Answer: "
+)
+CITATION_REFINE_PROMPT = PromptTemplate(CITATION_REFINE_TMPL, prompt_type=PromptType.REFINE)
+
+CITATION_TREE_SUMMARIZE_TMPL = (
+    "Context information from multiple numbered sources is below.\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "Given the information from multiple sources and not prior knowledge, answer the query. "
+    f"{CITATION_INSTRUCTION} Keep the citations already present in the sources.\n"
+    "Query: {query_str}\n"
+    "Answer: "
+)
+CITATION_TREE_SUMMARIZE_PROMPT = PromptTemplate(CITATION_TREE_SUMMARIZE_TMPL, prompt_type=PromptType.SUMMARY)

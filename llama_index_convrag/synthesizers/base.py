@@ -1,0 +1,427 @@
+"""Our ``BaseSynthesizer``: core's template method plus extra variables, counted budgets, citations and a ledger.
+
+Subclasses write one generator, ``_steps(run, chunks)``, that *yields* LLM call requests (one, or a list that may
+run in parallel) and *returns* the answer. A sync and an async driver execute the same generator, so every mode's
+logic exists once for ``get_response`` and ``aget_response``. The drivers count calls and prompt tokens, skip and
+report unparsable structured replies, and stream the last call when asked.
+
+Response ``metadata`` keeps core's ``{node_id: node.metadata}`` entries and adds ``llm_calls``, ``prompt_tokens``
+(tokens of every prompt sent, counted with the packing tokenizer), ``skipped_chunks``, ``unused_variables`` and,
+when enabled, ``citations`` and ``llm_calls_saved``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, AsyncGenerator, ClassVar, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, Type
+
+from llama_index.core.async_utils import run_async_tasks
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    PydanticResponse,
+    Response,
+    StreamingResponse,
+)
+from llama_index.core.bridge.pydantic import BaseModel, ValidationError
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.callbacks.schema import CBEventType, EventPayload
+from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
+from llama_index.core.settings import Settings
+from llama_index.core.types import RESPONSE_TEXT_TYPE
+
+from llama_index_convrag.synthesizers import citations as cite
+from llama_index_convrag.synthesizers.calls import (
+    KNOWN_VARIABLES,
+    CallRequest,
+    RunState,
+    Steps,
+    template_variables,
+)
+from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
+from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
+from llama_index_convrag.synthesizers.packing import (
+    TiktokenTokenizer,
+    Tokenizer,
+    context_budget,
+    pack_texts,
+    render_chunks,
+)
+from llama_index_convrag.synthesizers.streams import acite_when_done, agen_of, cite_when_done, gen_of
+from llama_index_convrag.synthesizers.structured import (
+    ProgramFactory,
+    arun_program,
+    build_program,
+    own_copy,
+    run_program,
+)
+
+dispatcher = get_dispatcher(__name__)
+logger = logging.getLogger(__name__)
+
+DEFAULT_PADDING = 5
+TemplateDefaults = Dict[str, Tuple[BasePromptTemplate, BasePromptTemplate]]
+
+__all__ = ["BaseSynthesizer", "CallRequest", "RunState", "Steps", "SynthesizerConfig", "DEFAULT_PADDING"]
+
+
+class BaseSynthesizer(CoreBaseSynthesizer):
+    """A LlamaIndex ``BaseSynthesizer`` whose prompts take extra variables that are counted when packing."""
+
+    mode: ClassVar[str] = "custom"
+    requires_llm: ClassVar[bool] = True
+    supports_structured_filtering: ClassVar[bool] = False
+    supports_early_stop: ClassVar[bool] = False
+    # role -> (default template, default with citations); each role is a keyword of __init__ and of the factory
+    template_defaults: ClassVar[TemplateDefaults] = {}
+
+    def __init__(
+        self,
+        llm: Optional[LLM] = None,
+        *,
+        callback_manager: Optional[CallbackManager] = None,
+        prompt_helper: Optional[PromptHelper] = None,
+        streaming: bool = False,
+        output_cls: Optional[Type[BaseModel]] = None,
+        empty_response: str = DEFAULT_EMPTY_RESPONSE,
+        citations: bool = False,
+        verbose: bool = False,
+        tokenizer: Optional[Tokenizer] = None,
+        use_async: bool = False,
+        structured_answer_filtering: bool = False,
+        program_factory: Optional[ProgramFactory] = None,
+        **templates: Optional[BasePromptTemplate],
+    ) -> None:
+        # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given.
+        if self.requires_llm and llm is None:
+            raise ValueError(f"{type(self).__name__} needs an LLM: pass llm=... (no default LLM is built)")
+        if streaming and output_cls is not None:
+            raise ValueError("streaming=True cannot be combined with output_cls")
+        if not isinstance(empty_response, str):
+            raise ValueError(f"empty_response must be a str, got {empty_response!r}")
+        self._llm = llm  # type: ignore[assignment]
+        self._callback_manager = callback_manager if callback_manager is not None else Settings.callback_manager
+        if callback_manager is not None and llm is not None:
+            llm.callback_manager = callback_manager
+        if prompt_helper is None and llm is not None:
+            prompt_helper = PromptHelper.from_llm_metadata(llm.metadata)
+        self._prompt_helper = prompt_helper  # type: ignore[assignment]
+        self._chat_prompt_helper = None  # type: ignore[assignment]
+        self._multimodal = False
+        self._streaming = streaming
+        self._output_cls = output_cls
+        self._empty_response = empty_response
+        self._citations = citations
+        self._verbose = verbose
+        self._tokenizer: Tokenizer = tokenizer if tokenizer is not None else TiktokenTokenizer()
+        self._use_async = use_async
+        self._set_templates(templates)
+        self._configure_filtering(structured_answer_filtering, program_factory)
+
+    def _set_templates(self, given: Dict[str, Optional[BasePromptTemplate]]) -> None:
+        unknown = sorted(set(given) - set(self.template_defaults))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__} got unknown keyword arguments {unknown}; its templates are "
+                f"{sorted(self.template_defaults)}"
+            )
+        for role, (plain, cited) in self.template_defaults.items():
+            template = given.get(role)
+            setattr(self, f"_{role}", template if template is not None else (cited if self._citations else plain))
+
+    def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:
+        """Structured answer filtering: every call returns ``{query_satisfied, answer}`` (see ``structured.py``)."""
+        if enabled and not self.supports_structured_filtering:
+            raise ValueError(f"{type(self).__name__} does not support structured_answer_filtering")
+        if program_factory is not None and not enabled:
+            raise ValueError("program_factory needs structured_answer_filtering=True")
+        if enabled and self._output_cls is not None:
+            raise ValueError("structured_answer_filtering cannot be combined with output_cls")
+        self._structured = enabled
+        self._program_factory = program_factory
+
+    @classmethod
+    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
+        """The factory's arguments this class takes (extend to add mode options)."""
+        templates = {role: getattr(config, role, None) for role in cls.template_defaults}
+        return {**templates, **config.common()}
+
+    @classmethod
+    def from_config(cls, config: SynthesizerConfig) -> "BaseSynthesizer":
+        """Build from the factory's arguments."""
+        return cls(config.llm, **cls.config_kwargs(config))
+
+    # prompts ---------------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {role: getattr(self, f"_{role}") for role in self.template_defaults}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        for role, template in prompts.items():
+            if role in self.template_defaults:
+                setattr(self, f"_{role}", template)
+
+    @property
+    def callback_manager(self) -> CallbackManager:
+        return self._callback_manager
+
+    @callback_manager.setter
+    def callback_manager(self, callback_manager: CallbackManager) -> None:
+        self._callback_manager = callback_manager
+        if self._llm is not None:
+            self._llm.callback_manager = callback_manager
+
+    # validation ------------------------------------------------------------------------------
+    def check_variables(self, extra_vars: Dict[str, Any]) -> List[str]:
+        """Raise naming any template variable that is neither known nor supplied; return the unused extras."""
+        clash = sorted(KNOWN_VARIABLES & set(extra_vars))
+        if clash:
+            raise ValueError(f"extra variables {clash} are filled by the synthesizer itself; rename them")
+        used: set = set()
+        for name, template in self._get_prompts().items():
+            names = template_variables(template)
+            used.update(names)
+            missing = [v for v in names if v not in KNOWN_VARIABLES and v not in extra_vars]
+            if missing:
+                raise ValueError(
+                    f"template {name!r} needs variable(s) {missing} that were not supplied; pass them as "
+                    f"synthesize(query, nodes, {missing[0]}=...) or get_response(query, chunks, {missing[0]}=...)"
+                )
+        unused = sorted(set(extra_vars) - used)
+        if unused:
+            logger.info("extra variables %s are used by no template of %s", unused, type(self).__name__)
+        return unused
+
+    # budgeting -------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text))
+
+    def _format(self, template: BasePromptTemplate, kwargs: Dict[str, Any]) -> str:
+        return template.format(llm=self._llm, **kwargs)
+
+    def _budget(self, run: RunState, shapes: Iterable[Tuple[BasePromptTemplate, Dict[str, Any], int]]) -> int:
+        """Context tokens per call: the window minus the biggest ``prompt + padding``, each prompt measured *with
+        the query and the extra variables filled* (core measures them empty)."""
+        overhead = max(self.count_tokens(self._format(t, run.fill(**context))) + pad for t, context, pad in shapes)
+        helper = self._prompt_helper
+        return context_budget(helper.context_window, helper.num_output, overhead, 0, helper.chunk_size_limit)
+
+    def _pack(self, chunks: Sequence[str], budget: int) -> List[str]:
+        return pack_texts(render_chunks(chunks), budget, self._tokenizer)
+
+    def _prepare_chunks(self, chunks: Sequence[str]) -> List[str]:
+        return cite.number_chunks(chunks) if self._citations else list(chunks)
+
+    # the mode --------------------------------------------------------------------------------
+    def _steps(self, run: RunState, chunks: List[str]) -> Steps:
+        """Yield :class:`CallRequest` (or lists of them) and return the answer."""
+        raise NotImplementedError
+
+    # calls -----------------------------------------------------------------------------------
+    def _record(self, run: RunState, template: BasePromptTemplate, request: CallRequest) -> None:
+        tokens = self.count_tokens(self._format(template, request.kwargs))
+        dispatcher.event(
+            SynthesisLLMCallEvent(
+                mode=self.mode, call_index=run.llm_calls, prompt_tokens=tokens, structured=request.structured
+            )
+        )
+        run.llm_calls += 1
+        run.prompt_tokens += tokens
+
+    def _skip(self, run: RunState, error: str) -> None:
+        index = run.llm_calls - 1
+        run.skipped_chunks.append({"call_index": index, "error": error})
+        dispatcher.event(SynthesisChunkSkippedEvent(mode=self.mode, call_index=index, error=error))
+
+    def _program(self, template: BasePromptTemplate) -> Tuple[Any, BasePromptTemplate]:
+        if self._program_factory is not None:
+            return self._program_factory(template), template
+        own = own_copy(template, self._llm)
+        return build_program(own, self._llm, verbose=self._verbose), own
+
+    def _call(self, run: RunState, request: CallRequest) -> Any:
+        if request.structured:
+            program, template = self._program(request.template)
+            self._record(run, template, request)
+            reply, error = run_program(program, request.kwargs)
+            if error is not None:
+                self._skip(run, error)
+            return reply
+        self._record(run, request.template, request)
+        if request.stream:
+            return self._llm.stream(request.template, **request.kwargs)
+        if self._output_cls is not None:
+            return self._llm.structured_predict(self._output_cls, request.template, **request.kwargs).model_dump_json()
+        return self._llm.predict(request.template, **request.kwargs)
+
+    async def _acall(self, run: RunState, request: CallRequest) -> Any:
+        if request.structured:
+            program, template = self._program(request.template)
+            self._record(run, template, request)
+            reply, error = await arun_program(program, request.kwargs)
+            if error is not None:
+                self._skip(run, error)
+            return reply
+        self._record(run, request.template, request)
+        if request.stream:
+            return await self._llm.astream(request.template, **request.kwargs)
+        if self._output_cls is not None:
+            out = await self._llm.astructured_predict(self._output_cls, request.template, **request.kwargs)
+            return out.model_dump_json()
+        return await self._llm.apredict(request.template, **request.kwargs)
+
+    def _drive(self, run: RunState, steps: Steps) -> Any:
+        try:
+            request = next(steps)
+            while True:
+                if isinstance(request, list):
+                    if self._use_async and len(request) > 1:
+                        reply: Any = run_async_tasks([self._acall(run, r) for r in request])
+                    else:
+                        reply = [self._call(run, r) for r in request]
+                else:
+                    reply = self._call(run, request)
+                request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _adrive(self, run: RunState, steps: Steps) -> Any:
+        try:
+            request = next(steps)
+            while True:
+                if isinstance(request, list):
+                    reply: Any = list(await asyncio.gather(*(self._acall(run, r) for r in request)))
+                else:
+                    reply = await self._acall(run, request)
+                request = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+    # public: get_response --------------------------------------------------------------------
+    def _new_run(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, List[str]]:
+        unused = self.check_variables(extra_vars)
+        return RunState(query_str=query_str, extras=dict(extra_vars)), unused
+
+    @dispatcher.span
+    def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:
+        """The answer over ``text_chunks``; ``extra_vars`` fill extra template variables."""
+        run, _ = self._new_run(query_str, extra_vars)
+        return self._finish(self._drive(run, self._steps(run, self._prepare_chunks(text_chunks))), is_async=False)
+
+    @dispatcher.span
+    async def aget_response(
+        self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        """Async twin of :meth:`get_response`."""
+        run, _ = self._new_run(query_str, extra_vars)
+        steps = self._steps(run, self._prepare_chunks(text_chunks))
+        return self._finish(await self._adrive(run, steps), is_async=True)
+
+    def _finish(self, result: Any, is_async: bool) -> Any:
+        if isinstance(result, str) and self._output_cls is not None:
+            try:
+                return self._output_cls.model_validate_json(result)
+            except (ValidationError, ValueError, TypeError):
+                return result
+        if isinstance(result, str) and self._streaming:
+            return agen_of(result) if is_async else gen_of(result)
+        return result
+
+    # public: synthesize ----------------------------------------------------------------------
+    def _begin(self, query: QueryType, nodes: Sequence[NodeWithScore], extra_vars: Dict[str, Any]) -> Tuple[
+        QueryBundle, RunState, List[str], Optional[Steps]
+    ]:
+        """Validate the extras (before any LLM call) and plan the steps; ``None`` steps for no nodes."""
+        bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
+        dispatcher.event(SynthesizeStartEvent(query=bundle))
+        run, unused = self._new_run(bundle.query_str, extra_vars)
+        steps = None
+        if len(nodes) > 0:
+            chunks = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+            steps = self._steps(run, self._prepare_chunks(chunks))
+        return bundle, run, unused, steps
+
+    def _cb_event(self, bundle: QueryBundle) -> Any:
+        return self._callback_manager.event(CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str})
+
+    def _end(self, event: Any, bundle: QueryBundle, response: RESPONSE_TYPE) -> RESPONSE_TYPE:
+        event.on_end(payload={EventPayload.RESPONSE: response})
+        dispatcher.event(SynthesizeEndEvent(query=bundle, response=response))
+        return response
+
+    @dispatcher.span
+    def synthesize(
+        self,
+        query: QueryType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **extra_vars: Any,
+    ) -> RESPONSE_TYPE:
+        """Answer ``query`` from ``nodes``; ``extra_vars`` fill extra template variables (checked first)."""
+        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        with self._cb_event(bundle) as event:
+            result = self._finish(self._empty_response if steps is None else self._drive(run, steps), is_async=False)
+            response = self._build_response(result, run, nodes, additional_source_nodes, unused)
+            return self._end(event, bundle, response)
+
+    @dispatcher.span
+    async def asynthesize(
+        self,
+        query: QueryType,
+        nodes: List[NodeWithScore],
+        additional_source_nodes: Optional[Sequence[NodeWithScore]] = None,
+        **extra_vars: Any,
+    ) -> RESPONSE_TYPE:
+        """Async twin of :meth:`synthesize`."""
+        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        with self._cb_event(bundle) as event:
+            result = self._finish(self._empty_response if steps is None else await self._adrive(run, steps), True)
+            response = self._build_response(result, run, nodes, additional_source_nodes, unused)
+            return self._end(event, bundle, response)
+
+    def _metadata(self, run: RunState, sources: List[NodeWithScore], unused: List[str]) -> Dict[str, Any]:
+        metadata: Dict[str, Any] = {n.node.node_id: n.node.metadata for n in sources}
+        metadata.update(
+            {
+                "llm_calls": run.llm_calls,
+                "prompt_tokens": run.prompt_tokens,
+                "llm_calls_saved": run.llm_calls_saved,
+                "skipped_chunks": run.skipped_chunks,
+                "unused_variables": unused,
+            }
+        )
+        return metadata
+
+    def _build_response(
+        self,
+        result: Any,
+        run: RunState,
+        nodes: Sequence[NodeWithScore],
+        additional: Optional[Sequence[NodeWithScore]],
+        unused: List[str],
+    ) -> RESPONSE_TYPE:
+        sources = list(nodes) + list(additional if additional is not None else [])
+        metadata = self._metadata(run, sources, unused)
+        numbered = list(nodes)
+        if self._citations:
+            metadata["citations"] = []
+        if isinstance(result, str):
+            if self._citations:
+                metadata["citations"] = cite.parse_citations(result, numbered)
+            return Response(result, source_nodes=sources, metadata=metadata)
+        if isinstance(result, Generator):
+            gen = cite_when_done(result, metadata, numbered) if self._citations else result
+            return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
+        if isinstance(result, AsyncGenerator):
+            agen = acite_when_done(result, metadata, numbered) if self._citations else result
+            return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
+        if self._output_cls is not None and isinstance(result, self._output_cls):
+            return PydanticResponse(result, source_nodes=sources, metadata=metadata)
+        raise ValueError(f"a synthesizer must produce a str, a stream or output_cls, got {type(result).__name__}")

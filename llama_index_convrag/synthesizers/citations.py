@@ -1,0 +1,45 @@
+"""Pure citation helpers: number chunks ``[1]..[n]`` for the prompt, parse ``[n]`` markers, map them to nodes."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Dict, List, Sequence
+
+logger = logging.getLogger(__name__)
+
+# "[3]" or "[1, 4]" / "[1][4]"; not "[a]" nor "[12.5]".
+MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def number_chunks(texts: Sequence[str]) -> List[str]:
+    """Prefix each chunk with its 1-based marker: ``"[1] first chunk"``."""
+    return [f"[{i}] {text.strip()}" for i, text in enumerate(texts, start=1)]
+
+
+def parse_markers(text: str) -> List[int]:
+    """Marker numbers in order of first use, each once."""
+    seen: List[int] = []
+    for match in MARKER_RE.finditer(text):
+        for part in match.group(1).split(","):
+            n = int(part)
+            if n not in seen:
+                seen.append(n)
+    return seen
+
+
+def parse_citations(text: str, source_nodes: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Citations the answer used: ``{"marker", "node_id", "source_index"}`` in order of first use.
+
+    Marker ``n`` maps to ``source_nodes[n - 1]`` (``NodeWithScore`` or ``BaseNode``); markers outside
+    ``1..len(source_nodes)`` are dropped with a warning (the model invented them).
+    """
+    citations: List[Dict[str, Any]] = []
+    for n in parse_markers(text):
+        if not 1 <= n <= len(source_nodes):
+            logger.warning("answer cites [%d] but only %d sources were given; dropped", n, len(source_nodes))
+            continue
+        node = source_nodes[n - 1]
+        node_id = node.node.node_id if hasattr(node, "node") else node.node_id
+        citations.append({"marker": n, "node_id": node_id, "source_index": n - 1})
+    return citations

@@ -1,0 +1,24 @@
+"""Compact: pack chunks to fill the usable window (extra variables counted), then refine across the windows.
+
+Core packs with the template's variables empty and re-splits with 10% overlap, so it can need more calls than
+``ceil(total tokens / usable window)`` and overflows with long extras; here windows are filled exactly, without
+overlap, so the call count sits at that bound.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from llama_index_convrag.synthesizers.base import RunState
+from llama_index_convrag.synthesizers.refine import Refine
+from llama_index_convrag.synthesizers.types import ResponseMode
+
+
+class CompactAndRefine(Refine):
+    """Refine over packed windows instead of single chunks."""
+
+    mode = ResponseMode.COMPACT.value
+
+    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
+        """Pack with room kept for the existing answer (core's 500 tokens), so refine steps rarely re-split."""
+        return self._pack(chunks, self._initial_budget(run))

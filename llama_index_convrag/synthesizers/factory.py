@@ -1,0 +1,96 @@
+"""``get_response_synthesizer``: core's signature and defaults, backed by the mode registry.
+
+LLM resolution (decided here, documented): an explicit ``llm`` wins; otherwise, for a mode that calls an LLM,
+``Settings.llm`` is used only if the user set it explicitly (``Settings._llm is not None``); otherwise a
+``ValueError`` says how to pass one. Core's factory reads ``Settings.llm``, which silently builds a default OpenAI
+client; we never do. ``no_text`` and ``context_only`` need no LLM at all.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Type, Union
+
+from llama_index.core.bridge.pydantic import BaseModel
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.settings import Settings
+from llama_index.core.types import BasePydanticProgram
+
+from llama_index_convrag.synthesizers.base import BaseSynthesizer
+from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
+from llama_index_convrag.synthesizers.packing import Tokenizer
+from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
+from llama_index_convrag.synthesizers.types import ResponseMode
+
+
+def _modes_where(flag: str) -> list:
+    return [m for m in registered_modes() if getattr(lookup_mode(m), flag)]
+
+
+def get_response_synthesizer(
+    llm: Optional[LLM] = None,
+    prompt_helper: Optional[PromptHelper] = None,
+    text_qa_template: Optional[BasePromptTemplate] = None,
+    refine_template: Optional[BasePromptTemplate] = None,
+    summary_template: Optional[BasePromptTemplate] = None,
+    simple_template: Optional[BasePromptTemplate] = None,
+    response_mode: Union[ResponseMode, str] = ResponseMode.COMPACT,
+    callback_manager: Optional[CallbackManager] = None,
+    use_async: bool = False,
+    streaming: bool = False,
+    structured_answer_filtering: bool = False,
+    output_cls: Optional[Type[BaseModel]] = None,
+    program_factory: Optional[Callable[[BasePromptTemplate], BasePydanticProgram]] = None,
+    verbose: bool = False,
+    *,
+    empty_response: str = DEFAULT_EMPTY_RESPONSE,
+    citations: bool = False,
+    early_stop: bool = False,
+    tokenizer: Optional[Tokenizer] = None,
+) -> BaseSynthesizer:
+    """A response synthesizer for ``response_mode`` (a drop-in for core's factory).
+
+    Our additions (keyword-only): ``empty_response`` (answer when there are no nodes), ``citations`` (number chunks
+    ``[n]`` and map the answer's markers to ``response.metadata["citations"]``), ``early_stop`` (refine family: stop
+    once the answer is final, see ``refine.py``), ``tokenizer`` (packing and prompt-token counting; default
+    tiktoken's gpt-3.5 encoding, as core).
+    """
+    cls = lookup_mode(response_mode)
+    mode = cls.mode if cls.mode != "custom" else str(getattr(response_mode, "value", response_mode))
+    if structured_answer_filtering and not cls.supports_structured_filtering:
+        raise ValueError(
+            f"structured_answer_filtering is supported by {_modes_where('supports_structured_filtering')}, "
+            f"not {mode!r}"
+        )
+    if early_stop and not cls.supports_early_stop:
+        raise ValueError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
+    if llm is None and cls.requires_llm:
+        if Settings._llm is None:
+            raise ValueError(
+                f"response_mode {mode!r} needs an LLM: pass llm=... (for example "
+                "llama_index_convrag.config.resolve_llm(base_url=..., model=...)) or set "
+                "llama_index.core.Settings.llm explicitly; no default OpenAI client is built"
+            )
+        llm = Settings._llm
+    config = SynthesizerConfig(
+        llm=llm,
+        prompt_helper=prompt_helper,
+        text_qa_template=text_qa_template,
+        refine_template=refine_template,
+        summary_template=summary_template,
+        simple_template=simple_template,
+        callback_manager=callback_manager,
+        use_async=use_async,
+        streaming=streaming,
+        structured_answer_filtering=structured_answer_filtering,
+        output_cls=output_cls,
+        program_factory=program_factory,
+        verbose=verbose,
+        empty_response=empty_response,
+        citations=citations,
+        early_stop=early_stop,
+        tokenizer=tokenizer,
+    )
+    return cls.from_config(config)

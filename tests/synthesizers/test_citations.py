@@ -1,0 +1,21 @@
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_convrag.synthesizers.citations import number_chunks, parse_citations, parse_markers
+
+
+def test_number_chunks_is_one_based():
+    assert number_chunks([" a ", "b"]) == ["[1] a", "[2] b"]
+
+
+def test_markers_in_order_of_first_use_each_once():
+    assert parse_markers("x [2] y [1, 3] z [2][4] [a] [1.5]") == [2, 1, 3, 4]
+
+
+def test_parse_citations_maps_markers_and_drops_invented_ones():
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=i)) for t, i in (("a", "A"), ("b", "B"), ("c", "C"))]
+    assert parse_citations("see [3] and [1]; also [9]", nodes) == [
+        {"marker": 3, "node_id": "C", "source_index": 2},
+        {"marker": 1, "node_id": "A", "source_index": 0},
+    ]
+    assert parse_citations("[2]", [n.node for n in nodes]) == [{"marker": 2, "node_id": "B", "source_index": 1}]
+    assert parse_citations("no markers", nodes) == []

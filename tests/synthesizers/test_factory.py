@@ -1,0 +1,93 @@
+"""The factory: core's signature, LLM resolution without hidden OpenAI, and every mode on a real Milvus Lite index."""
+
+import inspect
+
+import pytest
+from llama_index.core import Settings, StorageContext, VectorStoreIndex
+from llama_index.core.response_synthesizers import get_response_synthesizer as core_factory
+from llama_index.core.schema import TextNode
+from llama_index.vector_stores.milvus import MilvusVectorStore
+
+from llama_index_convrag.synthesizers import CompactAndRefine, ResponseMode, get_response_synthesizer
+from llama_index_convrag.testing import ScriptedLLM
+
+CORE_PARAMS = [
+    "llm", "prompt_helper", "text_qa_template", "refine_template", "summary_template", "simple_template",
+    "response_mode", "callback_manager", "use_async", "streaming", "structured_answer_filtering", "output_cls",
+    "program_factory", "verbose",
+]
+
+
+def test_signature_and_defaults_match_core():
+    ours = inspect.signature(get_response_synthesizer).parameters
+    core = inspect.signature(core_factory).parameters
+    positional = [n for n, p in ours.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional == CORE_PARAMS
+    assert all(ours[n].default == core[n].default for n in CORE_PARAMS)
+    assert ours["response_mode"].default == ResponseMode.COMPACT
+    additions = [n for n, p in ours.items() if p.kind is p.KEYWORD_ONLY]
+    assert additions == ["empty_response", "citations", "early_stop", "tokenizer"]
+
+
+def test_no_llm_and_no_explicit_settings_llm_raises_with_the_fix():
+    assert Settings._llm is None
+    with pytest.raises(ValueError, match=r"response_mode 'compact' needs an LLM: pass llm=\.\.\."):
+        get_response_synthesizer()
+
+
+def test_explicit_settings_llm_is_used():
+    llm = ScriptedLLM.fixed("from settings")
+    Settings.llm = llm
+    try:
+        synth = get_response_synthesizer(response_mode="generation")
+        assert synth._llm is llm
+    finally:
+        Settings._llm = None
+
+
+def test_options_a_mode_does_not_support_are_rejected():
+    llm = ScriptedLLM.echo()
+    with pytest.raises(ValueError, match=r"structured_answer_filtering is supported by \['accumulate', "
+                                         r"'compact', 'compact_accumulate', 'refine'\], not 'tree_summarize'"):
+        get_response_synthesizer(llm=llm, response_mode="tree_summarize", structured_answer_filtering=True)
+    with pytest.raises(ValueError, match=r"early_stop is supported by \['compact', 'refine'\], not 'accumulate'"):
+        get_response_synthesizer(llm=llm, response_mode="accumulate", early_stop=True)
+    assert isinstance(get_response_synthesizer(llm=llm), CompactAndRefine)
+
+
+FACTS = [
+    "The Eiffel Tower is in Paris.",
+    "Milvus stores vectors for similarity search.",
+    "Paul Graham wrote essays about startups.",
+    "The Nile is a river in Africa.",
+]
+CALLS = {
+    "refine": 3, "compact": 1, "tree_summarize": 1, "simple_summarize": 1, "accumulate": 3,
+    "compact_accumulate": 1, "generation": 1, "no_text": 0, "context_only": 0,
+}
+
+
+async def test_every_mode_through_a_query_engine_on_milvus_lite(milvus_target, collection_name, embed_model):
+    store = MilvusVectorStore(uri=milvus_target.uri, collection_name=collection_name, dim=384, overwrite=True)
+    index = VectorStoreIndex(
+        [TextNode(text=t, id_=f"f{i}") for i, t in enumerate(FACTS)],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=embed_model,
+    )
+    assert sorted(CALLS) == sorted(m.value for m in ResponseMode)
+    for mode, calls in CALLS.items():
+        llm = ScriptedLLM.fixed(f"answer from {mode}")
+        engine = index.as_query_engine(
+            llm=llm, similarity_top_k=3, response_synthesizer=get_response_synthesizer(response_mode=mode, llm=llm)
+        )
+        response = engine.query("Where is the Eiffel Tower?")
+        assert llm.call_count == response.metadata["llm_calls"] == calls, mode
+        assert response.source_nodes[0].node.node_id == "f0", mode
+        if calls:
+            assert response.response.endswith(f"answer from {mode}"), mode
+            if mode != "generation":
+                assert "The Eiffel Tower is in Paris." in llm.prompts[0], mode
+    aresponse = await index.as_query_engine(
+        llm=llm, similarity_top_k=2, response_synthesizer=get_response_synthesizer(llm=ScriptedLLM.fixed("async"))
+    ).aquery("Where is the Eiffel Tower?")
+    assert aresponse.response == "async" and aresponse.source_nodes[0].node.node_id == "f0"
