@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.llm import LLM
@@ -33,7 +33,12 @@ from llama_index.core.tools import ToolOutput
 
 from llama_index_convrag.chat import turn as T
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, TokenCounter, TrimReport
-from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, QuestionRewriteEvent
+from llama_index_convrag.chat.events import (
+    ChatTurnEndEvent,
+    ChatTurnStartEvent,
+    ContextTrimEvent,
+    QuestionRewriteEvent,
+)
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.chat.rewrite import HistoryFormatter, QuestionRewriter, RewriteResult
 from llama_index_convrag.chat.streaming import (
@@ -350,6 +355,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         )
         turn.trim = report
         turn.record.trim_report = report.to_dict()
+        logger.debug("context budget for turn %s: %s", turn.record.assistant_message_id, turn.record.trim_report)
+        dispatcher.event(ContextTrimEvent(report=turn.record.trim_report))
         turn.nodes = [turn.nodes[i] for i in report.kept_chunks]
         turn.record.retrieved_ids["budget"] = [n.node.node_id for n in turn.nodes]
         if self.rephrase_question:
