@@ -310,6 +310,10 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             history, ids = list(chat_history), None
         else:
             stored = self._store.history(cid)
+            if self.rephrase_question:  # only the rewrite window is used: skip converting older messages
+                users = [i for i, m in enumerate(stored) if m.role == "user"]
+                n = self._rewriter.last_n_turns
+                stored = [] if n == 0 or not users else stored[users[-n] if len(users) >= n else users[0]:]
             history, ids = [m.to_chat_message() for m in stored], [m.id for m in stored]
         user, placeholder = self._store.begin_turn(cid, message)
         record = TurnRecord(conversation_id=cid, user_message_id=user.id, assistant_message_id=placeholder.id,

@@ -9,6 +9,7 @@ LLM rewrites are cached by (history message ids, message id, model).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ class QuestionRewriter(PromptMixin):
         self.count_tokens = count_tokens
         self.cache_size = cache_size
         self._cache: "OrderedDict[CacheKey, str]" = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     # PromptMixin -------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -157,7 +159,8 @@ class QuestionRewriter(PromptMixin):
         return self._finish(question, raw, plan, start)
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        with self._cache_lock:
+            self._cache.clear()
 
     # shared pure-ish steps -------------------------------------------------------------------------
     def _window(self, history: Sequence[ChatMessage], user_only: bool) -> List[ChatMessage]:
@@ -186,9 +189,11 @@ class QuestionRewriter(PromptMixin):
         ids = tuple(history_ids) if history_ids is not None else tuple(_content_id(m) for m in history)
         mid = message_id if message_id is not None else _content_id(ChatMessage(role="user", content=question))
         key: CacheKey = (ids, mid, self._model_name())
-        cached = self._cache.get(key)
+        with self._cache_lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
         if cached is not None:
-            self._cache.move_to_end(key)
             return _Plan(RewriteResult(cached, "llm", cache_hit=True))
         return _Plan(None, history_str=self.get_chat_history(window), key=key)
 
@@ -200,9 +205,10 @@ class QuestionRewriter(PromptMixin):
         if not query:
             return self._fallback(question, start, "rewrite returned empty output")
         if plan.key is not None and self.cache_size > 0:
-            self._cache[plan.key] = query
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            with self._cache_lock:
+                self._cache[plan.key] = query
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
         return RewriteResult(query, "llm", used_llm=True, latency_ms=(time.perf_counter() - start) * 1000)
 
     def _fallback(self, question: str, start: float, reason: str) -> RewriteResult:

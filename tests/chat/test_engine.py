@@ -265,3 +265,37 @@ def test_validation(retriever: Any, store: Any) -> None:
         make(retriever, store, max_tokens_limit=-1)
     with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['bogus'\]"):
         make(retriever, store, bogus=1)
+
+
+def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
+    import threading
+
+    nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}"), score=1.0) for i in range(3)]
+    store = SQLiteConversationStore(tmp_path / "threads.db")
+    llm = ScriptedLLM.fixed("answer [1]")
+    retriever = FixedRetriever(nodes)
+    errors: List[BaseException] = []
+
+    def worker(t: int) -> None:
+        engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, conversation_id=f"c{t}",
+                                                 rewrite_strategy="concat")
+        try:
+            for i in range(50):
+                engine.chat(f"thread {t} question {i}")
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    reopened = SQLiteConversationStore(tmp_path / "threads.db")
+    for t in range(8):
+        msgs = reopened.get_conversation(f"c{t}")
+        assert [m.content for m in msgs if m.role == "user"] == [f"thread {t} question {i}" for i in range(50)]
+        answers = [m for m in msgs if m.role == "assistant"]
+        assert len(answers) == 50 and all(m.status == "complete" and m.content == "answer [1]" for m in answers)
+        assert all(len(reopened.get_citations(a.id)) == 3 for a in answers)
+        assert len(reopened.list_turn_records(f"c{t}")) == 50
