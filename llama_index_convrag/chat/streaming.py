@@ -8,12 +8,14 @@ reading (closes the generator, breaks out of the loop, or calls ``close()`` / ``
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, Generator, Iterator, Optional
 
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
+logger = logging.getLogger(__name__)
 FinalizeFn = Callable[[str, str, Optional[BaseException]], None]
 
 
@@ -148,3 +150,12 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
 
     def __str__(self) -> str:
         return self.response
+
+    def __del__(self) -> None:
+        """A response dropped unread (or half read) finalises its placeholder as ``cancelled``."""
+        finalizer = self.finalizer
+        if finalizer is not None and not finalizer.done:
+            try:
+                finalizer("cancelled", self.unformatted_response)
+            except Exception:  # noqa: BLE001 - never raise from a finaliser; the message stays 'streaming'
+                logger.exception("could not finalise abandoned stream %s", self.message_id)

@@ -185,3 +185,13 @@ def test_wrong_generator_kind_is_explained(retriever: Any, store: Any) -> None:
     with pytest.raises(ValueError, match="produced by stream_chat"):
         asyncio.run(resp.async_response_gen().__anext__())
     resp.close()
+
+
+def test_dropped_unread_response_is_cancelled(retriever: Any, store: Any) -> None:
+    import gc
+
+    resp = make(retriever, store).stream_chat("Who directed Inception?")
+    mid = resp.message_id
+    del resp
+    gc.collect()
+    assert placeholder(store, mid).status == "cancelled"

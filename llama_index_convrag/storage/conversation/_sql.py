@@ -68,8 +68,8 @@ class SQLConversationStore(ConversationStore):
 
     @abstractmethod
     @contextmanager
-    def _transaction(self, *, migrate: bool = False) -> Iterator[Run]:
-        """A write transaction yielding ``run(sql, params=None) -> rows``."""
+    def _transaction(self, *, migrate: bool = False, write: bool = True) -> Iterator[Run]:
+        """A transaction yielding ``run(sql, params=None) -> rows`` (``write=False``: read-only, may share locks)."""
 
     def _describe(self) -> str:
         return type(self).__name__
@@ -85,10 +85,10 @@ class SQLConversationStore(ConversationStore):
         return self
 
     @contextmanager
-    def _tx(self) -> Iterator[Run]:
+    def _tx(self, write: bool = True) -> Iterator[Run]:
         if not self._opened:
             self.open()
-        with self._transaction() as run:
+        with self._transaction(write=write) as run:
             yield run
 
     def _migrate(self) -> None:
@@ -122,7 +122,7 @@ class SQLConversationStore(ConversationStore):
         """Whether the convrag_meta table exists."""
 
     def schema_version(self) -> int:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             return self._read_version(run)
 
     # --- writes ----------------------------------------------------------------------------------
@@ -185,34 +185,34 @@ class SQLConversationStore(ConversationStore):
 
     # --- reads -----------------------------------------------------------------------------------
     def get_conversation(self, conversation_id: str) -> List[Message]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run(f"SELECT {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
                        {"c": conversation_id})
         return [_row_to_message(r) for r in rows]
 
     def get_message(self, message_id: str) -> Optional[Message]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run(f"SELECT {_MSG_COLS} FROM convrag_messages WHERE id = :id", {"id": message_id})
         return _row_to_message(rows[0]) if rows else None
 
     def get_citations(self, message_id: str) -> List[Citation]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run("SELECT data FROM convrag_citations WHERE message_id = :m ORDER BY ord", {"m": message_id})
         return [Citation.from_dict(json.loads(r[0])) for r in rows]
 
     def get_turn_record(self, message_id: str) -> Optional[Dict[str, Any]]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run("SELECT record FROM convrag_turns WHERE message_id = :m", {"m": message_id})
         return json.loads(rows[0][0]) if rows else None
 
     def list_turn_records(self, conversation_id: str) -> List[Dict[str, Any]]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run("SELECT t.record FROM convrag_turns t JOIN convrag_messages m ON m.id = t.message_id "
                        "WHERE t.conversation_id = :c ORDER BY m.pos", {"c": conversation_id})
         return [json.loads(r[0]) for r in rows]
 
     def list_conversations(self) -> List[str]:
-        with self._tx() as run:
+        with self._tx(write=False) as run:
             rows = run("SELECT conversation_id, MIN(pos) AS first FROM convrag_messages "
                        "GROUP BY conversation_id ORDER BY first")
         return [r[0] for r in rows]

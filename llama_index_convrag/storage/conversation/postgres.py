@@ -69,7 +69,7 @@ class PostgresConversationStore(SQLConversationStore):
                         "AND table_name = 'convrag_meta'"))
 
     @contextmanager
-    def _transaction(self, *, migrate: bool = False) -> Iterator[Run]:
+    def _transaction(self, *, migrate: bool = False, write: bool = True) -> Iterator[Run]:
         from sqlalchemy import text
 
         with self._engine.begin() as conn:

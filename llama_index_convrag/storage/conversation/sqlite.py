@@ -69,7 +69,7 @@ class SQLiteConversationStore(SQLConversationStore):
         return bool(run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'convrag_meta'"))
 
     @contextmanager
-    def _transaction(self, *, migrate: bool = False) -> Iterator[Run]:
+    def _transaction(self, *, migrate: bool = False, write: bool = True) -> Iterator[Run]:
         assert self._conn is not None
         conn = self._conn
 
@@ -78,7 +78,7 @@ class SQLiteConversationStore(SQLConversationStore):
 
         with self._lock:
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.DatabaseError as e:
                 raise ConversationStoreError(f"{self._describe()} cannot be written: {e}") from e
             try:
