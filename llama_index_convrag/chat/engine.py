@@ -382,11 +382,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         record.finished_at = time.time()
         citations = T.build_citations(text, response, turn.nodes) if response is not None else []
         record.citations = [c.to_dict() for c in citations]
-        store = self._store
-        if citations:
-            store.put_citations(record.assistant_message_id, citations)
-        store.put_turn_record(record.conversation_id, record.assistant_message_id, record.to_dict())
-        store.finalize_message(record.assistant_message_id, content=text, status=status, error=record.error)
+        self._store.finish_turn(record.conversation_id, record.assistant_message_id, content=text, status=status,
+                                error=record.error, citations=citations, record=record.to_dict())
         dispatcher.event(ChatTurnEndEvent(assistant_message_id=record.assistant_message_id, status=record.status,
                                           error=record.error))
 

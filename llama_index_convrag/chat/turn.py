@@ -55,8 +55,9 @@ def group_turns(history: Sequence[ChatMessage]) -> List[List[ChatMessage]]:
 
 def system_text(synthesizer: Any, llm: LLM) -> str:
     """The synthesizer's QA template without its variables (the fixed prompt text to budget for)."""
-    try:
-        prompts = synthesizer.get_prompts()
+    try:  # _get_prompts: this level only, without get_prompts' deep copies of every sub-module
+        getter = getattr(synthesizer, "_get_prompts", None)
+        prompts = getter() if getter is not None else synthesizer.get_prompts()
     except Exception:  # noqa: BLE001 - a synthesizer without PromptMixin: nothing to count
         return ""
     for key, prompt in prompts.items():

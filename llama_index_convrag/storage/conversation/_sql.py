@@ -142,27 +142,43 @@ class SQLConversationStore(ConversationStore):
     def finalize_message(self, message_id: str, *, content: str, status: str, error: Optional[str] = None) -> None:
         _check_status(status)
         with self._tx() as run:
-            rows = run("SELECT id FROM convrag_messages WHERE id = :id", {"id": message_id})
-            if not rows:
-                raise KeyError(f"no message with id {message_id!r}")
-            run("UPDATE convrag_messages SET content = :c, status = :s, error = :e, updated_at = :t WHERE id = :id",
-                {"c": content, "s": status, "e": error, "t": time.time(), "id": message_id})
+            self._finalize(run, message_id, content, status, error)
 
     def put_citations(self, message_id: str, citations: Sequence[Citation]) -> None:
         with self._tx() as run:
-            run("DELETE FROM convrag_citations WHERE message_id = :m", {"m": message_id})
-            for i, c in enumerate(citations):
-                run("INSERT INTO convrag_citations (message_id, ord, node_id, marker, data) "
-                    "VALUES (:m, :o, :n, :k, :d)",
-                    {"m": message_id, "o": i, "n": c.node_id, "k": c.marker,
-                     "d": json.dumps(c.to_dict(), default=str)})
+            self._put_citations(run, message_id, citations)
 
     def put_turn_record(self, conversation_id: str, message_id: str, record: Dict[str, Any]) -> None:
-        data = json.dumps(record, default=str)
         with self._tx() as run:
-            run("DELETE FROM convrag_turns WHERE message_id = :m", {"m": message_id})
-            run("INSERT INTO convrag_turns (message_id, conversation_id, record) VALUES (:m, :c, :r)",
-                {"m": message_id, "c": conversation_id, "r": data})
+            self._put_record(run, conversation_id, message_id, record)
+
+    def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
+                    error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
+        _check_status(status)
+        with self._tx() as run:
+            self._put_citations(run, message_id, citations)
+            self._put_record(run, conversation_id, message_id, record)
+            self._finalize(run, message_id, content, status, error)
+
+    @staticmethod
+    def _finalize(run: Run, message_id: str, content: str, status: str, error: Optional[str]) -> None:
+        if not run("SELECT id FROM convrag_messages WHERE id = :id", {"id": message_id}):
+            raise KeyError(f"no message with id {message_id!r}")
+        run("UPDATE convrag_messages SET content = :c, status = :s, error = :e, updated_at = :t WHERE id = :id",
+            {"c": content, "s": status, "e": error, "t": time.time(), "id": message_id})
+
+    @staticmethod
+    def _put_citations(run: Run, message_id: str, citations: Sequence[Citation]) -> None:
+        run("DELETE FROM convrag_citations WHERE message_id = :m", {"m": message_id})
+        for i, c in enumerate(citations):
+            run("INSERT INTO convrag_citations (message_id, ord, node_id, marker, data) VALUES (:m, :o, :n, :k, :d)",
+                {"m": message_id, "o": i, "n": c.node_id, "k": c.marker, "d": json.dumps(c.to_dict(), default=str)})
+
+    @staticmethod
+    def _put_record(run: Run, conversation_id: str, message_id: str, record: Dict[str, Any]) -> None:
+        run("DELETE FROM convrag_turns WHERE message_id = :m", {"m": message_id})
+        run("INSERT INTO convrag_turns (message_id, conversation_id, record) VALUES (:m, :c, :r)",
+            {"m": message_id, "c": conversation_id, "r": json.dumps(record, default=str)})
 
     def delete_conversation(self, conversation_id: str) -> List[Message]:
         with self._tx() as run:

@@ -137,6 +137,14 @@ class ConversationStore(BaseChatStore):
         self.add_messages([user, placeholder])
         return user, placeholder
 
+    def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
+                    error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
+        """Persist an answer's citations and turn record and finalise its message (SQL backends: atomically)."""
+        if citations:
+            self.put_citations(message_id, citations)
+        self.put_turn_record(conversation_id, message_id, record)
+        self.finalize_message(message_id, content=content, status=status, error=error)
+
     def history(self, conversation_id: str) -> List[Message]:
         """The messages to condition on: every non-assistant message and only complete assistant answers."""
         return [m for m in self.get_conversation(conversation_id)

@@ -128,3 +128,17 @@ def test_eight_threads_fifty_turns_nothing_lost(make_store: Make) -> None:
         answers = [m for m in msgs if m.role == "assistant"]
         assert all(m.status == "complete" for m in answers)
         assert [reopened.get_citations(a.id)[0].node_id for a in answers] == ["n" + a.content[1:] for a in answers]
+
+
+def test_finish_turn_writes_all_or_nothing(make_store: Make) -> None:
+    store = make_store()
+    _, a = store.begin_turn("c", "q")
+    store.finish_turn("c", a.id, content="ans", status="complete", error=None,
+                      citations=[Citation(node_id="n", source_index=0)], record={"status": "complete"})
+    again = make_store()
+    assert (again.get_message(a.id).content, again.get_turn_record(a.id)) == ("ans", {"status": "complete"})
+    assert [c.node_id for c in again.get_citations(a.id)] == ["n"]
+    with pytest.raises(KeyError):  # unknown message: citations and record are rolled back too
+        store.finish_turn("c", "ghost", content="x", status="complete", error=None,
+                          citations=[Citation(node_id="n", source_index=0)], record={"x": 1})
+    assert (store.get_citations("ghost"), store.get_turn_record("ghost")) == ([], None)
