@@ -380,8 +380,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             record.status = status
         record.error = None if error is None else f"{type(error).__name__}: {error}"
         record.finished_at = time.time()
-        citations = T.build_citations(text, response, turn.nodes) if response is not None else []
-        record.citations = [c.to_dict() for c in citations]
+        citations = T.build_citations(response, turn.nodes) if response is not None else []
+        record.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         self._store.finish_turn(record.conversation_id, record.assistant_message_id, content=text, status=status,
                                 error=record.error, citations=citations, record=record.to_dict())
         dispatcher.event(ChatTurnEndEvent(assistant_message_id=record.assistant_message_id, status=record.status,

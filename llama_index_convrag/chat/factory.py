@@ -15,9 +15,10 @@ from typing import Any, Dict, FrozenSet, Tuple
 
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, ConvRAGChatEngine
 
-SYNTH_KWARGS: FrozenSet[str] = frozenset(
-    {"response_mode", "citations", "text_qa_template", "refine_template", "summary_template"}
-)
+SYNTH_KWARGS: FrozenSet[str] = frozenset({
+    "response_mode", "citations", "text_qa_template", "refine_template", "summary_template", "simple_template",
+    "structured_answer_filtering", "empty_response", "early_stop", "use_async",
+})
 ENGINE_KWARGS: FrozenSet[str] = ENGINE_OPTIONS | frozenset({
     "condense_llm", "conversation_store", "conversation_id", "chat_history", "rewrite_strategy", "rewrite_trigger",
     "last_n_turns", "max_rewrite_history_tokens", "condense_prompt", "get_chat_history", "count_tokens",

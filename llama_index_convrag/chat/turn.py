@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -17,7 +16,6 @@ from llama_index_convrag.chat.rewrite import RewriteResult
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation
 
-logger = logging.getLogger(__name__)
 fit = message_fit_in
 
 
@@ -103,25 +101,12 @@ def _get(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def _parse_stream_citations(text: str, nodes: Sequence[NodeWithScore]) -> Optional[List[Any]]:
-    try:
-        from llama_index_convrag.synthesizers.citations import parse_citations  # type: ignore
-    except ImportError:
-        return None
-    try:
-        return list(parse_citations(text, list(nodes)))
-    except Exception as e:  # noqa: BLE001 - a parse failure must not lose the answer
-        logger.warning("citation parsing failed, binding every source instead: %s", e)
-        return None
-
-
-def build_citations(text: str, response: Any, nodes: Sequence[NodeWithScore]) -> List[Citation]:
-    """Citations from ``response.metadata['citations']``, else parsed from a stream's text, else every source."""
+def build_citations(response: Any, nodes: Sequence[NodeWithScore]) -> List[Citation]:
+    """Citations from ``response.metadata['citations']`` (our synthesizer fills it, for streams when they end),
+    else every source with marker None. ``source_index`` refers to the response's source nodes."""
     sources = list(getattr(response, "source_nodes", None) or nodes)
     metadata = getattr(response, "metadata", None) or {}
     raw = metadata.get("citations")
-    if raw is None and isinstance(response, (StreamingResponse, AsyncStreamingResponse)):
-        raw = _parse_stream_citations(text, sources)
     if not raw:
         return [_citation(nws, i, None) for i, nws in enumerate(sources)]
     out = []
