@@ -248,16 +248,21 @@ class _Collect(BaseEventHandler):
         self.events.append(event)
 
 
-def test_instrumentation_events(retriever: Any, store: Any) -> None:
-    handler = _Collect(events=[])
+def test_instrumentation_events_and_span(retriever: Any, store: Any) -> None:
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    handler, spans = _Collect(events=[]), SimpleSpanHandler()
     root = get_dispatcher()
     root.add_event_handler(handler)
+    root.add_span_handler(spans)
     try:
         make(retriever, store).chat("Who directed Inception?")
     finally:
         root.event_handlers.remove(handler)
+        root.span_handlers.remove(spans)
     names = [e.class_name() for e in handler.events if e.class_name().startswith(("Chat", "Question", "Context"))]
     assert names == ["ChatTurnStartEvent", "QuestionRewriteEvent", "ContextTrimEvent", "ChatTurnEndEvent"]
+    assert any(s.id_.startswith("ConvRAGChatEngine.chat-") for s in spans.completed_spans)
 
 
 def test_validation(retriever: Any, store: Any) -> None:

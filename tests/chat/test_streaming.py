@@ -195,3 +195,21 @@ def test_dropped_unread_response_is_cancelled(retriever: Any, store: Any) -> Non
     del resp
     gc.collect()
     assert placeholder(store, mid).status == "cancelled"
+
+
+def test_failure_before_first_token_finalises_error(store: Any) -> None:
+    from tests.chat.conftest import FixedRetriever
+
+    class Broken(FixedRetriever):
+        def _retrieve(self, query_bundle: Any) -> Any:
+            raise ConnectionError("milvus down")
+
+    engine = ConvRAGChatEngine.from_defaults(Broken([]), ScriptedLLM.fixed("x"), conversation_store=store,
+                                             conversation_id="conv")
+    with pytest.raises(ConnectionError):
+        engine.stream_chat("Who directed Inception?")
+    with pytest.raises(ConnectionError):
+        asyncio.run(engine.astream_chat("Who directed Inception?"))
+    msgs = store.get_conversation("conv")
+    assert [(m.role, m.status) for m in msgs] == [("user", "complete"), ("assistant", "error")] * 2
+    assert msgs[1].error == "ConnectionError: milvus down"
