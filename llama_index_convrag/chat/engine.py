@@ -205,12 +205,10 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     def chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
         turn = self._begin(message, chat_history, streaming=False)
         try:
-            self._on_rewrite(turn, self._rewriter.rewrite(
-                message, turn.history, history_ids=turn.history_ids, message_id=turn.record.user_message_id))
-            self._on_retrieved(turn, self._retrieve(turn.record.retrieval_query))
-            if self._no_docs(turn):
+            self._gather(turn)
+            query = self._synthesis_query(turn)
+            if query is None:
                 return self._chat_response(turn, self._finish_no_docs(turn), None)
-            query = self._fit(turn)
             response = self._synthesizer.synthesize(query, turn.nodes)
             text = "".join(response.response_gen) if isinstance(response, StreamingResponse) else str(response)
         except Exception as e:
@@ -224,16 +222,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = self._begin(message, chat_history, streaming=True)
         holder: Dict[str, Any] = {}
         try:
-            self._on_rewrite(turn, self._rewriter.rewrite(
-                message, turn.history, history_ids=turn.history_ids, message_id=turn.record.user_message_id))
-            self._on_retrieved(turn, self._retrieve(turn.record.retrieval_query))
-            if self._no_docs(turn):
+            self._gather(turn)
+            query = self._synthesis_query(turn)
+            if query is None:
                 deltas: Iterator[str] = iter([self.response_if_no_docs_found or ""])
-                turn.record.status = "no_docs"
             else:
-                query = self._fit(turn)
-                synth = self._streaming_synthesizer if self._streaming_synthesizer is not None else self._synthesizer
-                holder["response"] = synth.synthesize(query, turn.nodes)
+                holder["response"] = self._stream_synthesizer.synthesize(query, turn.nodes)
                 deltas = T.sync_deltas(holder["response"])
         except Exception as e:
             self._finalize(turn, "error", "", e, None)
@@ -246,12 +240,10 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
         turn = self._begin(message, chat_history, streaming=False)
         try:
-            self._on_rewrite(turn, await self._rewriter.arewrite(
-                message, turn.history, history_ids=turn.history_ids, message_id=turn.record.user_message_id))
-            self._on_retrieved(turn, await self._aretrieve(turn.record.retrieval_query))
-            if self._no_docs(turn):
+            await self._agather(turn)
+            query = self._synthesis_query(turn)
+            if query is None:
                 return self._chat_response(turn, self._finish_no_docs(turn), None)
-            query = self._fit(turn)
             response = await self._synthesizer.asynthesize(query, turn.nodes)
             text = await T.aread_text(response)
         except Exception as e:
@@ -267,16 +259,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = self._begin(message, chat_history, streaming=True)
         holder: Dict[str, Any] = {}
         try:
-            self._on_rewrite(turn, await self._rewriter.arewrite(
-                message, turn.history, history_ids=turn.history_ids, message_id=turn.record.user_message_id))
-            self._on_retrieved(turn, await self._aretrieve(turn.record.retrieval_query))
-            if self._no_docs(turn):
+            await self._agather(turn)
+            query = self._synthesis_query(turn)
+            if query is None:
                 deltas: AsyncIterator[str] = T.aiter_one(self.response_if_no_docs_found or "")
-                turn.record.status = "no_docs"
             else:
-                query = self._fit(turn)
-                synth = self._streaming_synthesizer if self._streaming_synthesizer is not None else self._synthesizer
-                holder["response"] = await synth.asynthesize(query, turn.nodes)
+                holder["response"] = await self._stream_synthesizer.asynthesize(query, turn.nodes)
                 deltas = T.async_deltas(holder["response"])
         except Exception as e:
             self._finalize(turn, "error", "", e, None)
@@ -284,7 +272,23 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         finalizer = Finalizer(lambda s, text, e: self._finalize(turn, s, text, e, holder.get("response")))
         return self._stream_response(turn, finalizer, async_stream=astream_lifecycle(deltas, finalizer))
 
-    # --- retrieval (the only sync/async difference besides the LLM calls) ------------------------------------------
+    # --- rewrite + retrieval: the only sync/async difference besides synthesis ------------------------------------
+    def _gather(self, turn: _Turn) -> None:
+        rec = turn.record
+        self._on_rewrite(turn, self._rewriter.rewrite(rec.original_question, turn.history,
+                                                      history_ids=turn.history_ids, message_id=rec.user_message_id))
+        self._on_retrieved(turn, self._retrieve(rec.retrieval_query or rec.original_question))
+
+    async def _agather(self, turn: _Turn) -> None:
+        rec = turn.record
+        self._on_rewrite(turn, await self._rewriter.arewrite(
+            rec.original_question, turn.history, history_ids=turn.history_ids, message_id=rec.user_message_id))
+        self._on_retrieved(turn, await self._aretrieve(rec.retrieval_query or rec.original_question))
+
+    @property
+    def _stream_synthesizer(self) -> BaseSynthesizer:
+        return self._streaming_synthesizer if self._streaming_synthesizer is not None else self._synthesizer
+
     def _retrieve(self, query: str) -> Dict[str, List[NodeWithScore]]:
         bundle = QueryBundle(query)
         stages = {"retrieve": self._retriever.retrieve(bundle)}
@@ -336,14 +340,17 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
         turn.nodes = list(stages[list(stages)[-1]])
 
-    def _no_docs(self, turn: _Turn) -> bool:
-        return self.response_if_no_docs_found is not None and not turn.nodes
-
     def _finish_no_docs(self, turn: _Turn) -> str:
         text = self.response_if_no_docs_found or ""
-        turn.record.status = "no_docs"
         self._finalize(turn, "complete", text, None, None)
         return text
+
+    def _synthesis_query(self, turn: _Turn) -> Optional[str]:
+        """None when nothing was retrieved and a fixed reply is configured; else fit the budget and build the query."""
+        if self.response_if_no_docs_found is not None and not turn.nodes:
+            turn.record.status = "no_docs"
+            return None
+        return self._fit(turn)
 
     def _fit(self, turn: _Turn) -> str:
         """Run the budgeter; keep the surviving nodes and return the synthesizer's query."""
