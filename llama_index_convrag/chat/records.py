@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
-TURN_STATUSES = ("streaming", "complete", "no_docs", "error", "cancelled")
+TURN_STATUSES = ("pending", "complete", "no_docs", "error", "cancelled")
 
 
 @dataclass
@@ -29,7 +29,7 @@ class TurnRecord:
     trim_report: Optional[Dict[str, Any]] = None
     answer: str = ""
     citations: List[Dict[str, Any]] = field(default_factory=list)
-    status: str = "streaming"
+    status: str = "pending"
     error: Optional[str] = None
     streaming: bool = False
     started_at: float = 0.0

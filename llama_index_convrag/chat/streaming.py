@@ -1,6 +1,6 @@
 """Placeholder lifecycle for streamed turns, shared by the sync and async streams.
 
-A turn stores the user message and an assistant placeholder (status ``streaming``) before the first token. The
+A turn stores the user message and an assistant placeholder (status ``pending``) before the first token. The
 stream wrappers finalise the placeholder exactly once: ``complete`` when the deltas run out, ``error`` (with the
 partial text and the error) when the source raises, ``cancelled`` (with the partial text) when the consumer stops
 reading (closes the generator, breaks out of the loop, or calls ``close()`` / ``aclose()`` on the response).
@@ -103,8 +103,8 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
 
     @property
     def status(self) -> str:
-        """``streaming`` until finalised, then ``complete`` / ``error`` / ``cancelled``."""
-        return "streaming" if self.finalizer is None or self.finalizer.status is None else self.finalizer.status
+        """``pending`` until finalised, then ``complete`` / ``error`` / ``cancelled``."""
+        return "pending" if self.finalizer is None or self.finalizer.status is None else self.finalizer.status
 
     @property
     def response_gen(self) -> Generator[str, None, None]:  # type: ignore[override]

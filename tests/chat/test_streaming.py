@@ -78,7 +78,7 @@ def test_async_lifecycle_complete_error_cancel() -> None:
 def test_sync_complete_placeholder_before_first_token(retriever: Any, store: Any) -> None:
     resp = make(retriever, store).stream_chat("Who directed Inception?")
     before = placeholder(store, resp.message_id)
-    assert (before.role, before.status, before.content) == ("assistant", "streaming", "")
+    assert (before.role, before.status, before.content) == ("assistant", "pending", "")
     assert store.get_message(resp.user_message_id).content == "Who directed Inception?"
     assert "".join(resp.response_gen) == ANSWER
     after = placeholder(store, resp.message_id)
@@ -131,16 +131,16 @@ def test_stream_no_docs_fixed_reply(store: Any) -> None:
 async def _settle(store: Any, mid: str) -> str:
     for _ in range(200):  # let the event loop run the async generator finaliser
         status = placeholder(store, mid).status
-        if status != "streaming":
+        if status != "pending":
             return status
         await asyncio.sleep(0.005)
-    return "streaming"
+    return "pending"
 
 
 def test_async_complete(retriever: Any, store: Any) -> None:
     async def run() -> Any:
         resp = await make(retriever, store).astream_chat("Who directed Inception?")
-        assert placeholder(store, resp.message_id).status == "streaming"
+        assert placeholder(store, resp.message_id).status == "pending"
         return resp, "".join([d async for d in resp.async_response_gen()])
 
     resp, text = asyncio.run(run())

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
-STATUSES = frozenset({"complete", "streaming", "error", "cancelled"})
-"""``streaming``: an assistant placeholder still being written; the others are final."""
+STATUSES = frozenset({"pending", "complete", "error", "cancelled"})
+"""``pending``: an assistant placeholder not yet finalised (being generated or streamed); the others are final."""
 FINAL_STATUSES = frozenset({"complete", "error", "cancelled"})
 
 
@@ -130,10 +130,10 @@ class ConversationStore(BaseChatStore):
         return msg
 
     def begin_turn(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
-        """Store the user's message as written and an empty assistant placeholder (status ``streaming``)."""
+        """Store the user's message as written and an empty assistant placeholder (status ``pending``)."""
         user = Message(id=new_id(), conversation_id=conversation_id, role="user", content=question)
         placeholder = Message(id=new_id(), conversation_id=conversation_id, role="assistant", content="",
-                              status="streaming")
+                              status="pending")
         self.add_messages([user, placeholder])
         return user, placeholder
 

@@ -18,7 +18,7 @@ Make = Callable[[], ConversationStore]
 def test_turn_lifecycle_and_history(make_store: Make) -> None:
     store = make_store()
     user, placeholder = store.begin_turn("c1", "Who directed Inception?")
-    assert store.get_message(placeholder.id).status == "streaming"
+    assert store.get_message(placeholder.id).status == "pending"
     assert [m.role for m in store.history("c1")] == ["user"]  # an unfinished answer is not history
     store.finalize_message(placeholder.id, content="Nolan.", status="complete")
     u2, p2 = store.begin_turn("c1", "And it?")
@@ -66,7 +66,7 @@ def test_invalid_status_and_unknown_id(make_store: Make) -> None:
     store = make_store()
     _, a = store.begin_turn("c", "q")
     with pytest.raises(ValueError, match=r"status must be one of \['cancelled', 'complete', 'error', "
-                                         r"'streaming'\], got 'done'"):
+                                         r"'pending'\], got 'done'"):
         store.finalize_message(a.id, content="", status="done")
     with pytest.raises(KeyError, match="nope"):
         store.finalize_message("nope", content="", status="complete")

@@ -30,7 +30,7 @@ def test_shared_database_with_other_tables(pg_url: str) -> None:
     engine.dispose()
     store = PostgresConversationStore(pg_url)
     _, a = store.begin_turn("c", "q")
-    assert store.get_message(a.id).status == "streaming"
+    assert store.get_message(a.id).status == "pending"
     assert store.schema_version() == 2
     store.close()
 
