@@ -100,7 +100,7 @@ def _process_worker(path: str, worker: int, turns: int) -> None:
 
 def test_several_processes_on_one_file(tmp_path: Path) -> None:
     path = str(tmp_path / "multi.db")
-    SQLiteConversationStore(path).open().close()  # migrate once; concurrent first opens are also serialised
+    # no pre-open: the processes race to create and migrate the file; BEGIN IMMEDIATE serialises them
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_process_worker, args=(path, w, 30)) for w in range(3)]
     for p in procs:
