@@ -1,0 +1,159 @@
+"""Per-turn chat engine overhead, excluding LLM and retrieval time, at 10 and 200 turns of history.
+
+Side by side in one run, with the same parts: a ScriptedLLM (instant, two calls per turn: condense + answer), a
+retriever returning 5 fixed pre-built nodes (no Milvus), core's ``compact`` synthesizer. Compared:
+
+- ``llamaindex``: LlamaIndex's ``CondenseQuestionChatEngine`` over a ``RetrieverQueryEngine`` (in-process memory).
+- ``convrag :memory:``: our engine with an in-memory SQLite store.
+- ``convrag sqlite file``: our engine persisting every turn (messages, citations, turn record) to a WAL file.
+
+Overhead = turn wall time - time inside the LLM's answer function - time inside the retriever. History grows by one
+turn per measured turn, starting at the given size.
+
+    PYTHONPATH=. python bench/chat_overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
+from llama_index.core.base.llms.types import ChatMessage  # noqa: E402
+from llama_index.core.chat_engine import CondenseQuestionChatEngine  # noqa: E402
+from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+from llama_index.core.response_synthesizers import get_response_synthesizer  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
+from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
+from llama_index_convrag.testing import ScriptedLLM  # noqa: E402
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+
+class TimedLLM(ScriptedLLM):
+    """ScriptedLLM that adds the time spent producing each answer to a clock."""
+
+    def _answer(self, *args: Any, **kwargs: Any) -> str:
+        start = time.perf_counter()
+        try:
+            return super()._answer(*args, **kwargs)
+        finally:
+            CLOCK.spent += time.perf_counter() - start
+
+
+class FixedRetriever(BaseRetriever):
+    def __init__(self, nodes: List[NodeWithScore]) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        start = time.perf_counter()
+        out = [NodeWithScore(node=n.node, score=n.score) for n in self.nodes]
+        CLOCK.spent += time.perf_counter() - start
+        return out
+
+
+CLOCK = Clock()
+
+
+def _load_texts() -> List[str]:
+    for parent in Path(__file__).resolve().parents:
+        essay = parent / "shared" / "data" / "paul_graham"
+        if essay.is_dir():
+            text = " ".join(p.read_text(errors="ignore") for p in sorted(essay.rglob("*.txt")))
+            words = text.split()
+            if len(words) > 1000:
+                return [" ".join(words[i * 120:(i + 1) * 120]) for i in range(5)]
+    return [" ".join(f"passage{i} word{j}" for j in range(60)) for i in range(5)]
+
+
+def _history(turns: int) -> List[ChatMessage]:
+    out = []
+    for i in range(turns):
+        out.append(ChatMessage(role="user", content=f"Question number {i} about the essay and what it says?"))
+        out.append(ChatMessage(role="assistant", content=f"Answer {i}: the essay says several things [1]."))
+    return out
+
+
+def _llm() -> TimedLLM:
+    return TimedLLM(mode="fixed", responses=["What does the essay say about it?"],
+                    context_window=128000, num_output=256)
+
+
+Builder = Callable[[List[NodeWithScore], List[ChatMessage], Path], Any]
+
+
+def build_llamaindex(nodes: List[NodeWithScore], history: List[ChatMessage], tmp: Path) -> Any:
+    llm = _llm()
+    qe = RetrieverQueryEngine(FixedRetriever(nodes), get_response_synthesizer(llm=llm, response_mode="compact"))
+    return CondenseQuestionChatEngine.from_defaults(query_engine=qe, llm=llm, chat_history=list(history))
+
+
+def _ours(path: str) -> Builder:
+    def build(nodes: List[NodeWithScore], history: List[ChatMessage], tmp: Path) -> Any:
+        llm = _llm()
+        store = SQLiteConversationStore(path if path == ":memory:" else tmp / f"bench_{time.time_ns()}.db")
+        return ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), llm, conversation_store=store,
+                                               chat_history=list(history), rewrite_trigger=False,
+                                               response_mode="compact")
+    return build
+
+
+def measure(build: Builder, nodes: List[NodeWithScore], history_turns: int, turns: int, tmp: Path) -> List[float]:
+    engine = build(nodes, _history(history_turns), tmp)
+    engine.chat("Warm-up: what does it say?")
+    out = []
+    for i in range(turns):
+        CLOCK.spent = 0.0
+        start = time.perf_counter()
+        engine.chat(f"And what about it, part {i}?")
+        out.append((time.perf_counter() - start - CLOCK.spent) * 1000)
+    return out
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 measured turns instead of 40")
+    args = parser.parse_args(list(argv))
+    turns = 10 if args.quick else 40
+    nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=t), score=1.0 - i / 10) for i, t in
+             enumerate(_load_texts())]
+    systems: List[Tuple[str, Builder]] = [
+        ("llamaindex CondenseQuestion", build_llamaindex),
+        ("convrag :memory:", _ours(":memory:")),
+        ("convrag sqlite file", _ours("file")),
+    ]
+    rows: Dict[Tuple[int, str], List[float]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        for history_turns in (10, 200):
+            for name, build in systems:
+                rows[(history_turns, name)] = measure(build, nodes, history_turns, turns, Path(d))
+    print(f"Per-turn engine overhead (ms), excluding LLM and retriever time; {turns} turns measured; "
+          "2 LLM calls per turn (condense + answer), 5 fixed nodes, compact synthesizer")
+    print(f"{'history':>8} | {'system':<28} | {'p50':>8} | {'p90':>8} | {'mean':>8} | {'p50 vs LI':>9}")
+    print("-" * 82)
+    for history_turns in (10, 200):
+        base = statistics.median(rows[(history_turns, systems[0][0])])
+        for name, _ in systems:
+            vals = sorted(rows[(history_turns, name)])
+            p50, p90 = statistics.median(vals), vals[int(0.9 * (len(vals) - 1))]
+            print(f"{history_turns:>8} | {name:<28} | {p50:8.2f} | {p90:8.2f} | {statistics.mean(vals):8.2f} | "
+                  f"{p50 / base:8.2f}x")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

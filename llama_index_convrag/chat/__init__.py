@@ -1,0 +1,32 @@
+"""The conversational RAG chat engine and its pure parts (rewrite, triggers, budget, records).
+
+Usage::
+
+    from llama_index_convrag.chat import ConvRAGChatEngine
+    from llama_index_convrag.storage.conversation import SQLiteConversationStore
+
+    engine = ConvRAGChatEngine.from_defaults(
+        retriever, llm, condense_llm=cheap_llm, conversation_store=SQLiteConversationStore("chats.db"),
+        conversation_id="user-42", return_generated_question=True, response_if_no_docs_found="No idea.",
+    )
+    response = engine.chat("Who directed Inception?")
+    response.metadata["generated_question"], response.metadata["message_id"], response.metadata["trim_report"]
+    stream = engine.stream_chat("When was it released?")
+    stream.message_id            # the stored placeholder, before the first token
+    for delta in stream.response_gen: ...
+    engine.store.get_citations(stream.message_id)
+
+Or ``index.as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=5, ...)`` on a ``ConvRAGIndex``.
+"""
+
+from llama_index_convrag.chat.budget import BudgetExceededError, TrimReport, message_fit_in
+from llama_index_convrag.chat.engine import ConvRAGChatEngine
+from llama_index_convrag.chat.records import TurnRecord
+from llama_index_convrag.chat.rewrite import QuestionRewriter, RewriteResult
+from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
+from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
+
+__all__ = [
+    "BudgetExceededError", "ConvRAGChatEngine", "ConvRAGStreamingResponse", "QuestionRewriter", "RewriteResult",
+    "TriggerDecision", "TrimReport", "TurnRecord", "message_fit_in", "needs_rewrite",
+]

@@ -1,0 +1,129 @@
+"""``message_fit_in``: fit system prompt, question, extra variables, history and retrieved context into a budget.
+
+Pure: takes texts and a token counter, returns a :class:`TrimReport`. The budget is
+``floor(budget_ratio * (context_window - reserved_output))``. Retrieved chunks are first capped by
+``max_context_tokens`` (LangChain's ``max_tokens_limit``: lowest-ranked dropped first); then, while over budget, the
+oldest history turns are dropped, then the lowest-ranked chunks. The question, system prompt and extra variables are
+never dropped; if they alone exceed the budget, :class:`BudgetExceededError` names the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+TokenCounter = Callable[[str], int]
+DEFAULT_BUDGET_RATIO = 0.95
+
+
+class BudgetExceededError(ValueError):
+    """The parts that are never trimmed (system prompt, question, extra variables) do not fit by themselves."""
+
+
+@dataclass
+class Dropped:
+    """One trimmed item: ``section`` is ``history`` (index = turn, oldest 0) or ``context`` (index = rank, best 0)."""
+
+    section: str
+    index: int
+    tokens: int
+    reason: str
+
+
+@dataclass
+class TrimReport:
+    """What fitted: budget, tokens per section after trimming, kept indices, and what was dropped and why."""
+
+    budget: int
+    context_window: int
+    reserved_output: int
+    budget_ratio: float
+    tokens: Dict[str, int]
+    kept_history: List[int] = field(default_factory=list)
+    kept_chunks: List[int] = field(default_factory=list)
+    dropped: List[Dropped] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.tokens.values())
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["total"] = self.total
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrimReport":
+        data = {k: v for k, v in data.items() if k != "total"}
+        data["dropped"] = [Dropped(**d) for d in data.get("dropped", [])]
+        return cls(**data)
+
+
+def compute_budget(context_window: int, reserved_output: int, budget_ratio: float = DEFAULT_BUDGET_RATIO) -> int:
+    """``floor(budget_ratio * (context_window - reserved_output))``, validated."""
+    if not 0 < budget_ratio <= 1:
+        raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+    if reserved_output < 0:
+        raise ValueError(f"reserved_output must be >= 0, got {reserved_output!r}")
+    if context_window <= reserved_output:
+        raise ValueError(
+            f"context_window ({context_window}) must exceed reserved_output ({reserved_output}); "
+            "lower the reserved output tokens or use a model with a larger window"
+        )
+    return math.floor(budget_ratio * (context_window - reserved_output))
+
+
+def message_fit_in(
+    *,
+    question: str,
+    count_tokens: TokenCounter,
+    context_window: int,
+    reserved_output: int,
+    history: Sequence[str] = (),
+    chunks: Sequence[str] = (),
+    system: str = "",
+    extra: Optional[Mapping[str, str]] = None,
+    budget_ratio: float = DEFAULT_BUDGET_RATIO,
+    max_context_tokens: Optional[int] = None,
+) -> TrimReport:
+    """Trim ``history`` (formatted turns, oldest first) and ``chunks`` (best first) to fit the budget."""
+    if max_context_tokens is not None and max_context_tokens < 0:
+        raise ValueError(f"max_context_tokens must be >= 0, got {max_context_tokens!r}")
+    budget = compute_budget(context_window, reserved_output, budget_ratio)
+    extra_tokens = sum(count_tokens(v) for v in (extra or {}).values())
+    fixed = {"system": count_tokens(system) if system else 0, "question": count_tokens(question),
+             "extra": extra_tokens}
+    if sum(fixed.values()) > budget:
+        raise BudgetExceededError(
+            f"system prompt ({fixed['system']}) + question ({fixed['question']}) + extra variables ({extra_tokens}) "
+            f"= {sum(fixed.values())} tokens exceed the budget of {budget} tokens "
+            f"(floor({budget_ratio} * ({context_window} - {reserved_output}))); shorten the question or the prompt"
+        )
+    hist_tokens = [count_tokens(t) for t in history]
+    chunk_tokens = [count_tokens(c) for c in chunks]
+    dropped: List[Dropped] = []
+
+    kept_chunks = list(range(len(chunks)))
+    if max_context_tokens is not None:
+        while kept_chunks and sum(chunk_tokens[i] for i in kept_chunks) > max_context_tokens:
+            i = kept_chunks.pop()
+            dropped.append(Dropped("context", i, chunk_tokens[i], f"max_tokens_limit {max_context_tokens}"))
+    kept_history = list(range(len(history)))
+
+    def total() -> int:
+        return (sum(fixed.values()) + sum(hist_tokens[i] for i in kept_history)
+                + sum(chunk_tokens[i] for i in kept_chunks))
+
+    while total() > budget and kept_history:
+        i = kept_history.pop(0)
+        dropped.append(Dropped("history", i, hist_tokens[i], f"budget {budget}: oldest turn first"))
+    while total() > budget and kept_chunks:
+        i = kept_chunks.pop()
+        dropped.append(Dropped("context", i, chunk_tokens[i], f"budget {budget}: lowest-ranked chunk first"))
+    tokens = dict(fixed)
+    tokens["history"] = sum(hist_tokens[i] for i in kept_history)
+    tokens["context"] = sum(chunk_tokens[i] for i in kept_chunks)
+    return TrimReport(budget=budget, context_window=context_window, reserved_output=reserved_output,
+                      budget_ratio=budget_ratio, tokens=tokens, kept_history=kept_history, kept_chunks=kept_chunks,
+                      dropped=dropped)

@@ -1,0 +1,50 @@
+"""``TurnRecord``: everything one turn did, JSON-serialisable so evaluation can replay it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Optional
+
+TURN_STATUSES = ("pending", "complete", "no_docs", "error", "cancelled")
+
+
+@dataclass
+class TurnRecord:
+    """One turn. ``retrieved_ids`` maps each stage (``retrieve``, each postprocessor, ``budget``) to node ids."""
+
+    conversation_id: str
+    user_message_id: str
+    assistant_message_id: str
+    original_question: str
+    retrieval_query: Optional[str] = None
+    synthesis_query: Optional[str] = None
+    rewrite_strategy: Optional[str] = None
+    rewrite_used_llm: bool = False
+    rewrite_latency_ms: float = 0.0
+    rewrite_fallback_reason: Optional[str] = None
+    rewrite_skipped_reason: Optional[str] = None
+    rewrite_cache_hit: bool = False
+    retrieved_ids: Dict[str, List[str]] = field(default_factory=dict)
+    trim_report: Optional[Dict[str, Any]] = None
+    answer: str = ""
+    citations: List[Dict[str, Any]] = field(default_factory=list)
+    status: str = "pending"
+    error: Optional[str] = None
+    streaming: bool = False
+    started_at: float = 0.0
+    finished_at: Optional[float] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "TurnRecord":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown TurnRecord fields {unknown}; accepted: {sorted(names)}")
+        return cls(**data)

@@ -1,0 +1,193 @@
+"""The conversation store interface: messages with status, citations bound to message ids, and turn records.
+
+A :class:`ConversationStore` is also a LlamaIndex ``BaseChatStore`` (key = conversation id), so the same store can
+back ``Memory`` / ``ChatMemoryBuffer``. Citations and turn records live in their own tables and are never copied into
+``ChatMessage.additional_kwargs`` (LlamaIndex forwards those into prompts).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from abc import abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.storage.chat_store.base import BaseChatStore
+
+STATUSES = frozenset({"pending", "complete", "error", "cancelled"})
+"""``pending``: an assistant placeholder not yet finalised (being generated or streamed); the others are final."""
+FINAL_STATUSES = frozenset({"complete", "error", "cancelled"})
+
+
+class ConversationStoreError(RuntimeError):
+    """The store file or database cannot be used as-is (corrupted, foreign, or newer schema)."""
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class Message:
+    """One stored message."""
+
+    id: str
+    conversation_id: str
+    role: str
+    content: str
+    status: str = "complete"
+    error: Optional[str] = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    additional_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+    def to_chat_message(self) -> ChatMessage:
+        """A LlamaIndex message (content and the caller's own additional_kwargs only; no citations)."""
+        return ChatMessage(role=MessageRole(self.role), content=self.content,
+                           additional_kwargs=dict(self.additional_kwargs))
+
+
+@dataclass
+class Citation:
+    """One source of an assistant message. ``marker`` is the ``[n]`` the answer cited, or None if uncited."""
+
+    node_id: str
+    source_index: int
+    marker: Optional[int] = None
+    ref_doc_id: Optional[str] = None
+    score: Optional[float] = None
+    stage_scores: List[Dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Citation":
+        return cls(**data)
+
+
+class ConversationStore(BaseChatStore):
+    """Abstract store. Backends implement the abstract methods; the ``BaseChatStore`` API comes for free."""
+
+    # --- conversation API ----------------------------------------------------------------------
+    @abstractmethod
+    def add_messages(self, messages: Sequence[Message]) -> None:
+        """Append messages (in order) atomically."""
+
+    @abstractmethod
+    def get_conversation(self, conversation_id: str) -> List[Message]:
+        """Every message of a conversation, oldest first, whatever its status."""
+
+    @abstractmethod
+    def get_message(self, message_id: str) -> Optional[Message]:
+        """One message by id, or None."""
+
+    @abstractmethod
+    def finalize_message(self, message_id: str, *, content: str, status: str, error: Optional[str] = None) -> None:
+        """Set the final content and status of a (placeholder) message."""
+
+    @abstractmethod
+    def put_citations(self, message_id: str, citations: Sequence[Citation]) -> None:
+        """Replace the citations bound to a message."""
+
+    @abstractmethod
+    def get_citations(self, message_id: str) -> List[Citation]:
+        """The citations bound to a message, in source order."""
+
+    @abstractmethod
+    def put_turn_record(self, conversation_id: str, message_id: str, record: Dict[str, Any]) -> None:
+        """Store (or replace) the JSON turn record of the turn answered by ``message_id``."""
+
+    @abstractmethod
+    def get_turn_record(self, message_id: str) -> Optional[Dict[str, Any]]:
+        """The turn record answered by ``message_id``, or None."""
+
+    @abstractmethod
+    def list_turn_records(self, conversation_id: str) -> List[Dict[str, Any]]:
+        """Every turn record of a conversation, oldest first."""
+
+    @abstractmethod
+    def delete_conversation(self, conversation_id: str) -> List[Message]:
+        """Delete a conversation with its citations and records; returns the deleted messages."""
+
+    @abstractmethod
+    def list_conversations(self) -> List[str]:
+        """Conversation ids, oldest first."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    # --- helpers shared by backends ------------------------------------------------------------
+    def add_message_text(self, conversation_id: str, role: str, content: str, *, status: str = "complete",
+                         additional_kwargs: Optional[Dict[str, Any]] = None) -> Message:
+        msg = Message(id=new_id(), conversation_id=conversation_id, role=role, content=content, status=status,
+                      additional_kwargs=dict(additional_kwargs or {}))
+        self.add_messages([msg])
+        return msg
+
+    def begin_turn(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
+        """Store the user's message as written and an empty assistant placeholder (status ``pending``)."""
+        user = Message(id=new_id(), conversation_id=conversation_id, role="user", content=question)
+        placeholder = Message(id=new_id(), conversation_id=conversation_id, role="assistant", content="",
+                              status="pending")
+        self.add_messages([user, placeholder])
+        return user, placeholder
+
+    def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
+                    error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
+        """Persist an answer's citations and turn record and finalise its message (SQL backends: atomically)."""
+        if citations:
+            self.put_citations(message_id, citations)
+        self.put_turn_record(conversation_id, message_id, record)
+        self.finalize_message(message_id, content=content, status=status, error=error)
+
+    def history(self, conversation_id: str) -> List[Message]:
+        """The messages to condition on: every non-assistant message and only complete assistant answers."""
+        return [m for m in self.get_conversation(conversation_id)
+                if m.role != "assistant" or m.status == "complete"]
+
+    # --- BaseChatStore -------------------------------------------------------------------------
+    def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
+        self.delete_conversation(key)
+        self.add_messages([_from_chat(key, m) for m in messages])
+
+    def get_messages(self, key: str) -> List[ChatMessage]:
+        return [m.to_chat_message() for m in self.get_conversation(key)]
+
+    def add_message(self, key: str, message: ChatMessage) -> None:
+        self.add_messages([_from_chat(key, message)])
+
+    def delete_messages(self, key: str) -> Optional[List[ChatMessage]]:
+        deleted = self.delete_conversation(key)
+        return [m.to_chat_message() for m in deleted] if deleted else None
+
+    def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
+        messages = self.get_conversation(key)
+        if idx < 0 or idx >= len(messages):
+            return None
+        self._delete_message_ids([messages[idx].id])
+        return messages[idx].to_chat_message()
+
+    def delete_last_message(self, key: str) -> Optional[ChatMessage]:
+        messages = self.get_conversation(key)
+        if not messages:
+            return None
+        self._delete_message_ids([messages[-1].id])
+        return messages[-1].to_chat_message()
+
+    def get_keys(self) -> List[str]:
+        return self.list_conversations()
+
+    @abstractmethod
+    def _delete_message_ids(self, ids: Sequence[str]) -> None:
+        """Delete messages (and their citations and records) by id."""
+
+
+def _from_chat(conversation_id: str, message: ChatMessage) -> Message:
+    role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+    return Message(id=new_id(), conversation_id=conversation_id, role=role, content=message.content or "",
+                   additional_kwargs=dict(message.additional_kwargs))

@@ -1,0 +1,110 @@
+"""message_fit_in on hand-built inputs with a word counter: exact numbers, order of dropping, never over budget."""
+
+import random
+
+import pytest
+
+from llama_index_convrag.chat.budget import (
+    BudgetExceededError,
+    Dropped,
+    TrimReport,
+    compute_budget,
+    message_fit_in,
+)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def _w(n: int, tag: str = "w") -> str:
+    return " ".join([tag] * n)
+
+
+def test_budget_formula() -> None:
+    assert compute_budget(4096, 256, 0.95) == 3648  # floor(0.95 * 3840)
+    assert compute_budget(100, 0, 1.0) == 100
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"context_window": 100, "reserved_output": 0, "budget_ratio": 0.0}, r"budget_ratio must be in \(0, 1\], got 0.0"),
+    ({"context_window": 100, "reserved_output": -1}, r"reserved_output must be >= 0, got -1"),
+    ({"context_window": 100, "reserved_output": 100}, r"context_window \(100\) must exceed reserved_output \(100\)"),
+])
+def test_budget_validation(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        compute_budget(**kwargs)
+
+
+def test_everything_fits() -> None:
+    r = message_fit_in(question=_w(5), history=[_w(10), _w(10)], chunks=[_w(20)], system=_w(3),
+                       extra={"x": _w(2)}, count_tokens=words, context_window=110, reserved_output=10,
+                       budget_ratio=1.0)
+    assert r.tokens == {"system": 3, "question": 5, "extra": 2, "history": 20, "context": 20}
+    assert (r.total, r.budget, r.kept_history, r.kept_chunks, r.dropped) == (50, 100, [0, 1], [0], [])
+
+
+def test_drops_oldest_history_first_then_lowest_chunks() -> None:
+    r = message_fit_in(question=_w(10), history=[_w(30), _w(30), _w(30)], chunks=[_w(40), _w(40), _w(40)],
+                       count_tokens=words, context_window=100, reserved_output=0, budget_ratio=1.0)
+    assert [(d.section, d.index) for d in r.dropped] == [
+        ("history", 0), ("history", 1), ("history", 2), ("context", 2)]
+    assert (r.kept_history, r.kept_chunks, r.total) == ([], [0, 1], 90)
+    assert r.dropped[0] == Dropped("history", 0, 30, "budget 100: oldest turn first")
+    assert r.dropped[3].reason == "budget 100: lowest-ranked chunk first"
+
+
+def test_keeps_newest_history_when_room() -> None:
+    r = message_fit_in(question=_w(10), history=[_w(30), _w(30), _w(30)], chunks=[_w(20)],
+                       count_tokens=words, context_window=100, reserved_output=0, budget_ratio=1.0)
+    assert (r.kept_history, r.kept_chunks) == ([1, 2], [0])
+
+
+def test_max_context_tokens_caps_chunks_before_budget() -> None:
+    r = message_fit_in(question="q", chunks=[_w(10), _w(10), _w(10)], count_tokens=words, context_window=1000,
+                       reserved_output=0, max_context_tokens=25)
+    assert r.kept_chunks == [0, 1]
+    assert r.dropped == [Dropped("context", 2, 10, "max_tokens_limit 25")]
+
+
+def test_question_never_dropped_raises_when_alone_too_big() -> None:
+    with pytest.raises(BudgetExceededError, match=r"question \(120\) .* exceed the budget of 95 tokens"):
+        message_fit_in(question=_w(120), count_tokens=words, context_window=100, reserved_output=0)
+
+
+def test_property_never_exceeds_and_drops_oldest_first() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        history = [_w(rng.randint(1, 60)) for _ in range(rng.randint(0, 12))]
+        chunks = [_w(rng.randint(1, 80)) for _ in range(rng.randint(0, 10))]
+        question, system = _w(rng.randint(1, 20)), _w(rng.randint(0, 30))
+        window, reserved = rng.randint(60, 900), rng.randint(0, 50)
+        ratio = rng.choice([0.5, 0.8, 0.95, 1.0])
+        cap = rng.choice([None, rng.randint(0, 300)])
+        try:
+            r = message_fit_in(question=question, history=history, chunks=chunks, system=system,
+                               count_tokens=words, context_window=window, reserved_output=reserved,
+                               budget_ratio=ratio, max_context_tokens=cap)
+        except BudgetExceededError:
+            assert words(question) + words(system) > compute_budget(window, reserved, ratio)
+            continue
+        assert r.total <= r.budget == compute_budget(window, reserved, ratio)
+        assert r.tokens["question"] == words(question)
+        # kept history is a suffix (newest turns), kept chunks a prefix (best ranks)
+        assert r.kept_history == list(range(len(history) - len(r.kept_history), len(history)))
+        assert r.kept_chunks == list(range(len(r.kept_chunks)))
+        # chunks are only trimmed for the budget once all history is gone
+        if any(d.section == "context" and d.reason.startswith("budget") for d in r.dropped):
+            assert r.kept_history == []
+        if cap is not None:
+            assert r.tokens["context"] <= cap
+        # minimal trimming: re-adding the last dropped item would exceed the budget
+        budget_drops = [d for d in r.dropped if d.reason.startswith("budget")]
+        if budget_drops:
+            assert r.total + budget_drops[-1].tokens > r.budget
+
+
+def test_report_round_trips() -> None:
+    r = message_fit_in(question="a b", history=[_w(50)], count_tokens=words, context_window=40, reserved_output=0)
+    again = TrimReport.from_dict(r.to_dict())
+    assert again == r and r.to_dict()["total"] == r.total

@@ -1,0 +1,306 @@
+"""ConvRAGChatEngine over a real Milvus Lite index, the real local embeddings, core's synthesizer, a ScriptedLLM
+and a real SQLite file. Exact prompts and exact call counts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.response.schema import Response
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.postprocessor import SimilarityPostprocessor
+from llama_index.core.response_synthesizers import get_response_synthesizer
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_TEMPLATE
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+from llama_index_convrag.testing import ScriptedFailure, ScriptedLLM
+from tests.chat.conftest import FixedRetriever, word_count
+
+REWRITE = "When was the film Inception released?"
+
+
+def make(retriever: Any, store: Any, llm: Any = None, condense: Any = None, **kw: Any) -> ConvRAGChatEngine:
+    llm = llm if llm is not None else ScriptedLLM.fixed("Inception came out in 2010 [1].")
+    return ConvRAGChatEngine.from_defaults(retriever, llm, condense_llm=condense, conversation_store=store,
+                                           conversation_id="conv", **kw)
+
+
+def answer_prompts(llm: ScriptedLLM) -> List[str]:
+    return [p for p in llm.prompts if "Context information is below" in p]
+
+
+def test_first_turn_no_condense_call(retriever: Any, store: Any) -> None:
+    llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, llm, condense, rewrite_trigger=False)
+    resp = engine.chat("Who directed Inception?")
+    assert (condense.call_count, llm.call_count, resp.response) == (0, 1, "Nolan.")
+    record = resp.metadata["turn"]
+    assert (record.retrieval_query, record.rewrite_skipped_reason) == ("Who directed Inception?", "no history")
+    assert record.retrieved_ids["retrieve"][0] == "inception"
+
+
+def test_explicit_empty_history_counts_as_none(retriever: Any, store: Any) -> None:
+    condense = ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, condense=condense, rewrite_trigger=False)
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("When was it released?", chat_history=[])
+    assert condense.call_count == 0
+    assert resp.metadata["turn"].retrieval_query == "When was it released?"
+    assert len(store.get_conversation("conv")) == 4  # the turn is still stored
+
+
+def test_rewrite_used_for_retrieval_not_stored(retriever: Any, store: Any) -> None:
+    llm, condense = ScriptedLLM.fixed("2010 [1]."), ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, llm, condense, rewrite_trigger=False, return_generated_question=True)
+    engine.chat("Tell me about Christopher Nolan's films")
+    resp = engine.chat("When was it released?")
+    assert condense.call_count == 1 and llm.call_count == 2
+    assert condense.prompts[0].endswith(
+        "<Chat History>\nuser: Tell me about Christopher Nolan's films\nassistant: 2010 [1].\n\n"
+        "<Follow Up Message>\nWhen was it released?\n\n<Standalone question>\n")
+    assert resp.metadata["generated_question"] == REWRITE == resp.metadata["turn"].retrieval_query
+    assert resp.metadata["turn"].retrieved_ids["retrieve"][0] == "inception"
+    assert [m.content for m in store.get_conversation("conv") if m.role == "user"] == [
+        "Tell me about Christopher Nolan's films", "When was it released?"]
+    # rephrase_question=True: the synthesizer sees the rewrite
+    assert f"Query: {REWRITE}\nAnswer: " in answer_prompts(llm)[-1]
+
+
+def test_rephrase_false_synthesizer_sees_user_words_and_history(retriever: Any, store: Any) -> None:
+    llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, llm, condense, rewrite_trigger=False, rephrase_question=False)
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("When was it released?")
+    expected = DEFAULT_ANSWER_QUERY_TEMPLATE.format(
+        chat_history="user: Who directed Inception?\nassistant: Nolan.", question="When was it released?")
+    assert resp.metadata["turn"].synthesis_query == expected
+    assert resp.metadata["turn"].retrieval_query == REWRITE
+    assert f"Query: {expected}\nAnswer: " in answer_prompts(llm)[-1]
+    assert "generated_question" not in resp.metadata
+
+
+def test_return_source_nodes_both_ways(retriever: Any, store: Any) -> None:
+    resp = make(retriever, store).chat("Who directed Inception?")
+    assert [n.node.node_id for n in resp.source_nodes][0] == "inception" and len(resp.sources) == 1
+    resp = make(retriever, store, return_source_nodes=False).chat("Who directed Inception?")
+    assert (resp.source_nodes, resp.sources) == ([], [])
+
+
+def test_no_docs_fixed_reply_zero_llm_calls(retriever: Any, store: Any) -> None:
+    llm = ScriptedLLM.fixed("never")
+    engine = make(retriever, store, llm, node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=1.01)],
+                  response_if_no_docs_found="Nothing found.")
+    resp = engine.chat("Who directed Inception?")
+    assert (resp.response, llm.call_count) == ("Nothing found.", 0)
+    record = store.get_turn_record(resp.metadata["message_id"])
+    assert record["status"] == "no_docs" and len(record["retrieved_ids"]["retrieve"]) == 3
+    assert record["retrieved_ids"]["SimilarityPostprocessor"] == []
+    assert store.get_message(resp.metadata["message_id"]).status == "complete"
+
+
+def test_max_tokens_limit_caps_context(retriever: Any, store: Any) -> None:
+    llm = ScriptedLLM.fixed("ok")
+    engine = make(retriever, store, llm, max_tokens_limit=15, count_tokens=word_count)
+    resp = engine.chat("Who directed Inception?")
+    report = resp.metadata["trim_report"]
+    assert report.kept_chunks == [0] and report.tokens["context"] <= 15
+    assert [(d.section, d.index, d.reason) for d in report.dropped] == [
+        ("context", 2, "max_tokens_limit 15"), ("context", 1, "max_tokens_limit 15")]
+    assert [n.node.node_id for n in resp.source_nodes] == ["inception"]
+    assert "Interstellar" not in answer_prompts(llm)[0]
+
+
+def test_budget_trims_oldest_history_first(retriever: Any, store: Any) -> None:
+    llm = ScriptedLLM.fixed("one two three four five six seven eight", context_window=1200, num_output=20)
+    # a counter that sees 10 tokens per word: the budget bites while core's own prompt packing stays happy
+    engine = make(retriever, store, llm, rephrase_question=False, rewrite_strategy="none",
+                  count_tokens=lambda text: 10 * word_count(text))
+    for q in ("first", "second", "third"):
+        engine.chat(f"{q} question about the films of the director and the cities of Europe please")
+    resp = engine.chat("Who directed Inception?")
+    report = resp.metadata["trim_report"]
+    assert report.total <= report.budget == int(0.95 * (1200 - 20))
+    assert [(d.section, d.index) for d in report.dropped] == [("history", 0)]
+    assert report.kept_history == [1, 2] and report.kept_chunks == [0, 1, 2]
+    assert "first question" not in resp.metadata["turn"].synthesis_query
+    assert "second question" in resp.metadata["turn"].synthesis_query
+    assert "third question" in resp.metadata["turn"].synthesis_query
+
+
+def test_get_chat_history_formatter_used(retriever: Any, store: Any) -> None:
+    condense = ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, condense=condense, rewrite_trigger=False,
+                  get_chat_history=lambda msgs: " | ".join(f"{m.role.value[0]}:{m.content}" for m in msgs))
+    engine.chat("Who directed Inception?")
+    engine.chat("When was it released?")
+    assert "<Chat History>\nu:Who directed Inception? | a:Inception came out in 2010 [1].\n" in condense.prompts[0]
+
+
+def test_trigger_skips_llm_for_self_contained(retriever: Any, store: Any) -> None:
+    llm, condense = ScriptedLLM.fixed("ok"), ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, llm, condense)
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("What is the capital city of France today?")
+    assert condense.call_count == 0
+    assert resp.metadata["turn"].rewrite_skipped_reason == "trigger: self-contained"
+    engine.chat("When was it built?")
+    assert condense.call_count == 1
+
+
+def test_rewrite_failure_falls_back_and_records(retriever: Any, store: Any) -> None:
+    condense = ScriptedLLM.fixed(REWRITE, fail_on_call=0)
+    engine = make(retriever, store, condense=condense, rewrite_trigger=False)
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("When was it released?")
+    record = resp.metadata["turn"]
+    assert record.retrieval_query == "When was it released?"
+    assert record.rewrite_fallback_reason == "rewrite failed: ScriptedFailure: scripted failure on call 0"
+    assert record.status == "complete"
+
+
+def test_failed_turn_keeps_user_message_and_error_placeholder(retriever: Any, store: Any) -> None:
+    engine = make(retriever, store, ScriptedLLM.fixed("x", fail_on_call=0))
+    with pytest.raises(ScriptedFailure):
+        engine.chat("Who directed Inception?")
+    [user, assistant] = store.get_conversation("conv")
+    assert (user.content, user.status) == ("Who directed Inception?", "complete")
+    assert (assistant.status, assistant.error) == ("error", "ScriptedFailure: scripted failure on call 0")
+    assert store.list_turn_records("conv")[0]["status"] == "error"
+    assert [m.content for m in engine.chat_history] == ["Who directed Inception?"]
+
+
+def test_citations_by_message_id_after_reopen(retriever: Any, tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    resp = make(retriever, SQLiteConversationStore(path)).chat("Who directed Inception?")
+    mid = resp.metadata["message_id"]
+    reopened = SQLiteConversationStore(path)
+    cites = reopened.get_citations(mid)
+    assert [c.node_id for c in cites] == [n.node.node_id for n in resp.source_nodes]
+    assert [c.marker for c in cites] == [None, None, None] and cites[0].score == resp.source_nodes[0].score
+    assert all(m.additional_kwargs == {} for m in make(retriever, reopened).chat_history)
+    assert reopened.get_turn_record(mid)["citations"][0]["node_id"] == "inception"
+
+
+class _CitingSynth:
+    """Wraps core's synthesizer and adds metadata citations like ours does."""
+
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self.inner = get_response_synthesizer(llm=llm)
+
+    def synthesize(self, query: Any, nodes: List[NodeWithScore], **kw: Any) -> Response:
+        resp = self.inner.synthesize(query, nodes)
+        resp.metadata = {"citations": [{"marker": 1, "node_id": nodes[1].node.node_id, "source_index": 1}]}
+        return resp
+
+    def get_prompts(self) -> dict:
+        return self.inner.get_prompts()
+
+
+def test_synthesizer_citations_are_used(tmp_path: Path) -> None:
+    nodes = [NodeWithScore(node=TextNode(id_=k, text=k), score=s) for k, s in (("a", 0.9), ("b", 0.8))]
+    llm = ScriptedLLM.fixed("b [1]")
+    store = SQLiteConversationStore(tmp_path / "c.db")
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), llm, synthesizer=_CitingSynth(llm),  # type: ignore
+                                             conversation_store=store)
+    mid = engine.chat("what is b?").metadata["message_id"]
+    [cite] = store.get_citations(mid)
+    assert (cite.node_id, cite.marker, cite.source_index, cite.score) == ("b", 1, 1, 0.8)
+
+
+def test_chat_history_reset_and_seeded_history(retriever: Any, store: Any) -> None:
+    engine = make(retriever, store, chat_history=[ChatMessage(role="user", content="hi"),
+                                                  ChatMessage(role="assistant", content="hello")])
+    engine.chat("Who directed Inception?")
+    assert [m.content for m in engine.chat_history][:3] == ["hi", "hello", "Who directed Inception?"]
+    engine.reset()
+    assert engine.chat_history == [] and engine.conversation_id != "conv"
+    assert len(store.get_conversation("conv")) == 4  # nothing deleted
+
+
+def test_achat_twin(retriever: Any, store: Any) -> None:
+    llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
+    engine = make(retriever, store, llm, condense, rewrite_trigger=False)
+
+    async def run() -> Any:
+        await engine.achat("Who directed Inception?")
+        return await engine.achat("When was it released?")
+
+    resp = asyncio.run(run())
+    assert (condense.call_count, llm.call_count, resp.response) == (1, 2, "Nolan.")
+    assert resp.metadata["turn"].retrieval_query == REWRITE
+    assert [r["status"] for r in store.list_turn_records("conv")] == ["complete", "complete"]
+
+
+class _Collect(BaseEventHandler):
+    events: List[Any] = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "_Collect"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        self.events.append(event)
+
+
+def test_instrumentation_events_and_span(retriever: Any, store: Any) -> None:
+    from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
+
+    handler, spans = _Collect(events=[]), SimpleSpanHandler()
+    root = get_dispatcher()
+    root.add_event_handler(handler)
+    root.add_span_handler(spans)
+    try:
+        make(retriever, store).chat("Who directed Inception?")
+    finally:
+        root.event_handlers.remove(handler)
+        root.span_handlers.remove(spans)
+    names = [e.class_name() for e in handler.events if e.class_name().startswith(("Chat", "Question", "Context"))]
+    assert names == ["ChatTurnStartEvent", "QuestionRewriteEvent", "ContextTrimEvent", "ChatTurnEndEvent"]
+    assert any(s.id_.startswith("ConvRAGChatEngine.chat-") for s in spans.completed_spans)
+
+
+def test_validation(retriever: Any, store: Any) -> None:
+    with pytest.raises(ValueError, match=r"max_tokens_limit must be >= 0, got -1"):
+        make(retriever, store, max_tokens_limit=-1)
+    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['bogus'\]"):
+        make(retriever, store, bogus=1)
+
+
+def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
+    import threading
+
+    nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}"), score=1.0) for i in range(3)]
+    store = SQLiteConversationStore(tmp_path / "threads.db")
+    llm = ScriptedLLM.fixed("answer [1]")
+    retriever = FixedRetriever(nodes)
+    errors: List[BaseException] = []
+
+    def worker(t: int) -> None:
+        engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, conversation_id=f"c{t}",
+                                                 rewrite_strategy="concat")
+        try:
+            for i in range(50):
+                engine.chat(f"thread {t} question {i}")
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    reopened = SQLiteConversationStore(tmp_path / "threads.db")
+    for t in range(8):
+        msgs = reopened.get_conversation(f"c{t}")
+        assert [m.content for m in msgs if m.role == "user"] == [f"thread {t} question {i}" for i in range(50)]
+        answers = [m for m in msgs if m.role == "assistant"]
+        assert len(answers) == 50 and all(m.status == "complete" and m.content == "answer [1]" for m in answers)
+        assert all(len(reopened.get_citations(a.id)) == 3 for a in answers)
+        assert len(reopened.list_turn_records(f"c{t}")) == 50

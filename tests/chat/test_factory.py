@@ -1,0 +1,65 @@
+"""Kwarg splitting of build_chat_engine (pure). The end-to-end as_chat_engine test lands when the retriever and
+synthesizer modules are merged."""
+
+import pytest
+
+from llama_index_convrag.chat.factory import ENGINE_KWARGS, SYNTH_KWARGS, split_chat_kwargs
+
+RETRIEVER = frozenset({"similarity_top_k", "search_type", "ranker_type"})
+
+
+def test_splits_by_owner() -> None:
+    pp = object()
+    retr, synth, engine, own = split_chat_kwargs(
+        {"similarity_top_k": 5, "search_type": "hybrid", "response_mode": "compact", "node_postprocessors": [pp],
+         "rephrase_question": False, "streaming": True, "llm": None}, RETRIEVER)
+    assert retr == {"similarity_top_k": 5, "search_type": "hybrid"}
+    assert synth == {"response_mode": "compact"}
+    assert engine == {"node_postprocessors": [pp], "rephrase_question": False}
+    assert own == {"streaming": True, "llm": None}
+
+
+def test_unknown_kwargs_named_with_accepted() -> None:
+    with pytest.raises(TypeError, match=r"unknown kwargs \['simlarity_top_k', 'zzz'\]; accepted: \[.*'similarity_top_k'"):
+        split_chat_kwargs({"simlarity_top_k": 5, "zzz": 1}, RETRIEVER)
+
+
+def test_streaming_must_be_bool() -> None:
+    with pytest.raises(TypeError, match=r"streaming must be a bool, got 'yes'"):
+        split_chat_kwargs({"streaming": "yes"}, RETRIEVER)
+
+
+def test_name_sets_disjoint() -> None:
+    assert not (SYNTH_KWARGS & ENGINE_KWARGS)
+
+
+def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, tmp_path) -> None:  # type: ignore
+    """Runs once the retriever (ConvRAGIndex) and synthesizer modules are merged; skipped before."""
+    indices = pytest.importorskip("llama_index_convrag.indices")
+    pytest.importorskip("llama_index_convrag.synthesizers")
+    from llama_index.core import Document
+
+    from llama_index_convrag.chat import ConvRAGChatEngine
+    from llama_index_convrag.storage.conversation import SQLiteConversationStore
+    from llama_index_convrag.testing import ScriptedLLM
+    from tests.chat.conftest import DOCS
+
+    index = indices.ConvRAGIndex.from_documents([Document(text=t, id_=k) for k, t in DOCS],
+                                                collection_name=collection_name, embed_model=embed_model,
+                                                client=milvus_client)
+    llm = ScriptedLLM.fixed("Inception was released in 2010 [1].")
+    store = SQLiteConversationStore(tmp_path / "c.db")
+    engine = index.as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=2,
+                                  conversation_store=store, return_generated_question=True)
+    assert isinstance(engine, ConvRAGChatEngine)
+    resp = engine.chat("When was Inception released?")
+    assert resp.response == "Inception was released in 2010 [1]."
+    assert resp.metadata["generated_question"] == "When was Inception released?"
+    [cite] = store.get_citations(resp.metadata["message_id"])
+    assert (cite.marker, cite.source_index) == (1, 0)
+    assert cite.node_id == resp.source_nodes[0].node.node_id
+    streamed = engine.stream_chat("In which year did the film Inception come out?")
+    assert "".join(streamed.response_gen) == "Inception was released in 2010 [1]."
+    assert [c.marker for c in store.get_citations(streamed.message_id)] == [1]  # filled when the stream ended
+    with pytest.raises(TypeError, match=r"unknown kwargs \['bogus'\]"):
+        index.as_chat_engine(llm=llm, bogus=1)

@@ -1,0 +1,19 @@
+import json
+
+import pytest
+
+from llama_index_convrag.chat.records import TurnRecord
+
+
+def test_round_trip_through_json() -> None:
+    r = TurnRecord(conversation_id="c", user_message_id="u", assistant_message_id="a", original_question="它呢？",
+                   retrieval_query="q", retrieved_ids={"retrieve": ["n1", "n2"]}, status="complete")
+    data = json.loads(r.to_json())
+    assert data["original_question"] == "它呢？" and "它" in r.to_json()
+    assert TurnRecord.from_dict(data) == r
+
+
+def test_unknown_fields_rejected() -> None:
+    with pytest.raises(ValueError, match=r"unknown TurnRecord fields \['bogus'\]"):
+        TurnRecord.from_dict({"conversation_id": "c", "user_message_id": "u", "assistant_message_id": "a",
+                              "original_question": "q", "bogus": 1})

@@ -1,0 +1,123 @@
+"""QuestionRewriter with a ScriptedLLM: exact prompts, call counts, windows, fallbacks and the cache."""
+
+import asyncio
+from typing import List
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_index_convrag.chat.rewrite import QuestionRewriter, clean_rewrite, select_history
+from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_TEMPLATE
+from llama_index_convrag.testing import ScriptedLLM
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def conv(*pairs: str) -> List[ChatMessage]:
+    out = []
+    for i, text in enumerate(pairs):
+        out.append(ChatMessage(role="user" if i % 2 == 0 else "assistant", content=text))
+    return out
+
+
+HISTORY = conv("u1", "a1", "u2", "a2", "u3", "a3", "u4", "a4")
+
+
+def test_select_history_last_n_user_turns() -> None:
+    assert select_history(HISTORY, 3) == [2, 3, 4, 5, 6, 7]
+    assert select_history(HISTORY, 3, user_only=True) == [2, 4, 6]
+    assert select_history(HISTORY, 10) == list(range(8))
+    assert select_history(HISTORY, 0) == []
+
+
+def test_llm_prompt_is_exact_and_windowed() -> None:
+    llm = ScriptedLLM.fixed("standalone q")
+    rw = QuestionRewriter(llm=llm, trigger=None, count_tokens=words)
+    res = rw.rewrite("and it?", HISTORY)
+    assert (res.query, res.strategy, res.used_llm, res.fallback_reason) == ("standalone q", "llm", True, None)
+    expected = DEFAULT_CONDENSE_TEMPLATE.format(
+        chat_history="user: u2\nassistant: a2\nuser: u3\nassistant: a3\nuser: u4\nassistant: a4",
+        question="and it?")
+    assert llm.prompts == [expected]
+
+
+def test_token_cap_drops_oldest_messages() -> None:
+    llm = ScriptedLLM.fixed("q")
+    rw = QuestionRewriter(llm=llm, trigger=None, count_tokens=words, max_history_tokens=4)
+    rw.rewrite("it?", HISTORY)
+    assert "<Chat History>\nuser: u4\nassistant: a4\n" in llm.prompts[0]
+
+
+def test_no_history_no_call_and_trigger_skip() -> None:
+    llm = ScriptedLLM.fixed("q")
+    rw = QuestionRewriter(llm=llm, count_tokens=words)
+    assert rw.rewrite("When was it built?", []).skipped_reason == "no history"
+    res = rw.rewrite("What is the capital city of France today?", HISTORY)
+    assert (res.query, res.skipped_reason, llm.call_count) == (
+        "What is the capital city of France today?", "trigger: self-contained", 0)
+    rw.rewrite("When was it built?", HISTORY)
+    assert llm.call_count == 1
+
+
+def test_concat_and_none_need_no_llm() -> None:
+    res = QuestionRewriter(strategy="concat", count_tokens=words, trigger=None).rewrite("and it?", HISTORY)
+    assert (res.query, res.used_llm) == ("u2\nu3\nu4\nand it?", False)
+    res = QuestionRewriter(strategy="none", count_tokens=words).rewrite("and it?", HISTORY)
+    assert (res.query, res.skipped_reason) == ("and it?", "strategy none")
+
+
+@pytest.mark.parametrize("llm, reason", [
+    (ScriptedLLM.fixed("   "), "rewrite returned empty output"),
+    (ScriptedLLM.fixed("x", fail_on_call=0), "rewrite failed: ScriptedFailure: scripted failure on call 0"),
+])
+def test_fallback_to_original_with_reason(llm: ScriptedLLM, reason: str) -> None:
+    res = QuestionRewriter(llm=llm, trigger=None, count_tokens=words).rewrite("and it?", HISTORY)
+    assert (res.query, res.fallback_reason, res.used_llm) == ("and it?", reason, True)
+
+
+def test_cache_keyed_by_ids_message_and_model() -> None:
+    llm = ScriptedLLM.cycle(["first", "second", "third"])
+    rw = QuestionRewriter(llm=llm, trigger=None, count_tokens=words)
+    ids = [f"m{i}" for i in range(len(HISTORY))]
+    assert rw.rewrite("it?", HISTORY, history_ids=ids, message_id="x").query == "first"
+    hit = rw.rewrite("it?", HISTORY, history_ids=ids, message_id="x")
+    assert (hit.query, hit.cache_hit, llm.call_count) == ("first", True, 1)
+    assert rw.rewrite("it?", HISTORY, history_ids=ids, message_id="y").query == "second"
+    assert rw.rewrite("it?", HISTORY, history_ids=ids[:-1] + ["other"], message_id="x").query == "third"
+    other_model = QuestionRewriter(llm=ScriptedLLM.fixed("z", model_name="m2"), trigger=None, count_tokens=words)
+    other_model._cache = rw._cache  # same cache, different model name: a miss
+    assert other_model.rewrite("it?", HISTORY, history_ids=ids, message_id="x").query == "z"
+
+
+def test_async_twin_matches() -> None:
+    llm = ScriptedLLM.fixed("standalone")
+    rw = QuestionRewriter(llm=llm, trigger=None, count_tokens=words)
+    res = asyncio.run(rw.arewrite("and it?", HISTORY))
+    assert (res.query, llm.call_count) == ("standalone", 1)
+
+
+def test_clean_rewrite() -> None:
+    assert clean_rewrite('  Standalone question: "Who is Nolan?" \n') == "Who is Nolan?"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"strategy": "magic"}, r"rewrite strategy must be one of \['llm', 'concat', 'none'\], got 'magic'"),
+    ({"strategy": "llm"}, r"rewrite strategy 'llm' needs a condense llm"),
+    ({"strategy": "none", "last_n_turns": -1}, r"last_n_turns must be >= 0, got -1"),
+    ({"strategy": "none", "max_history_tokens": 0}, r"max_history_tokens must be >= 1, got 0"),
+])
+def test_validation(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        QuestionRewriter(count_tokens=words, **kwargs)
+
+
+def test_prompt_mixin_update() -> None:
+    from llama_index.core.prompts import PromptTemplate
+
+    llm = ScriptedLLM.fixed("q")
+    rw = QuestionRewriter(llm=llm, trigger=None, count_tokens=words)
+    rw.update_prompts({"condense_prompt": PromptTemplate("H={chat_history} Q={question}")})
+    rw.rewrite("it?", conv("u1", "a1"))
+    assert llm.prompts == ["H=user: u1\nassistant: a1 Q=it?"]

@@ -1,0 +1,117 @@
+"""SQLite specifics: WAL, migration on open, refusing corrupted/foreign/newer files untouched, several processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from llama_index_convrag.storage.conversation import ConversationStoreError, SQLiteConversationStore
+from llama_index_convrag.storage.conversation._sql import APP_ID, MIGRATIONS, SCHEMA_VERSION
+
+
+def test_no_io_in_constructor_and_wal(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "c.db"
+    store = SQLiteConversationStore(path)
+    assert not path.exists()
+    store.open()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
+def test_rejects_bad_timeout() -> None:
+    with pytest.raises(ValueError, match=r"busy_timeout_s must be > 0, got 0"):
+        SQLiteConversationStore("x.db", busy_timeout_s=0)
+
+
+def _make_v1(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    for sql in MIGRATIONS[0]:
+        conn.execute(sql.format(AUTO="INTEGER PRIMARY KEY AUTOINCREMENT", FLOAT="REAL"))
+    conn.execute("INSERT INTO convrag_meta VALUES ('app', ?), ('schema_version', '1')", (APP_ID,))
+    conn.execute("INSERT INTO convrag_messages (id, conversation_id, role, content, status, created_at, updated_at, "
+                 "additional_kwargs) VALUES ('m1', 'c', 'user', 'old question', 'complete', 1.0, 1.0, '{}')")
+    conn.commit()
+    conn.close()
+
+
+def test_migrates_v1_file_keeping_data(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    _make_v1(path)
+    store = SQLiteConversationStore(path)
+    assert store.schema_version() == SCHEMA_VERSION == 2
+    [msg] = store.get_conversation("c")
+    assert (msg.id, msg.content, msg.error) == ("m1", "old question", None)
+    store.put_turn_record("c", "m1", {"ok": True})  # the v2 table exists
+    assert store.get_turn_record("m1") == {"ok": True}
+    store.close()
+
+
+def test_refuses_newer_schema_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    SQLiteConversationStore(path).open().close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE convrag_meta SET value = '99' WHERE key = 'schema_version'")
+    before = path.read_bytes()
+    with pytest.raises(ConversationStoreError, match=r"schema version 99, newer than this code's 2"):
+        SQLiteConversationStore(path).open()
+    assert path.read_bytes() == before
+
+
+def test_refuses_corrupted_file_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a database\x00" * 200)
+    before = path.read_bytes()
+    with pytest.raises(ConversationStoreError, match=r"is not a usable SQLite database .*left untouched"):
+        SQLiteConversationStore(path).get_conversation("c")
+    assert path.read_bytes() == before
+
+
+def test_refuses_foreign_sqlite_file_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+        conn.execute("INSERT INTO users VALUES (1)")
+    before = path.read_bytes()
+    with pytest.raises(ConversationStoreError, match=r"holds tables of another application \(\['users'\]\)"):
+        SQLiteConversationStore(path).open()
+    assert path.read_bytes() == before
+
+
+def test_refuses_meta_of_another_app(tmp_path: Path) -> None:
+    path = tmp_path / "meta.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE convrag_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO convrag_meta VALUES ('app', 'someone-else')")
+    with pytest.raises(ConversationStoreError, match=r"not written by llama-index-convrag"):
+        SQLiteConversationStore(path).open()
+
+
+def _process_worker(path: str, worker: int, turns: int) -> None:
+    store = SQLiteConversationStore(path)
+    for i in range(turns):
+        _, a = store.begin_turn("shared", f"q{worker}-{i}")
+        store.finalize_message(a.id, content=f"a{worker}-{i}", status="complete")
+    store.close()
+
+
+def test_several_processes_on_one_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "multi.db")
+    # no pre-open: the processes race to create and migrate the file; BEGIN IMMEDIATE serialises them
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_process_worker, args=(path, w, 30)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    store = SQLiteConversationStore(path)
+    msgs = store.get_conversation("shared")
+    assert len(msgs) == 180
+    for w in range(3):
+        mine = [m.content for m in msgs if m.content[1:].startswith(f"{w}-")]
+        assert mine == [x for i in range(30) for x in (f"q{w}-{i}", f"a{w}-{i}")]
+    store.close()
