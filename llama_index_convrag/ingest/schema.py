@@ -84,8 +84,12 @@ class CollectionSpec:
         return found
 
     def metadata_ref(self, key: str) -> str:
-        """The filter expression that addresses metadata ``key`` (escaped)."""
+        """The filter expression that addresses metadata ``key`` (escaped; control characters in keys are refused:
+        Milvus' JSON path lookup does not match them, measured on Milvus Lite 2.5.1)."""
         from llama_index_convrag.retrievers.filters import quote_string
+
+        if any(ord(ch) < 32 for ch in key):
+            raise ValueError(f"metadata key {key!r} contains a control character; Milvus cannot address it")
 
         if key in self.scalar_metadata_fields:
             return key

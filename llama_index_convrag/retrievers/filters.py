@@ -2,6 +2,7 @@
 
 Milvus string literals are double-quoted; its lexer un-escapes ``\\\\`` and ``\\"`` and treats a backslash before a
 raw line break as that line break (a bare newline inside a literal is a syntax error, and ``\\n`` is NOT a newline).
+A carriage return cannot be written in a Milvus literal at all (raw or escaped), so such values are refused.
 :func:`quote_string` applies exactly those rules, so a value never changes the expression's structure.
 """
 
@@ -32,8 +33,9 @@ def quote_string(value: str) -> str:
     """A Milvus string literal that matches ``value`` exactly (the one escaping function)."""
     if not isinstance(value, str):
         raise TypeError(f"quote_string expects str, got {type(value).__name__}")
-    body = (value.replace("\\", "\\\\").replace('"', '\\"')
-            .replace("\r", "\\\r").replace("\n", "\\\n"))
+    if "\r" in value:
+        raise ValueError(f"Milvus string literals cannot contain a carriage return: {value!r}")
+    body = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\\n")
     return f'"{body}"'
 
 
