@@ -21,9 +21,8 @@ from pymilvus import MilvusClient
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.indices.milvus_store import ConvRAGMilvusStore
 from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec
+from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
-from llama_index_convrag.storage.milvus import connect_milvus
 
 SYNTH_KWARGS = frozenset({"response_synthesizer", "response_mode", "llm", "node_postprocessors", "streaming",
                           "use_async", "text_qa_template", "refine_template", "summary_template"})
@@ -58,14 +57,6 @@ class ConvRAGIndex(VectorStoreIndex):
                          show_progress=show_progress)
 
     # -- construction -----------------------------------------------------------------------------------------
-    @staticmethod
-    def _connect(client: Optional[MilvusClient], target: Optional[MilvusTarget]) -> MilvusClient:
-        if client is not None:
-            return client
-        if target is None:
-            raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
-        return connect_milvus(target)
-
     @classmethod
     def from_collection(
         cls,
@@ -78,7 +69,7 @@ class ConvRAGIndex(VectorStoreIndex):
         callback_manager: Optional[CallbackManager] = None,
     ) -> "ConvRAGIndex":
         """An index over an existing collection; the layout is read from its schema unless ``spec`` is given."""
-        client = cls._connect(client, target)
+        client = open_client(client, target)
         spec = detect_spec(client, collection_name) if spec is None else spec
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    target=target, callback_manager=callback_manager)
@@ -99,7 +90,7 @@ class ConvRAGIndex(VectorStoreIndex):
         show_progress: bool = False,
     ) -> "ConvRAGIndex":
         """Create the collection (our layout) if missing, split, embed and insert ``documents``."""
-        client = cls._connect(client, target)
+        client = open_client(client, target)
         if client.has_collection(collection_name):
             spec = detect_spec(client, collection_name)
         else:

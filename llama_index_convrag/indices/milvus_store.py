@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     MetadataFilters,
@@ -19,7 +19,7 @@ from llama_index.core.vector_stores.types import (
 )
 from pymilvus import MilvusClient
 
-from llama_index_convrag.ingest.schema import CollectionSpec
+from llama_index_convrag.ingest.schema import CollectionSpec, node_from_entity
 from llama_index_convrag.retrievers.filters import combine, filters_to_expr, quote_string
 
 DEFAULT_INSERT_BATCH = 256
@@ -99,8 +99,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
         parts.append(filters_to_expr(filters, spec.metadata_ref))
         rows = self._client.query(self.collection_name, filter=combine(*parts),
                                   output_fields=[spec.primary_field, *spec.output_fields()], limit=16384)
-        return [TextNode(id_=str(r[spec.primary_field]), text=r[spec.text_field],
-                         metadata=r.get(spec.metadata_field) or {}) for r in rows]
+        return [node_from_entity(spec, r[spec.primary_field], r) for r in rows]
 
     def clear(self) -> None:
         self._client.delete(self.collection_name, filter=f'{self._spec.primary_field} != ""')
@@ -120,9 +119,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
                                   output_fields=spec.output_fields())[0]
         nodes, ids, sims = [], [], []
         for hit in res:
-            e = hit["entity"]
-            node = TextNode(id_=str(hit["id"]), text=e[spec.text_field], metadata=e.get(spec.metadata_field) or {})
-            nodes.append(node)
+            nodes.append(node_from_entity(spec, hit["id"], hit["entity"]))
             ids.append(str(hit["id"]))
             sims.append(float(hit["distance"]))
         return VectorStoreQueryResult(nodes=nodes, similarities=sims, ids=ids)

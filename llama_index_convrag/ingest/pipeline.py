@@ -25,9 +25,15 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
-from llama_index_convrag.ingest.schema import HIDDEN_METADATA_KEYS, CollectionSpec, create_collection, default_spec, detect_spec
+from llama_index_convrag.ingest.schema import (
+    HIDDEN_METADATA_KEYS,
+    CollectionSpec,
+    create_collection,
+    default_spec,
+    detect_spec,
+    open_client,
+)
 from llama_index_convrag.retrievers.filters import quote_string
-from llama_index_convrag.storage.milvus import connect_milvus
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -171,10 +177,7 @@ class Ingestor:
         show_progress: bool = False,
     ) -> "Ingestor":
         """Connect, create the collection if missing (our layout), else read and check its layout."""
-        if client is None:
-            if target is None:
-                raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
-            client = connect_milvus(target)
+        client = open_client(client, target)
         is_lite = target.is_lite if target is not None else True
         if client.has_collection(collection_name):
             spec = detect_spec(client, collection_name)

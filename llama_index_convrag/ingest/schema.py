@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+from llama_index_convrag.config import MilvusTarget
 
 DENSE = "dense"
 BM25 = "bm25"
@@ -20,6 +23,7 @@ SPARSE = "sparse"  # a sparse vector field filled by the client (e.g. BGE-M3): n
 LAYOUTS = ("convrag", "llamaindex", "langchain", "custom")
 LLAMAINDEX_NODE_CONTENT = "_node_content"
 DYNAMIC = "$meta"
+DOC_ID_KEY = "doc_id"
 #: Bookkeeping metadata kept out of LLM prompts and embeddings.
 HIDDEN_METADATA_KEYS = ("doc_id", "file_path", "content_hash", "last_modified", "chunk")
 
@@ -242,3 +246,42 @@ def detect_spec(client: MilvusClient, collection_name: str) -> CollectionSpec:
     return CollectionSpec(primary_field=primary, doc_id_field=doc_id, text_field=text, vector_fields=tuple(vectors),
                           metadata_field=metadata, scalar_metadata_fields=extra, dynamic=dynamic,
                           node_content_field=node_content, layout=layout)
+
+
+def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) -> MilvusClient:
+    """``client`` if given, else the cached client for ``target`` (errors name the URI)."""
+    if client is not None:
+        return client
+    if target is None:
+        raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
+    from llama_index_convrag.storage.milvus import connect_milvus
+
+    return connect_milvus(target)
+
+
+def node_from_entity(spec: CollectionSpec, pk: Any, entity: Mapping[str, Any]) -> TextNode:
+    """A ``TextNode`` from a Milvus row: id = primary key as a string, ``ref_doc_id`` = the document id."""
+    import json
+
+    metadata: Dict[str, Any] = {}
+    if spec.node_content_field is not None and entity.get(spec.node_content_field):
+        try:
+            metadata.update(json.loads(entity[spec.node_content_field]).get("metadata", {}))
+        except (TypeError, ValueError):
+            pass
+    if spec.metadata_field is not None and isinstance(entity.get(spec.metadata_field), dict):
+        metadata.update(entity[spec.metadata_field])
+    for key in spec.scalar_metadata_fields:
+        if key in entity:
+            metadata[key] = entity[key]
+    node = TextNode(id_=str(pk), text=str(entity.get(spec.text_field, "")), metadata=metadata)
+    doc_id = entity.get(spec.doc_id_field) if spec.doc_id_field is not None else None
+    if doc_id is None:
+        doc_id = metadata.get(DOC_ID_KEY, metadata.get("ref_doc_id"))
+    if doc_id is not None:
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(doc_id))
+        node.metadata.setdefault(DOC_ID_KEY, str(doc_id))
+    for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+        keys = getattr(node, attr)
+        keys.extend(k for k in HIDDEN_METADATA_KEYS if k not in keys)
+    return node

@@ -20,7 +20,6 @@ Every node's id is the Milvus primary key (as a string); ``node.ref_doc_id`` is 
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -28,18 +27,17 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
 from llama_index_convrag.config import MilvusTarget
-from llama_index_convrag.ingest.schema import BM25, HIDDEN_METADATA_KEYS, CollectionSpec, detect_spec
+from llama_index_convrag.ingest.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
 from llama_index_convrag.rank_trail import add_stage
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
-from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus, connect_milvus_async
+from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus_async
 
 dispatcher = get_dispatcher(__name__)
-DOC_ID_KEY = "doc_id"
 
 
 @dataclass(frozen=True)
@@ -113,10 +111,7 @@ class MilvusHybridRetriever(BaseRetriever):
         unknown = sorted(set(kwargs) - cls.KWARGS)
         if unknown:
             raise TypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(cls.KWARGS)}")
-        if client is None:
-            if target is None:
-                raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
-            client = connect_milvus(target)
+        client = open_client(client, target)
         if spec is None:
             try:
                 spec = detect_spec(client, collection_name)
@@ -179,32 +174,6 @@ class MilvusHybridRetriever(BaseRetriever):
             return "server_rrf", p.fusion_depth
         return "client", p.fusion_depth
 
-    def _node(self, hit: Mapping[str, Any]) -> TextNode:
-        spec = self._spec
-        entity = hit.get("entity", {})
-        metadata: Dict[str, Any] = {}
-        if spec.node_content_field is not None and entity.get(spec.node_content_field):
-            try:
-                metadata.update(json.loads(entity[spec.node_content_field]).get("metadata", {}))
-            except (TypeError, ValueError):
-                pass
-        if spec.metadata_field is not None and isinstance(entity.get(spec.metadata_field), dict):
-            metadata.update(entity[spec.metadata_field])
-        for key in spec.scalar_metadata_fields:
-            if key in entity:
-                metadata[key] = entity[key]
-        node = TextNode(id_=str(hit["id"]), text=str(entity.get(spec.text_field, "")), metadata=metadata)
-        doc_id = entity.get(spec.doc_id_field) if spec.doc_id_field is not None else None
-        if doc_id is None:
-            doc_id = metadata.get(DOC_ID_KEY, metadata.get("ref_doc_id"))
-        if doc_id is not None:
-            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(doc_id))
-            node.metadata.setdefault(DOC_ID_KEY, str(doc_id))
-        for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
-            keys = getattr(node, attr)
-            keys.extend(k for k in HIDDEN_METADATA_KEYS if k not in keys)
-        return node
-
     def _assemble(self, plan: str, per_field: Sequence[Sequence[Mapping[str, Any]]]) -> List[NodeWithScore]:
         """Fuse per-field hit lists (or take the single / server-fused list) and attach the trail."""
         p, spec = self._params, self._spec
@@ -233,7 +202,7 @@ class MilvusHybridRetriever(BaseRetriever):
             stage = f"fusion:{kind}"
         out = []
         for rank, (key, score) in enumerate(fused[: p.candidates()], start=1):
-            nws = NodeWithScore(node=self._node(hits[key]), score=score)
+            nws = NodeWithScore(node=node_from_entity(spec, hits[key]["id"], hits[key].get("entity", {})), score=score)
             for st, r, s in trails.get(key, []):
                 add_stage(nws, st, r, s)
             if stage is not None:
