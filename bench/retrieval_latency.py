@@ -4,7 +4,8 @@ Sizes: 5k = the SciFact corpus with its real MiniLM embeddings; 20k = SciFact ab
 ~120-word windows (real text for BM25). Embedding 20k windows takes >20 min on 2 shared cores, so each window's
 vector is its source abstract's real embedding plus seeded Gaussian noise (sigma 0.02), re-normalised: fine for
 latency (FLAT search cost does not depend on the values), meaningless for quality. Query vectors are precomputed
-(the real query embeddings); query embedding time is measured separately.
+(the real query embeddings); query embedding time is measured separately. Raw pymilvus requests the same output
+fields as ours (text, doc_id, metadata) and reads every hit (pymilvus decodes results lazily).
 
     PYTHONPATH=. python bench/retrieval_latency.py [--quick]
 """
@@ -52,6 +53,11 @@ def windows(texts: Sequence[str], vecs: np.ndarray, n: int, size: int = 120, str
     v = vecs[src] + rng.normal(0, 0.02, size=(len(src), vecs.shape[1])).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return out_t, v
+
+
+def consume(res: object) -> list:
+    """Read every hit (pymilvus decodes lazily; any caller reads ids, scores and fields)."""
+    return [(h["id"], h["distance"], h["entity"]) for h in res[0]]
 
 
 def timed(fn: Callable[[int], object], n: int, warmup: int = 10) -> Dict[str, float]:
@@ -134,15 +140,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             def run(i: int):
                 b = qb(i)
                 data = b.query_str if field == "sparse_embedding" else b.embedding
-                return client.search(name, data=[data], anns_field=field, limit=k,
-                                     search_params=BM25 if field == "sparse_embedding" else COS, output_fields=FIELDS)
+                res = client.search(name, data=[data], anns_field=field, limit=k,
+                                    search_params=BM25 if field == "sparse_embedding" else COS, output_fields=FIELDS)
+                return consume(res)
             return run
 
         def raw_hybrid(i: int):
             b = qb(i)
             reqs = [AnnSearchRequest([b.embedding], "embedding", COS, TOP_K),
                     AnnSearchRequest([b.query_str], "sparse_embedding", BM25, TOP_K)]
-            return client.hybrid_search(name, reqs, RRFRanker(60), limit=TOP_K, output_fields=FIELDS)
+            return consume(client.hybrid_search(name, reqs, RRFRanker(60), limit=TOP_K, output_fields=FIELDS))
 
         def raw_two(i: int):
             raw_search("embedding", 100)(i)

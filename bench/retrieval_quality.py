@@ -110,6 +110,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
     from llama_index.vector_stores.milvus import MilvusVectorStore
+    from llama_index.vector_stores.milvus.utils import BM25BuiltInFunction
 
     li = MilvusVectorStore(uri=uri, collection_name="llamaindex", dim=384, enable_sparse=True,
                            similarity_metric="IP")
@@ -142,6 +143,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     li_w = MilvusVectorStore(uri=uri, collection_name="llamaindex", dim=384, enable_sparse=True,
                              similarity_metric="IP", hybrid_ranker="WeightedRanker",
+                             sparse_embedding_function=BM25BuiltInFunction(),  # Lite does not list functions
                              hybrid_ranker_params={"weights": [0.5, 0.5]})
 
     def li_weighted(qid, text, vec):

@@ -88,6 +88,7 @@ class MilvusHybridRetriever(BaseRetriever):
         self._target = target
         self._param_kwargs = dict(param_kwargs) if param_kwargs is not None else {}
         self._aclients: Dict[int, Any] = {}
+        self._output_fields = spec.output_fields()
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -226,11 +227,10 @@ class MilvusHybridRetriever(BaseRetriever):
                 vectors[f] = self._embed_models[f].get_query_embedding(query.query_str)
         return vectors
 
-    @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan, limit = self._plan()
         reqs = self._requests(query_bundle, self._embed(query_bundle), limit)
-        fields = self._spec.output_fields()
+        fields = self._output_fields
         expr = self._params.filter_expr
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
@@ -267,11 +267,10 @@ class MilvusHybridRetriever(BaseRetriever):
         vecs = await asyncio.gather(*(self._embed_models[f].aget_query_embedding(query.query_str) for f in fields))
         return dict(zip(fields, vecs))
 
-    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan, limit = self._plan()
         reqs = self._requests(query_bundle, await self._aembed(query_bundle), limit)
-        fields = self._spec.output_fields()
+        fields = self._output_fields
         expr = self._params.filter_expr
         client = self._async_client()
         if plan == "server_rrf":
