@@ -87,3 +87,21 @@ def test_unknown_options_and_foreign_layouts_are_rejected(docs, milvus_client, c
         ingest([docs], client=milvus_client, collection_name=collection_name, embed_model=embed_model, chunksize=3)
     with pytest.raises(ValueError, match="give a MilvusClient"):
         Ingestor.from_defaults(collection_name=collection_name, embed_model=embed_model)
+
+
+def test_extra_dense_field_is_filled_and_searchable(tmp_path, milvus_client, collection_name, embed_model):
+    (tmp_path / "a.md").write_text("# Sourdough baking\n\nFlour, water and salt.")
+    (tmp_path / "b.md").write_text("# Orbital mechanics\n\nKepler's laws describe ellipses.")
+    rep = ingest([tmp_path], client=milvus_client, collection_name=collection_name, embed_model=embed_model,
+                 extra_dense_fields={"title_embedding": lambda node: node.metadata["title"]})
+    assert rep.chunks == 2
+    r = MilvusHybridRetriever.from_defaults(
+        collection_name=collection_name, client=milvus_client, embed_model=embed_model, search_type="hybrid",
+        search_fields=["embedding", "title_embedding", "sparse_embedding"], ranker_type="weighted",
+        ranker_params={"weights": [0.0, 1.0, 0.0]}, similarity_top_k=2, explain=True)
+    got = r.retrieve("bread")
+    assert got[0].node.metadata["title"] == "Sourdough baking"
+    stages = [s["stage"] for s in got[0].node.metadata["convrag_rank_trail"]]
+    assert "dense:title_embedding" in stages and stages[-1] == "fusion:weighted"
+    with pytest.raises(ValueError, match=r"field_texts must give a text function for each extra dense field \['title_embedding'\]"):
+        Ingestor.from_defaults(collection_name=collection_name, client=milvus_client, embed_model=embed_model)
