@@ -24,8 +24,7 @@ from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_C
 from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
-SYNTH_KWARGS = frozenset({"response_synthesizer", "response_mode", "llm", "node_postprocessors", "streaming",
-                          "use_async", "text_qa_template", "refine_template", "summary_template"})
+ENGINE_KWARGS = frozenset({"response_synthesizer", "node_postprocessors"})
 CHAT_FACTORY = "llama_index_convrag.chat.factory"
 SYNTH_FACTORY = "llama_index_convrag.synthesizers"
 
@@ -141,25 +140,30 @@ class ConvRAGIndex(VectorStoreIndex):
     def as_query_engine(self, **kwargs: Any) -> Any:  # type: ignore[override]
         """``RetrieverQueryEngine`` over :meth:`as_retriever`; needs ``llm=`` or ``response_synthesizer=``.
 
-        Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest must be in ``SYNTH_KWARGS``.
-        The synthesizer comes from ``llama_index_convrag.synthesizers.get_response_synthesizer`` when that module
-        exists, else from LlamaIndex core. There is no fallback to ``Settings.llm``.
+        Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are ``response_synthesizer``,
+        ``node_postprocessors`` or arguments of the synthesizer factory:
+        ``llama_index_convrag.synthesizers.get_response_synthesizer`` when that module exists, else LlamaIndex
+        core's. There is no fallback to ``Settings.llm``.
         """
+        import inspect
+
         from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
 
+        factory = _synthesizer_factory()
+        synth_names = frozenset(inspect.signature(factory).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
-        unknown = sorted(set(rest) - SYNTH_KWARGS)
+        unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
         if unknown:
             raise TypeError(f"unknown query engine argument(s) {unknown}; accepted: "
-                            f"{sorted(SYNTH_KWARGS | MilvusHybridRetriever.KWARGS)}")
+                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS)}")
         retriever = self.as_retriever(**retriever_kwargs)
         postprocessors = rest.pop("node_postprocessors", None)
         synth = rest.pop("response_synthesizer", None)
         if synth is None:
             if rest.get("llm") is None and rest.get("response_mode") != "no_text":
                 raise ValueError("as_query_engine needs llm= or response_synthesizer= (no Settings.llm fallback)")
-            synth = _synthesizer_factory()(callback_manager=self._callback_manager, **rest)
+            synth = factory(callback_manager=self._callback_manager, **rest)
         elif rest:
             raise TypeError(f"response_synthesizer= excludes {sorted(rest)}")
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
