@@ -3,7 +3,8 @@
 * A file's document id is its resolved POSIX path; its ``content_hash`` (sha256 of the bytes) is kept in every
   chunk's metadata. Unchanged files are skipped, changed files have their old chunks deleted and re-inserted.
 * ``delete_missing=True`` deletes chunks of files that were under a given folder and no longer exist.
-* Chunk primary keys are deterministic: ``sha1(doc_id, content_hash, chunk index)``.
+* Chunk primary keys are deterministic: ``sha1(doc_id, content_hash, chunk index)``; ``chunk_count`` in metadata
+  lets an interrupted run be detected (a document with missing chunks is re-ingested).
 * Files without a reader (or whose optional parser is missing) are listed in ``IngestReport.unsupported``.
 """
 
@@ -194,11 +195,17 @@ class Ingestor:
 
     # -- collection state -------------------------------------------------------------------------------------
     def _stored_hash(self, doc_id: str) -> Optional[str]:
-        rows = self.client.query(self.collection_name, filter=f"{self.spec.doc_id_field} == {quote_string(doc_id)}",
-                                 output_fields=[self.spec.metadata_field], limit=1)
+        """The stored content hash of ``doc_id`` (``None`` if absent; ``""`` if its chunks are incomplete, e.g.
+        after an interrupted run, so that it is re-ingested)."""
+        expr = f"{self.spec.doc_id_field} == {quote_string(doc_id)}"
+        rows = self.client.query(self.collection_name, filter=expr, output_fields=[self.spec.metadata_field], limit=1)
         if not rows:
             return None
-        return (rows[0].get(self.spec.metadata_field) or {}).get("content_hash", "")
+        meta = rows[0].get(self.spec.metadata_field) or {}
+        count = self.client.query(self.collection_name, filter=expr, output_fields=["count(*)"])[0]["count(*)"]
+        if meta.get("chunk_count") != count:
+            return ""
+        return meta.get("content_hash", "")
 
     def delete_document(self, doc_id: str) -> None:
         self.client.delete(self.collection_name, filter=f"{self.spec.doc_id_field} == {quote_string(doc_id)}")
@@ -239,6 +246,7 @@ class Ingestor:
         for i, n in enumerate(nodes):
             n.id_ = chunk_id(doc_id, content_hash, i)
             n.metadata["chunk"] = i
+            n.metadata["chunk_count"] = len(nodes)
         return nodes
 
     def _flush(self, pending: List[BaseNode], report: IngestReport) -> None:
@@ -256,7 +264,7 @@ class Ingestor:
                    self.spec.text_field: texts[i], self.spec.metadata_field: dict(n.metadata)}
             row.update({name: vecs[i] for name, vecs in vectors.items()})
             rows.append(row)
-        self.client.upsert(self.collection_name, rows)
+        self.client.insert(self.collection_name, rows)  # old chunks of the document were deleted before
         t2 = time.perf_counter()
         report.embed_seconds += t1 - t0
         report.insert_seconds += t2 - t1

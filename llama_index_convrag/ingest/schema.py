@@ -25,7 +25,7 @@ LLAMAINDEX_NODE_CONTENT = "_node_content"
 DYNAMIC = "$meta"
 DOC_ID_KEY = "doc_id"
 #: Bookkeeping metadata kept out of LLM prompts and embeddings.
-HIDDEN_METADATA_KEYS = ("doc_id", "file_path", "content_hash", "last_modified", "chunk")
+HIDDEN_METADATA_KEYS = ("doc_id", "file_path", "content_hash", "last_modified", "chunk", "chunk_count")
 
 #: Analyzers by language; ``english`` stems and drops stop words (C++ Milvus Lite 2.5.1 and servers >= 2.5).
 ANALYZERS: Dict[str, Dict[str, Any]] = {

@@ -56,6 +56,12 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     assert again.added == [] and again.updated == [] and len(again.skipped) == 3 and again.chunks == 0
     assert len(rows(milvus_client, collection_name)) == len(stored)
 
+    # an interrupted run left long.txt with a missing chunk: it is re-ingested, not skipped
+    milvus_client.delete(collection_name, ids=[long_chunks[-1]["id"]])
+    repaired = run(docs, milvus_client, collection_name, embed_model)
+    assert [Path(p).name for p in repaired.updated] == ["long.txt"] and len(repaired.skipped) == 2
+    assert len(rows(milvus_client, collection_name)) == len(stored)
+
 
 def test_changed_file_replaces_its_chunks_and_missing_files_are_deleted(docs, milvus_client, collection_name,
                                                                         embed_model):
