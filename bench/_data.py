@@ -1,0 +1,95 @@
+"""Shared bench helpers: locate ../shared/data, load SciFact, cache embeddings, pure nDCG/Recall."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+log = logging.getLogger("bench")
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def shared_data() -> Path:
+    for p in Path(__file__).resolve().parents:
+        if (p / "shared" / "data").is_dir():
+            return p / "shared" / "data"
+    raise FileNotFoundError("shared/data not found above bench/")
+
+
+def load_scifact() -> Tuple[List[str], List[str], Dict[str, str], Dict[str, Dict[str, int]]]:
+    """(doc_ids, doc_texts, queries {qid: text}, qrels {qid: {doc_id: rel}}); text = title + "\\n" + text."""
+    root = shared_data() / "scifact"
+    ids, texts = [], []
+    with open(root / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            ids.append(str(d["_id"]))
+            texts.append(f"{d['title']}\n{d['text']}")
+    qrels: Dict[str, Dict[str, int]] = {}
+    with open(root / "qrels" / "train.tsv", encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            q, d, s = line.rstrip("\n").split("\t")
+            qrels.setdefault(q, {})[d] = int(s)
+    queries: Dict[str, str] = {}
+    with open(root / "queries.jsonl", encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            if str(d["_id"]) in qrels:
+                queries[str(d["_id"])] = d["text"]
+    return ids, texts, queries, qrels
+
+
+def cached_embeddings(model, texts: Sequence[str], tag: str, batch: int = 64) -> np.ndarray:
+    """Embed ``texts`` once; cached as bench/out/emb_<model>_<hash>.npy keyed by model name + text hash."""
+    h = hashlib.sha1()
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\0")
+    name = re.sub(r"[^0-9A-Za-z_.-]", "_", getattr(model, "model_name", type(model).__name__))
+    path = OUT / f"emb_{tag}_{name}_{h.hexdigest()[:12]}.npy"
+    if path.is_file():
+        return np.load(path)
+    OUT.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    parts = []
+    for i in range(0, len(texts), batch):
+        parts.append(np.asarray(model.embed(list(texts[i : i + batch])), dtype=np.float32))
+        if (i // batch) % 10 == 0:
+            log.info("embedded %d/%d (%.0f s)", i + len(parts[-1]), len(texts), time.perf_counter() - t0)
+    arr = np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, arr)
+    tmp.rename(path)
+    return arr
+
+
+def ndcg_at(run: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:
+    dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(run[:k]))
+    ideal = sorted(rels.values(), reverse=True)[:k]
+    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at(run: Sequence[str], rels: Mapping[str, int], k: int = 100) -> float:
+    rel = {d for d, r in rels.items() if r > 0}
+    return len(rel & set(run[:k])) / len(rel) if rel else 0.0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+
+    m = LocalMiniLMEmbedding()
+    ids, texts, queries, qrels = load_scifact()
+    cached_embeddings(m, list(queries.values()), "scifact_queries")
+    cached_embeddings(m, texts, "scifact_corpus")
+    log.info("done")

@@ -1,0 +1,95 @@
+"""Ingestion throughput: chunks/s of ``ingest`` split into embedding and Milvus insert time.
+
+SciFact abstracts are written as .txt files and ingested (read -> SentenceSplitter(700, 50) -> MiniLM -> upsert).
+Side by side: the embedding model's ceiling (one ``embed`` call on the same chunk texts), raw pymilvus insert of
+the same rows, and LlamaIndex ``MilvusVectorStore.add`` of the same nodes and vectors.
+
+    PYTHONPATH=. python bench/ingest_throughput.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import OUT, load_scifact  # noqa: E402
+
+from llama_index.core.schema import TextNode  # noqa: E402
+from pymilvus import MilvusClient  # noqa: E402
+
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.ingest.pipeline import ingest  # noqa: E402
+from llama_index_convrag.ingest.schema import create_collection, default_spec  # noqa: E402
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 files instead of 400")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    n_files = 100 if args.quick else 400
+    _, texts, _, _ = load_scifact()
+    work = OUT / "ingest_bench"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "files").mkdir(parents=True)
+    for i, t in enumerate(texts[:n_files]):
+        (work / "files" / f"doc{i:05d}.txt").write_text(t, encoding="utf-8")
+    uri = str(work / "ingest.db")
+    client = MilvusClient(uri)
+    model = LocalMiniLMEmbedding()
+    model.warm_up()
+    rows_out = []
+    print(f"{n_files} SciFact abstracts as .txt, MiniLM-L6 ONNX int8 (max 256 tokens), Milvus Lite 2.5.1\n")
+    print(f"{'run':34s} {'chunks':>6s} {'embed s':>8s} {'insert s':>8s} {'chunks/s':>8s} {'embed/s':>8s} {'insert rows/s':>13s}")
+    for batch in (32, 128):
+        name = f"ingest_b{batch}"
+        rep = ingest([work / "files"], client=client, collection_name=name, embed_model=model, batch_size=batch)
+        row = {"run": f"ours ingest batch_size={batch}", "chunks": rep.chunks, "embed_s": rep.embed_seconds,
+               "insert_s": rep.insert_seconds, "total_s": rep.total_seconds}
+        rows_out.append(row)
+        print(f"{row['run']:34s} {rep.chunks:6d} {rep.embed_seconds:8.1f} {rep.insert_seconds:8.2f} "
+              f"{rep.chunks / rep.total_seconds:8.1f} {rep.chunks / rep.embed_seconds:8.1f} "
+              f"{rep.chunks / rep.insert_seconds:13.0f}", flush=True)
+        again = ingest([work / "files"], client=client, collection_name=name, embed_model=model)
+        print(f"  re-ingest unchanged: {len(again.skipped)} skipped in {again.total_seconds:.2f} s")
+
+    stored = client.query("ingest_b128", filter='id != ""', output_fields=["*"], limit=16384)
+    chunk_texts = [r["text"] for r in stored]
+    t0 = time.perf_counter()
+    model.embed(chunk_texts)
+    ceil = time.perf_counter() - t0
+    print(f"{'model ceiling: one embed() call':34s} {len(chunk_texts):6d} {ceil:8.1f} {'':8s} {'':8s} "
+          f"{len(chunk_texts) / ceil:8.1f}")
+
+    rows = [{k: r[k] for k in ("id", "doc_id", "text", "embedding", "metadata")} for r in stored]
+    create_collection(client, "raw_insert", default_spec(384))
+    t0 = time.perf_counter()
+    for i in range(0, len(rows), 128):
+        client.insert("raw_insert", rows[i : i + 128])
+    raw_s = time.perf_counter() - t0
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    li = MilvusVectorStore(uri=uri, collection_name="li_insert", dim=384, enable_sparse=True)
+    nodes = [TextNode(id_=r["id"], text=r["text"], metadata=r["metadata"], embedding=r["embedding"]) for r in rows]
+    t0 = time.perf_counter()
+    li.add(nodes)
+    li_s = time.perf_counter() - t0
+    print(f"{'raw pymilvus insert (same rows)':34s} {len(rows):6d} {'':8s} {raw_s:8.2f} {'':8s} {'':8s} {len(rows) / raw_s:13.0f}")
+    print(f"{'LlamaIndex MilvusVectorStore.add':34s} {len(rows):6d} {'':8s} {li_s:8.2f} {'':8s} {'':8s} {len(rows) / li_s:13.0f}")
+    out = OUT / ("ingest_throughput_quick.json" if args.quick else "ingest_throughput.json")
+    out.write_text(json.dumps({"runs": rows_out, "model_ceiling_passages_per_s": len(chunk_texts) / ceil,
+                               "raw_insert_rows_per_s": len(rows) / raw_s,
+                               "llamaindex_add_rows_per_s": len(rows) / li_s}, indent=1))
+    print(f"\nwritten {out}")
+    client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""``ConvRAGIndex``: a ``VectorStoreIndex`` over one Milvus collection whose retriever is ``MilvusHybridRetriever``.
+
+Build it explicitly with :meth:`ConvRAGIndex.from_collection` (existing collection; reads the schema) or
+:meth:`ConvRAGIndex.from_documents` (creates the collection in our layout if missing, then inserts); ``__init__``
+only stores built parts. LlamaIndex ``insert`` / ``delete_ref_doc`` go through :class:`ConvRAGMilvusStore`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List, Optional, Sequence
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.indices.vector_store.base import VectorStoreIndex
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import Document, TransformComponent
+from llama_index.core.storage.storage_context import StorageContext
+from pymilvus import MilvusClient
+
+from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.indices.milvus_store import ConvRAGMilvusStore
+from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+
+ENGINE_KWARGS = frozenset({"response_synthesizer", "node_postprocessors"})
+CHAT_FACTORY = "llama_index_convrag.chat.factory"
+SYNTH_FACTORY = "llama_index_convrag.synthesizers"
+
+
+class ConvRAGIndex(VectorStoreIndex):
+    """Vector index over a Milvus collection (ours or an auto-detected LlamaIndex / langchain-milvus one)."""
+
+    def __init__(
+        self,
+        *,
+        client: MilvusClient,
+        collection_name: str,
+        spec: CollectionSpec,
+        embed_model: BaseEmbedding,
+        target: Optional[MilvusTarget] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        transformations: Optional[List[TransformComponent]] = None,
+        show_progress: bool = False,
+    ) -> None:
+        self._client = client
+        self._collection_name = collection_name
+        self._spec = spec
+        self._target = target
+        store = ConvRAGMilvusStore(client=client, collection_name=collection_name, spec=spec) \
+            if spec.layout == "convrag" else None
+        storage = StorageContext.from_defaults(vector_store=store) if store is not None else None
+        super().__init__(nodes=[], embed_model=embed_model, storage_context=storage,
+                         callback_manager=callback_manager, transformations=transformations,
+                         show_progress=show_progress)
+
+    # -- construction -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_collection(
+        cls,
+        collection_name: str,
+        *,
+        embed_model: BaseEmbedding,
+        client: Optional[MilvusClient] = None,
+        target: Optional[MilvusTarget] = None,
+        spec: Optional[CollectionSpec] = None,
+        callback_manager: Optional[CallbackManager] = None,
+    ) -> "ConvRAGIndex":
+        """An index over an existing collection; the layout is read from its schema unless ``spec`` is given."""
+        client = open_client(client, target)
+        spec = detect_spec(client, collection_name) if spec is None else spec
+        return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
+                   target=target, callback_manager=callback_manager)
+
+    @classmethod
+    def from_documents(  # type: ignore[override]
+        cls,
+        documents: Sequence[Document],
+        *,
+        collection_name: str,
+        embed_model: BaseEmbedding,
+        client: Optional[MilvusClient] = None,
+        target: Optional[MilvusTarget] = None,
+        transformations: Optional[List[TransformComponent]] = None,
+        analyzer: str = "english",
+        dense_index: Optional[Dict[str, Any]] = None,
+        callback_manager: Optional[CallbackManager] = None,
+        show_progress: bool = False,
+    ) -> "ConvRAGIndex":
+        """Create the collection (our layout) if missing, split, embed and insert ``documents``."""
+        client = open_client(client, target)
+        if client.has_collection(collection_name):
+            spec = detect_spec(client, collection_name)
+        else:
+            dim = len(embed_model.get_text_embedding("dimension probe"))
+            spec = default_spec(dim)
+            create_collection(client, collection_name, spec, is_lite=target.is_lite if target else True,
+                              analyzer=analyzer, dense_index=dense_index)
+        if transformations is None:
+            transformations = [SentenceSplitter(chunk_size=DEFAULT_CHUNK_SIZE, chunk_overlap=DEFAULT_CHUNK_OVERLAP)]
+        index = cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
+                    target=target, callback_manager=callback_manager, transformations=transformations,
+                    show_progress=show_progress)
+        for doc in documents:
+            index.insert(doc)
+        return index
+
+    # -- public parts -----------------------------------------------------------------------------------------
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        return self._embed_model
+
+    @property
+    def milvus_client(self) -> MilvusClient:
+        return self._client
+
+    @property
+    def target(self) -> Optional[MilvusTarget]:
+        return self._target
+
+    @property
+    def collection_name(self) -> str:
+        return self._collection_name
+
+    @property
+    def spec(self) -> CollectionSpec:
+        return self._spec
+
+    # -- engines ----------------------------------------------------------------------------------------------
+    def as_retriever(self, **kwargs: Any) -> MilvusHybridRetriever:  # type: ignore[override]
+        """A :class:`MilvusHybridRetriever`; kwargs must be in ``MilvusHybridRetriever.KWARGS``."""
+        unknown = sorted(set(kwargs) - MilvusHybridRetriever.KWARGS)
+        if unknown:
+            raise TypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(MilvusHybridRetriever.KWARGS)}")
+        return MilvusHybridRetriever.from_defaults(
+            collection_name=self._collection_name, embed_model=self._embed_model, client=self._client,
+            target=self._target, spec=self._spec, callback_manager=self._callback_manager, **kwargs)
+
+    def as_query_engine(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``RetrieverQueryEngine`` over :meth:`as_retriever`; needs ``llm=`` or ``response_synthesizer=``.
+
+        Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are ``response_synthesizer``,
+        ``node_postprocessors`` or arguments of the synthesizer factory:
+        ``llama_index_convrag.synthesizers.get_response_synthesizer`` when that module exists, else LlamaIndex
+        core's. There is no fallback to ``Settings.llm``.
+        """
+        import inspect
+
+        from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
+
+        factory = _synthesizer_factory()
+        synth_names = frozenset(inspect.signature(factory).parameters) - {"callback_manager"}
+        retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
+        rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
+        unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
+        if unknown:
+            raise TypeError(f"unknown query engine argument(s) {unknown}; accepted: "
+                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS)}")
+        retriever = self.as_retriever(**retriever_kwargs)
+        postprocessors = rest.pop("node_postprocessors", None)
+        synth = rest.pop("response_synthesizer", None)
+        if synth is None:
+            if rest.get("llm") is None and rest.get("response_mode") != "no_text":
+                raise ValueError("as_query_engine needs llm= or response_synthesizer= (no Settings.llm fallback)")
+            synth = factory(callback_manager=self._callback_manager, **rest)
+        elif rest:
+            raise TypeError(f"response_synthesizer= excludes {sorted(rest)}")
+        return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
+                                    node_postprocessors=postprocessors, callback_manager=self._callback_manager)
+
+    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``None`` / ``"condense_question"``: our chat engine (``llama_index_convrag.chat.factory``); other modes:
+        LlamaIndex's ``as_chat_engine`` (their kwargs go through :meth:`as_query_engine`/:meth:`as_retriever`)."""
+        mode = getattr(chat_mode, "value", chat_mode)
+        if mode is None or mode == "condense_question":
+            try:
+                factory = importlib.import_module(CHAT_FACTORY)
+            except ImportError as exc:
+                raise ImportError(f"chat_mode {mode!r} needs {CHAT_FACTORY}.build_chat_engine, "
+                                  f"which could not be imported: {exc}") from exc
+            return factory.build_chat_engine(index=self, **kwargs)
+        return super().as_chat_engine(chat_mode=chat_mode, **kwargs)
+
+
+def _synthesizer_factory() -> Any:
+    try:
+        module = importlib.import_module(SYNTH_FACTORY)
+        return getattr(module, "get_response_synthesizer")
+    except (ImportError, AttributeError):
+        from llama_index.core.response_synthesizers import get_response_synthesizer
+
+        return get_response_synthesizer

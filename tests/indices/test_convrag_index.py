@@ -1,0 +1,97 @@
+import sys
+import types
+from typing import Any
+
+import pytest
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.response_synthesizers import get_response_synthesizer
+from llama_index.core.schema import Document
+
+from llama_index_convrag.indices import ConvRAGIndex, ConvRAGMilvusStore
+from llama_index_convrag.indices.convrag_index import CHAT_FACTORY
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from llama_index_convrag.testing import ScriptedLLM
+
+DOCS = [Document(text="Cats purr and hunt mice at night.", id_="cats", metadata={"topic": "animals"}),
+        Document(text="Milvus stores vectors and runs BM25 keyword search.", id_="milvus", metadata={"topic": "db"}),
+        Document(text="Sourdough bread rises with wild yeast.", id_="bread", metadata={"topic": "food"})]
+
+
+@pytest.fixture
+def index(milvus_client: Any, milvus_target: Any, collection_name: str, embed_model: Any) -> ConvRAGIndex:
+    return ConvRAGIndex.from_documents(DOCS, collection_name=collection_name, embed_model=embed_model,
+                                       client=milvus_client, target=milvus_target)
+
+
+def test_from_documents_writes_our_layout_and_exposes_parts(index, milvus_client, collection_name, embed_model):
+    assert index.collection_name == collection_name and index.milvus_client is milvus_client
+    assert index.embed_model is embed_model and index.spec.layout == "convrag"
+    assert isinstance(index.vector_store, ConvRAGMilvusStore)
+    rows = milvus_client.query(collection_name, filter='id != ""', output_fields=["doc_id", "metadata"])
+    assert sorted(r["doc_id"] for r in rows) == ["bread", "cats", "milvus"]
+    assert {r["doc_id"]: r["metadata"]["topic"] for r in rows}["cats"] == "animals"
+
+
+def test_as_retriever_returns_hybrid_retriever_and_rejects_unknown_kwargs(index):
+    r = index.as_retriever(search_type="hybrid", similarity_top_k=1)
+    assert isinstance(r, MilvusHybridRetriever)
+    got = r.retrieve("BM25 keyword search")
+    assert [n.node.ref_doc_id for n in got] == ["milvus"]
+    with pytest.raises(TypeError, match=r"unknown retriever argument\(s\) \['alpha'\]; accepted: \["):
+        index.as_retriever(alpha=0.5)
+
+
+def test_insert_and_delete_ref_doc_go_to_milvus(index, milvus_client, collection_name):
+    index.insert(Document(text="Giraffes have long necks.", id_="giraffe"))
+    assert index.as_retriever(search_type="sparse", similarity_top_k=1).retrieve("giraffes")[0].node.ref_doc_id == "giraffe"
+    index.delete_ref_doc("giraffe")
+    left = milvus_client.query(collection_name, filter='doc_id == "giraffe"', output_fields=["doc_id"])
+    assert left == []
+
+
+def test_from_collection_reads_the_schema(index, milvus_client, collection_name, embed_model):
+    again = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
+    assert again.spec == index.spec
+    assert again.as_retriever(similarity_top_k=1).retrieve("purring cat")[0].node.ref_doc_id == "cats"
+
+
+def test_as_query_engine_splits_kwargs_and_uses_the_llm(index):
+    llm = ScriptedLLM.fixed("They purr.")
+    engine = index.as_query_engine(llm=llm, similarity_top_k=1, search_type="hybrid", response_mode="compact")
+    response = engine.query("What do cats do?")
+    assert str(response) == "They purr."
+    assert llm.call_count == 1
+    assert "Cats purr and hunt mice at night." in llm.prompts[0] and "What do cats do?" in llm.prompts[0]
+    assert "Sourdough" not in llm.prompts[0]
+    assert [n.node.ref_doc_id for n in response.source_nodes] == ["cats"]
+
+
+def test_as_query_engine_passes_a_built_synthesizer_and_rejects_unknowns(index):
+    llm = ScriptedLLM.fixed("ok")
+    engine = index.as_query_engine(response_synthesizer=get_response_synthesizer(llm=llm), similarity_top_k=2)
+    assert str(engine.query("yeast?")) == "ok"
+    with pytest.raises(TypeError, match=r"unknown query engine argument\(s\) \['temperature'\]"):
+        index.as_query_engine(llm=llm, temperature=0.1)
+    with pytest.raises(ValueError, match="needs llm= or response_synthesizer="):
+        index.as_query_engine(similarity_top_k=2)
+
+
+def test_as_chat_engine_default_uses_our_factory(index, monkeypatch):
+    calls = []
+    fake = types.ModuleType(CHAT_FACTORY)
+    fake.build_chat_engine = lambda **kw: calls.append(kw) or "engine"
+    monkeypatch.setitem(sys.modules, CHAT_FACTORY, fake)
+    assert index.as_chat_engine(similarity_top_k=3) == "engine"
+    assert index.as_chat_engine(chat_mode="condense_question") == "engine"
+    assert calls == [{"index": index, "similarity_top_k": 3}, {"index": index}]
+
+
+def test_as_chat_engine_names_the_missing_factory(index, monkeypatch):
+    monkeypatch.setitem(sys.modules, CHAT_FACTORY, None)  # makes the import fail
+    with pytest.raises(ImportError, match="llama_index_convrag.chat.factory.build_chat_engine"):
+        index.as_chat_engine()
+
+
+def test_other_chat_modes_use_llamaindex(index):
+    engine = index.as_chat_engine(chat_mode="simple", llm=ScriptedLLM.fixed("hi"))
+    assert isinstance(engine, SimpleChatEngine) and str(engine.chat("hello")) == "hi"

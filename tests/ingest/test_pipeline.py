@@ -1,0 +1,113 @@
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llama_index_convrag.ingest.pipeline import Ingestor, chunk_id, collect_files, ingest
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+
+LONG = " ".join(f"Sentence number {i} talks about topic {i % 7} in some detail." for i in range(24))
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "long.txt").write_text(LONG)
+    (root / "sub" / "notes.md").write_text("# Milvus notes\n\nMilvus supports BM25 full text search.")
+    (root / "page.html").write_text("<html><head><title>Cats</title><script>var hidden = 1;</script></head>"
+                                    "<body><p>Cats &amp; kittens purr.</p></body></html>")
+    (root / "photo.png").write_bytes(b"\x89PNG")
+    (root / "report.pdf").write_bytes(b"%PDF-1.4")
+    (root / ".hidden.txt").write_text("never ingested")
+    return root
+
+
+def run(docs: Path, client: Any, name: str, model: Any, **kw: Any):
+    return ingest([docs], client=client, collection_name=name, embed_model=model, chunk_size=64,
+                  chunk_overlap=8, batch_size=4, **kw)
+
+
+def rows(client: Any, name: str) -> list:
+    return client.query(name, filter='id != ""', output_fields=["doc_id", "text", "metadata"])
+
+
+def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus_client, collection_name, embed_model):
+    first = run(docs, milvus_client, collection_name, embed_model)
+    names = sorted(Path(p).name for p in first.added)
+    assert names == ["long.txt", "notes.md", "page.html"]
+    unsupported = {Path(p).name: reason for p, reason in first.unsupported}
+    assert set(unsupported) == {"photo.png", "report.pdf"}
+    assert "pypdf" in unsupported["report.pdf"] and "no reader for '.png'" in unsupported["photo.png"]
+    stored = rows(milvus_client, collection_name)
+    assert first.chunks == len(stored) > 3
+    long_chunks = [r for r in stored if r["doc_id"].endswith("long.txt")]
+    assert len(long_chunks) > 1 and all(r["metadata"]["content_hash"] == long_chunks[0]["metadata"]["content_hash"]
+                                        for r in long_chunks)
+    html = next(r for r in stored if r["doc_id"].endswith("page.html"))
+    assert html["text"] == "Cats & kittens purr." and html["metadata"]["title"] == "Cats"
+    for r in milvus_client.query(collection_name, filter='id != ""', output_fields=["doc_id", "metadata"]):
+        assert r["id"] == chunk_id(r["doc_id"], r["metadata"]["content_hash"], r["metadata"]["chunk"])
+    json.loads(first.to_json())
+    assert "3 added" in str(first) and "2 unsupported" in str(first)
+
+    again = run(docs, milvus_client, collection_name, embed_model)
+    assert again.added == [] and again.updated == [] and len(again.skipped) == 3 and again.chunks == 0
+    assert len(rows(milvus_client, collection_name)) == len(stored)
+
+    # an interrupted run left long.txt with a missing chunk: it is re-ingested, not skipped
+    milvus_client.delete(collection_name, ids=[long_chunks[-1]["id"]])
+    repaired = run(docs, milvus_client, collection_name, embed_model)
+    assert [Path(p).name for p in repaired.updated] == ["long.txt"] and len(repaired.skipped) == 2
+    assert len(rows(milvus_client, collection_name)) == len(stored)
+
+
+def test_changed_file_replaces_its_chunks_and_missing_files_are_deleted(docs, milvus_client, collection_name,
+                                                                        embed_model):
+    run(docs, milvus_client, collection_name, embed_model)
+    (docs / "long.txt").write_text("Now a single short sentence about giraffes.")
+    (docs / "sub" / "notes.md").unlink()
+    second = run(docs, milvus_client, collection_name, embed_model, delete_missing=True)
+    assert [Path(p).name for p in second.updated] == ["long.txt"]
+    assert [Path(p).name for p in second.deleted] == ["notes.md"]
+    stored = rows(milvus_client, collection_name)
+    assert sorted(Path(r["doc_id"]).name for r in stored) == ["long.txt", "page.html"]
+    r = MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=embed_model,
+                                            client=milvus_client, search_type="sparse", similarity_top_k=1)
+    hit = r.retrieve("giraffes")[0]
+    assert hit.node.text == "Now a single short sentence about giraffes."
+    assert hit.node.ref_doc_id == (docs / "long.txt").resolve().as_posix()
+
+
+def test_collect_files_and_errors(docs, tmp_path):
+    files, folders = collect_files([docs, docs / "long.txt"])
+    assert folders == [docs.resolve()] and ".hidden.txt" not in {f.name for f in files}
+    assert len(files) == len(set(files)) == 5
+    with pytest.raises(FileNotFoundError, match="no such file or folder: .*missing"):
+        collect_files([tmp_path / "missing"])
+
+
+def test_unknown_options_and_foreign_layouts_are_rejected(docs, milvus_client, collection_name, embed_model):
+    with pytest.raises(TypeError, match=r"unknown ingest option\(s\) \['chunksize'\]; accepted: "):
+        ingest([docs], client=milvus_client, collection_name=collection_name, embed_model=embed_model, chunksize=3)
+    with pytest.raises(ValueError, match="give a MilvusClient"):
+        Ingestor.from_defaults(collection_name=collection_name, embed_model=embed_model)
+
+
+def test_extra_dense_field_is_filled_and_searchable(tmp_path, milvus_client, collection_name, embed_model):
+    (tmp_path / "a.md").write_text("# Sourdough baking\n\nFlour, water and salt.")
+    (tmp_path / "b.md").write_text("# Orbital mechanics\n\nKepler's laws describe ellipses.")
+    rep = ingest([tmp_path], client=milvus_client, collection_name=collection_name, embed_model=embed_model,
+                 extra_dense_fields={"title_embedding": lambda node: node.metadata["title"]})
+    assert rep.chunks == 2
+    r = MilvusHybridRetriever.from_defaults(
+        collection_name=collection_name, client=milvus_client, embed_model=embed_model, search_type="hybrid",
+        search_fields=["embedding", "title_embedding", "sparse_embedding"], ranker_type="weighted",
+        ranker_params={"weights": [0.0, 1.0, 0.0]}, similarity_top_k=2, explain=True)
+    got = r.retrieve("bread")
+    assert got[0].node.metadata["title"] == "Sourdough baking"
+    stages = [s["stage"] for s in got[0].node.metadata["convrag_rank_trail"]]
+    assert "dense:title_embedding" in stages and stages[-1] == "fusion:weighted"
+    with pytest.raises(ValueError, match=r"field_texts must give a text function for each extra dense field \['title_embedding'\]"):
+        Ingestor.from_defaults(collection_name=collection_name, client=milvus_client, embed_model=embed_model)

@@ -1,0 +1,100 @@
+from typing import Any
+
+import pytest
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from pymilvus import DataType, Function, FunctionType
+
+from llama_index_convrag.ingest.schema import (
+    BM25,
+    DENSE,
+    CollectionSpec,
+    VectorField,
+    create_collection,
+    default_spec,
+    detect_spec,
+)
+from llama_index_convrag.rank_trail import get_trail
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+
+TEXTS = ["Cats hunt mice at night.", "Milvus runs BM25 full text search.", "Bread rises with yeast."]
+
+
+def test_create_and_detect_our_layout_with_an_extra_dense_field(milvus_client: Any, collection_name: str):
+    spec = default_spec(8, {"title_embedding": 8})
+    create_collection(milvus_client, collection_name, spec, analyzer="standard")
+    got = detect_spec(milvus_client, collection_name)
+    assert got == spec
+    assert got.dense_fields == ("embedding", "title_embedding") and got.bm25_fields == ("sparse_embedding",)
+    assert got.output_fields() == ["text", "doc_id", "metadata"]
+    create_collection(milvus_client, collection_name, spec)  # existing: no-op
+
+
+def test_create_rejects_unknown_analyzer(milvus_client: Any, collection_name: str):
+    with pytest.raises(ValueError, match="analyzer must be one of .*got 'klingon'"):
+        create_collection(milvus_client, collection_name, default_spec(4), analyzer="klingon")
+    assert not milvus_client.has_collection(collection_name)
+
+
+def test_detect_llamaindex_milvus_vector_store_layout_and_retrieve(milvus_target, milvus_client, collection_name,
+                                                                   embed_model):
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    store = MilvusVectorStore(uri=milvus_target.uri, collection_name=collection_name, dim=384, enable_sparse=True,
+                              similarity_metric="IP")
+    nodes = []
+    for i, (text, vec) in enumerate(zip(TEXTS, embed_model.embed(TEXTS))):
+        n = TextNode(id_=f"n{i}", text=text, metadata={"source": f"s{i}"}, embedding=vec.tolist())
+        n.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=f"doc{i}")
+        nodes.append(n)
+    store.add(nodes)
+    spec = detect_spec(milvus_client, collection_name)
+    assert spec.layout == "llamaindex"
+    assert (spec.primary_field, spec.doc_id_field, spec.text_field) == ("id", "doc_id", "text")
+    assert spec.dense_fields == ("embedding",) and spec.bm25_fields == ("sparse_embedding",)
+    assert spec.fields_by_name["embedding"].metric == "IP"
+    assert spec.metadata_field is None and spec.node_content_field == "_node_content"
+    r = MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=embed_model,
+                                            client=milvus_client, search_type="hybrid", similarity_top_k=2)
+    got = r.retrieve("full text search with BM25")
+    assert got[0].node_id == "n1" and got[0].node.ref_doc_id == "doc1"
+    assert got[0].node.metadata["source"] == "s1" and got[0].node.text == TEXTS[1]
+    assert get_trail(got[0])[-1]["stage"] == "fusion:rrf"
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+    only = r.with_params(filters=MetadataFilters(filters=[MetadataFilter(key="source", value="s2")])).retrieve("yeast")
+    assert [n.node_id for n in only] == ["n2"]
+
+
+def test_detect_langchain_milvus_layout(milvus_client: Any, collection_name: str, embed_model):
+    """langchain-milvus is not installed here: this builds its default BM25 layout by hand (pk/text/vector/sparse,
+    metadata as scalar fields) as ``Milvus(..., builtin_function=BM25BuiltInFunction())`` creates it."""
+    schema = milvus_client.create_schema(auto_id=True, enable_dynamic_field=False)
+    schema.add_field("pk", DataType.INT64, is_primary=True)
+    schema.add_field("text", DataType.VARCHAR, max_length=4096, enable_analyzer=True)
+    schema.add_field("source", DataType.VARCHAR, max_length=256)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=384)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
+                                 output_field_names=["sparse"]))
+    params = milvus_client.prepare_index_params()
+    params.add_index("vector", index_type="AUTOINDEX", metric_type="L2")
+    params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    milvus_client.create_collection(collection_name, schema=schema, index_params=params)
+    milvus_client.insert(collection_name, [{"text": t, "source": f"s{i}", "vector": v.tolist()}
+                                           for i, (t, v) in enumerate(zip(TEXTS, embed_model.embed(TEXTS)))])
+    spec = detect_spec(milvus_client, collection_name)
+    assert spec == CollectionSpec(primary_field="pk", doc_id_field=None, text_field="text",
+                                  vector_fields=(VectorField("vector", DENSE, "L2", 384), VectorField("sparse", BM25, "BM25")),
+                                  metadata_field=None, scalar_metadata_fields=("source",), dynamic=False,
+                                  layout="langchain")
+    r = MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=embed_model,
+                                            client=milvus_client, search_type="hybrid", ranker_type="weighted",
+                                            similarity_top_k=3)
+    got = r.retrieve("cats and mice")
+    assert got[0].node.text == TEXTS[0] and got[0].node.metadata["source"] == "s0"
+    assert got[0].node_id.isdigit()  # INT64 primary keys come back as strings
+
+
+def test_detect_missing_collection_names_it(milvus_client: Any):
+    with pytest.raises(ValueError, match="collection 'nope_missing' does not exist"):
+        detect_spec(milvus_client, "nope_missing")

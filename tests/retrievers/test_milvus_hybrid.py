@@ -1,0 +1,196 @@
+import asyncio
+from typing import Any, List, Optional
+
+import numpy as np
+import pytest
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from pymilvus import AnnSearchRequest, RRFRanker
+
+from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.rank_trail import get_trail
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from llama_index_convrag.storage.milvus import MilvusConnectionError
+
+QUERY = "Which pets hunt mice?"
+BM25_PARAMS = {"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}
+
+
+class EmbeddingRerank(BaseNodePostprocessor):
+    """A real (small) reranker: cosine between the query and each node's text with the local model."""
+
+    _model: Any = PrivateAttr()
+    _calls: List[tuple] = PrivateAttr(default_factory=list)
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self._model = model
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EmbeddingRerank"
+
+    def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+        self._calls.append((query_bundle.query_str, [n.node_id for n in nodes]))
+        vecs = self._model.embed([query_bundle.query_str] + [n.node.get_content() for n in nodes])
+        sims = vecs[1:] @ vecs[0]
+        return [NodeWithScore(node=n.node, score=float(s)) for n, s in zip(nodes, sims)]
+
+
+@pytest.fixture
+def make(milvus_client, milvus_target, embed_model, corpus_collection):
+    def build(**kw: Any) -> MilvusHybridRetriever:
+        return MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                                   client=milvus_client, target=milvus_target, **kw)
+    return build
+
+
+def ids(nodes: List[NodeWithScore]) -> List[str]:
+    return [n.node_id for n in nodes]
+
+
+def test_dense_equals_raw_pymilvus_and_requests_no_vectors(make, milvus_client, embed_model, corpus_collection):
+    nodes = make(similarity_top_k=5).retrieve(QUERY)
+    raw = milvus_client.search(corpus_collection, data=[embed_model.get_query_embedding(QUERY)], anns_field="embedding",
+                               limit=5, search_params={"metric_type": "COSINE", "params": {}}, output_fields=["text"])[0]
+    assert ids(nodes) == [h["id"] for h in raw]
+    assert [round(n.score, 5) for n in nodes] == [round(h["distance"], 5) for h in raw]
+    first = nodes[0]
+    assert first.node.ref_doc_id == "cats" and first.node.metadata["doc_id"] == "cats"
+    assert "embedding" not in first.node.metadata and "sparse_embedding" not in first.node.metadata
+    assert first.node.metadata["topic"] == "animals"
+    assert get_trail(first) == [{"stage": "dense:embedding", "rank": 1, "score": pytest.approx(first.score)}]
+    assert "doc_id" in first.node.excluded_llm_metadata_keys
+
+
+def test_sparse_sends_raw_text_to_bm25(make, milvus_client, corpus_collection):
+    nodes = make(search_type="sparse", similarity_top_k=3).retrieve("product codes XJ-9000")
+    raw = milvus_client.search(corpus_collection, data=["product codes XJ-9000"], anns_field="sparse_embedding",
+                               limit=3, search_params=BM25_PARAMS)[0]
+    assert ids(nodes) == [h["id"] for h in raw] and ids(nodes)[0] == "p14"
+    assert get_trail(nodes[0])[0]["stage"] == "sparse:sparse_embedding"
+
+
+def test_hybrid_rrf_equals_raw_hybrid_search_and_explain_gives_same_ranking(make, milvus_client, embed_model,
+                                                                              corpus_collection):
+    q = "BM25 keyword search"
+    nodes = make(search_type="hybrid", similarity_top_k=4, ranker_params={"k": 20}).retrieve(q)
+    reqs = [AnnSearchRequest(data=[embed_model.get_query_embedding(q)], anns_field="embedding",
+                             param={"metric_type": "COSINE", "params": {}}, limit=4),
+            AnnSearchRequest(data=[q], anns_field="sparse_embedding", param=BM25_PARAMS, limit=4)]
+    raw = milvus_client.hybrid_search(corpus_collection, reqs, RRFRanker(20), limit=4)[0]
+    assert ids(nodes) == [h["id"] for h in raw]
+    assert [s["stage"] for s in get_trail(nodes[0])] == ["fusion:rrf"]
+    explained = make(search_type="hybrid", similarity_top_k=4, ranker_params={"k": 20}, explain=True).retrieve(q)
+    assert ids(explained) == ids(nodes)
+    assert [round(n.score, 6) for n in explained] == [round(h["distance"], 6) for h in raw]
+    stages = [s["stage"] for s in get_trail(explained[0])]
+    assert stages[-1] == "fusion:rrf" and set(stages[:-1]) <= {"dense:embedding", "sparse:sparse_embedding"}
+
+
+def test_weighted_weights_change_the_ranking(make):
+    q = "small pets like cats and kittens"
+    dense_only = make(similarity_top_k=5).retrieve(q)
+    sparse_only = make(search_type="sparse", similarity_top_k=5).retrieve(q)
+    w_dense = make(search_type="hybrid", ranker_type="weighted", ranker_params={"weights": [1.0, 0.0]},
+                   similarity_top_k=5).retrieve(q)
+    w_sparse = make(search_type="hybrid", ranker_type="weighted", ranker_params={"weights": [0.0, 1.0]},
+                    similarity_top_k=5).retrieve(q)
+    assert ids(w_dense) == ids(dense_only)
+    # BM25 matches only a few passages; the rest come from the dense list with a fused score of 0
+    assert ids(w_sparse)[: len(sparse_only)] == ids(sparse_only) and len(sparse_only) < 5
+    assert all(n.score == 0.0 for n in w_sparse[len(sparse_only):])
+    assert ids(w_dense) != ids(w_sparse)
+    assert w_dense[0].score == pytest.approx(1.0)
+    trail = get_trail(w_dense[0])
+    assert trail[-1]["stage"] == "fusion:weighted" and trail[-1]["rank"] == 1
+
+
+def test_weighted_default_depth_is_100(make):
+    r = make(search_type="hybrid", ranker_type="weighted")
+    assert r.params.fusion_depth == 100
+    assert make(search_type="hybrid", ranker_type="weighted", fusion_depth=12).params.fusion_depth == 12
+
+
+def test_model_rerank_gets_pre_topk_candidates_and_query_bundle(make, embed_model):
+    reranker = EmbeddingRerank(embed_model)
+    r = make(search_type="hybrid", ranker_type="model", similarity_top_k=2,
+             ranker_params={"model": reranker, "pre_topk": 6})
+    nodes = r.retrieve(QUERY)
+    assert len(reranker._calls) == 1
+    query, candidates = reranker._calls[0]
+    assert query == QUERY and len(candidates) == 6
+    assert len(nodes) == 2 and nodes[0].score >= nodes[1].score
+    stages = [s["stage"] for s in get_trail(nodes[0])]
+    assert stages[-2:] == ["fusion:rrf", "rerank"]
+    expected = embed_model.embed([QUERY] + [n.node.get_content() for n in nodes])
+    assert nodes[0].score == pytest.approx(float(expected[1] @ expected[0]), abs=1e-5)
+
+
+def test_filters_apply_on_metadata(make):
+    f = MetadataFilters(filters=[MetadataFilter(key="topic", value="animals"),
+                                 MetadataFilter(key="year", value=2004, operator=FilterOperator.GT)])
+    nodes = make(similarity_top_k=10, filters=f).retrieve(QUERY)
+    assert sorted(ids(nodes)) == ["p03", "p15"]
+    hostile = MetadataFilters(filters=[MetadataFilter(key="topic", value='x" or 1==1 or "y')])
+    got = make(search_type="hybrid", similarity_top_k=10, filters=hostile).retrieve("quoting rules")
+    assert ids(got) == ["p16"]
+
+
+def test_with_params_overrides_are_validated(make):
+    r = make(similarity_top_k=3)
+    assert len(r.with_params(similarity_top_k=1).retrieve(QUERY)) == 1
+    with pytest.raises(ValueError, match="unknown search field 'nope'"):
+        r.with_params(search_fields=["nope"])
+    with pytest.raises(TypeError, match=r"unknown retriever argument\(s\) \['top_k'\]"):
+        r.with_params(top_k=3)
+
+
+def test_from_defaults_rejects_unknown_kwargs_naming_accepted(make):
+    with pytest.raises(TypeError, match=r"\['topk'\]; accepted: \[.*'similarity_top_k'"):
+        make(topk=3)
+
+
+def test_live_schema_validation_names_fields(make):
+    with pytest.raises(ValueError, match=r"unknown search field 'title'; vector fields: \['embedding', 'sparse_embedding'\]"):
+        make(search_type="hybrid", search_fields=["embedding", "title"])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(search_type="sparse"), dict(search_type="hybrid"),
+                                dict(search_type="hybrid", explain=True),
+                                dict(search_type="hybrid", ranker_type="weighted")])
+async def test_async_matches_sync(make, kw):
+    r = make(similarity_top_k=4, **kw)
+    sync_nodes = r.retrieve(QUERY)
+    async_nodes = await r.aretrieve(QUERY)
+    assert ids(async_nodes) == ids(sync_nodes)
+    assert [round(n.score, 6) for n in async_nodes] == [round(n.score, 6) for n in sync_nodes]
+    assert get_trail(async_nodes[0]) == get_trail(sync_nodes[0])
+
+
+async def test_async_model_rerank_uses_apostprocess(make, embed_model):
+    reranker = EmbeddingRerank(embed_model)
+    r = make(search_type="hybrid", ranker_type="model", similarity_top_k=2, ranker_params={"model": reranker})
+    nodes = await r.aretrieve(QUERY)
+    assert len(nodes) == 2 and len(reranker._calls) == 1 and len(reranker._calls[0][1]) == 10
+
+
+async def test_async_needs_target(milvus_client, embed_model, corpus_collection):
+    r = MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                            client=milvus_client)
+    with pytest.raises(ValueError, match="async retrieval needs target="):
+        await r.aretrieve(QUERY)
+
+
+def test_connection_error_names_uri(tmp_path, embed_model):
+    uri = str(tmp_path / "missing" / "x.db")
+    with pytest.raises(MilvusConnectionError, match="missing/x.db"):
+        MilvusHybridRetriever.from_defaults(collection_name="c", embed_model=embed_model, target=MilvusTarget(uri))
+
+
+def test_missing_collection_is_named(milvus_client, embed_model):
+    with pytest.raises(ValueError, match="collection 'no_such_collection' does not exist"):
+        MilvusHybridRetriever.from_defaults(collection_name="no_such_collection", embed_model=embed_model,
+                                            client=milvus_client)
