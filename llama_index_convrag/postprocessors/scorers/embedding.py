@@ -59,8 +59,8 @@ class EmbeddingScorer(Scorer):
     ) -> None:
         if window_words is not None and window_words < 1:
             raise ValueError(f"window_words must be >= 1 or None (whole text), got {window_words!r}")
-        upper = 0 if window_words is None else window_words - 1
-        if not 0 <= overlap_words <= upper:
+        if window_words is not None and not 0 <= overlap_words <= window_words - 1:
+            upper = window_words - 1
             raise ValueError(f"overlap_words must be in [0, {upper}] (window_words - 1), got {overlap_words!r}")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
