@@ -150,8 +150,11 @@ class BudgetedCoverageSelector(BaseNodePostprocessor):
         costs = [max(1, int(self.token_counter(n.node.get_content(metadata_mode=MetadataMode.LLM)))) for n in nodes]
         sim, weights = coverage_problem(q, docs, self.query_weight)
         result = greedy_budgeted(sim, weights, costs, self.token_budget, self.cost_exponent)
-        if not result.picks:
+        if not result.picks and min(costs) > self.token_budget:
             logger.warning("no passage fits the token budget of %d (smallest costs %d)", self.token_budget, min(costs))
+        elif not result.picks:
+            logger.warning("no passage within the budget of %d tokens covers the query (similarities <= 0)",
+                           self.token_budget)
         order = sorted(result.picks)
         pick_of = {i: k for k, i in enumerate(result.picks)}
         out = []
