@@ -1,12 +1,19 @@
-"""Query and node vectors for the similarity-based selectors (MMR, budgeted coverage): stored or computed."""
+"""Query and node vectors for the similarity-based selectors (MMR, budgeted coverage), and their template."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+
+from llama_index_convrag.postprocessors.events import NodeSelectionEndEvent, NodeSelectionStartEvent
+
+dispatcher = get_dispatcher(__name__)
 
 
 def _missing(nodes: Sequence[NodeWithScore]) -> List[int]:
@@ -79,3 +86,48 @@ async def aquery_vector(
     model = _need_model(embed_model, "the query bundle carries no embedding")
     vec = await model.aget_agg_embedding_from_queries(bundle.embedding_strs)
     return unit_rows(np.asarray(vec, dtype=np.float64))
+
+
+class VectorSelector(BaseNodePostprocessor):
+    """Template for selectors that need the query vector and node vectors (MMR, budgeted coverage).
+
+    Subclasses implement :meth:`_params` (reported in the start event) and :meth:`_select`.
+    """
+
+    embed_model: Optional[BaseEmbedding] = Field(
+        default=None, exclude=True, description="Embeds the query and nodes without a stored embedding."
+    )
+
+    def _params(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def _select(self, nodes: List[NodeWithScore], q: np.ndarray, docs: np.ndarray) -> List[NodeWithScore]:
+        raise NotImplementedError
+
+    def _emit_start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> None:
+        dispatcher.event(NodeSelectionStartEvent(component=self.class_name(), query=query_bundle, nodes=nodes,
+                                                 params=self._params()))
+
+    def _emit_end(self, nodes: List[NodeWithScore], out: List[NodeWithScore], **details: Any) -> List[NodeWithScore]:
+        dispatcher.event(NodeSelectionEndEvent(component=self.class_name(), nodes=out,
+                                               num_dropped=len(nodes) - len(out), details=details))
+        return out
+
+    def _postprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        q = query_vector(query_bundle, self.embed_model, self.class_name())
+        if not nodes:
+            return []
+        self._emit_start(nodes, query_bundle)
+        return self._select(nodes, q, node_vectors(nodes, self.embed_model))
+
+    @dispatcher.span
+    async def _apostprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        q = await aquery_vector(query_bundle, self.embed_model, self.class_name())
+        if not nodes:
+            return []
+        self._emit_start(nodes, query_bundle)
+        return self._select(nodes, q, await anode_vectors(nodes, self.embed_model))

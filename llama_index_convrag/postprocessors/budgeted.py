@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from llama_index_convrag.postprocessors._vectors import anode_vectors, aquery_vector, node_vectors, query_vector
-from llama_index_convrag.postprocessors.events import NodeSelectionEndEvent, NodeSelectionStartEvent
+from llama_index_convrag.postprocessors._vectors import VectorSelector
 from llama_index_convrag.rank_trail import add_stage
 
-dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
 STAGE = "budget"
 
@@ -105,13 +101,10 @@ def coverage_problem(q: np.ndarray, docs: np.ndarray, query_weight: float) -> tu
     return sim, weights
 
 
-class BudgetedCoverageSelector(BaseNodePostprocessor):
+class BudgetedCoverageSelector(VectorSelector):
     """Select nodes maximising query-and-mutual coverage within ``token_budget`` tokens."""
 
     token_budget: int = Field(description="Most tokens the selected passages may take together.")
-    embed_model: Optional[BaseEmbedding] = Field(
-        default=None, exclude=True, description="Embeds the query and nodes without a stored embedding."
-    )
     query_weight: float = Field(default=1.0, description="Weight of covering the query itself.")
     cost_exponent: float = Field(default=1.0, description="r in gain / cost**r (0 ignores cost in the ratio).")
     token_counter: Callable[[str], int] = Field(
@@ -142,9 +135,8 @@ class BudgetedCoverageSelector(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "BudgetedCoverageSelector"
 
-    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> None:
-        dispatcher.event(NodeSelectionStartEvent(component=self.class_name(), query=query_bundle, nodes=nodes,
-                                                 params={"token_budget": self.token_budget}))
+    def _params(self) -> Dict[str, Any]:
+        return {"token_budget": self.token_budget, "query_weight": self.query_weight}
 
     def _select(self, nodes: List[NodeWithScore], q: np.ndarray, docs: np.ndarray) -> List[NodeWithScore]:
         costs = [max(1, int(self.token_counter(n.node.get_content(metadata_mode=MetadataMode.LLM)))) for n in nodes]
@@ -163,27 +155,4 @@ class BudgetedCoverageSelector(BaseNodePostprocessor):
             add_stage(nws, STAGE, rank, result.gains[pick_of[i]], pick=pick_of[i] + 1, cost=costs[i],
                       prev_rank=i + 1, prev_score=nodes[i].score)
             out.append(nws)
-        dispatcher.event(NodeSelectionEndEvent(
-            component=self.class_name(), nodes=out, num_dropped=len(nodes) - len(out),
-            details={"value": result.value, "cost": result.cost, "single_item": result.single_item},
-        ))
-        return out
-
-    def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
-        q = query_vector(query_bundle, self.embed_model, self.class_name())
-        if not nodes:
-            return []
-        self._start(nodes, query_bundle)
-        return self._select(nodes, q, node_vectors(nodes, self.embed_model))
-
-    @dispatcher.span
-    async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
-        q = await aquery_vector(query_bundle, self.embed_model, self.class_name())
-        if not nodes:
-            return []
-        self._start(nodes, query_bundle)
-        return self._select(nodes, q, await anode_vectors(nodes, self.embed_model))
+        return self._emit_end(nodes, out, value=result.value, cost=result.cost, single_item=result.single_item)

@@ -7,20 +7,16 @@ recorded in the rank trail under the ``"mmr"`` stage.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
-from llama_index_convrag.postprocessors._vectors import anode_vectors, aquery_vector, node_vectors, query_vector
-from llama_index_convrag.postprocessors.events import NodeSelectionEndEvent, NodeSelectionStartEvent
+from llama_index_convrag.postprocessors._vectors import VectorSelector
 from llama_index_convrag.rank_trail import add_stage
 
-dispatcher = get_dispatcher(__name__)
 STAGE = "mmr"
 
 
@@ -46,12 +42,9 @@ def mmr_select(
     return chosen
 
 
-class MMRPostprocessor(BaseNodePostprocessor):
+class MMRPostprocessor(VectorSelector):
     """Reorder (and cut to ``top_n``) nodes by maximal marginal relevance."""
 
-    embed_model: Optional[BaseEmbedding] = Field(
-        default=None, exclude=True, description="Embeds the query and nodes without a stored embedding."
-    )
     lambda_mult: float = Field(default=0.5, description="1 = relevance only, 0 = diversity only.")
     top_n: Optional[int] = Field(default=None, description="Nodes to keep; None keeps all, reordered.")
 
@@ -68,9 +61,8 @@ class MMRPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "MMRPostprocessor"
 
-    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> None:
-        dispatcher.event(NodeSelectionStartEvent(component=self.class_name(), query=query_bundle, nodes=nodes,
-                                                 params={"lambda_mult": self.lambda_mult, "top_n": self.top_n}))
+    def _params(self) -> Dict[str, Any]:
+        return {"lambda_mult": self.lambda_mult, "top_n": self.top_n}
 
     def _select(self, nodes: List[NodeWithScore], q: np.ndarray, docs: np.ndarray) -> List[NodeWithScore]:
         out = []
@@ -80,25 +72,4 @@ class MMRPostprocessor(BaseNodePostprocessor):
             add_stage(nws, STAGE, rank, value, lambda_mult=self.lambda_mult, prev_rank=i + 1,
                       prev_score=nodes[i].score)
             out.append(nws)
-        dispatcher.event(NodeSelectionEndEvent(component=self.class_name(), nodes=out,
-                                               num_dropped=len(nodes) - len(out)))
-        return out
-
-    def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
-        q = query_vector(query_bundle, self.embed_model, self.class_name())
-        if not nodes:
-            return []
-        self._start(nodes, query_bundle)
-        return self._select(nodes, q, node_vectors(nodes, self.embed_model))
-
-    @dispatcher.span
-    async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
-        q = await aquery_vector(query_bundle, self.embed_model, self.class_name())
-        if not nodes:
-            return []
-        self._start(nodes, query_bundle)
-        return self._select(nodes, q, await anode_vectors(nodes, self.embed_model))
+        return self._emit_end(nodes, out)

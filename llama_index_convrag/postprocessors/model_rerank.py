@@ -128,10 +128,6 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         texts = [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
         return texts if self.max_length is None else [t[: self.max_length] for t in texts]
 
-    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> None:
-        top_n = len(nodes) if self.top_n is None else self.top_n
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.scorer.name))
-
     def _ranked(self, nodes: Sequence[NodeWithScore], scores: Sequence[float]) -> List[NodeWithScore]:
         out = []
         for rank, i in enumerate(rank_by_score(scores, self.top_n, self.score_threshold), start=1):
@@ -158,7 +154,31 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
             out.append(nws)
         return out
 
-    def _finish(self, result: List[NodeWithScore]) -> List[NodeWithScore]:
+    def _begin(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> List[Sequence[str]]:
+        top_n = len(nodes) if self.top_n is None else self.top_n
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=top_n, model_name=self.scorer.name))
+        return batched(self._texts(nodes), self.batch_size)
+
+    def _end(
+        self,
+        nodes: List[NodeWithScore],
+        batches: List[Sequence[str]],
+        results: Optional[List[List[float]]],
+        error: Optional[Exception],
+    ) -> List[NodeWithScore]:
+        """Ranked nodes from the per-batch scores, or the fallback when scoring failed or returned junk."""
+        if error is None:
+            assert results is not None
+            try:
+                scores = [s for b, r in zip(batches, results) for s in check_scores(r, len(b), self.scorer.name)]
+            except Exception as exc:
+                error = exc
+        if error is not None:
+            if self.on_error == "raise":
+                raise error
+            result = self._fallback(nodes, error)
+        else:
+            result = self._ranked(nodes, scores)
         dispatcher.event(ReRankEndEvent(nodes=result))
         return result
 
@@ -169,16 +189,12 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         query = self._query(query_bundle)
         if not nodes:
             return []
-        self._start(nodes, query_bundle)
+        batches = self._begin(nodes, query_bundle)
         try:
-            scores: List[float] = []
-            for batch in batched(self._texts(nodes), self.batch_size):
-                scores.extend(check_scores(self.scorer.score(query, batch), len(batch), self.scorer.name))
+            results = [self.scorer.score(query, b) for b in batches]
         except Exception as exc:
-            if self.on_error == "raise":
-                raise
-            return self._finish(self._fallback(nodes, exc))
-        return self._finish(self._ranked(nodes, scores))
+            return self._end(nodes, batches, None, exc)
+        return self._end(nodes, batches, results, None)
 
     @dispatcher.span
     async def _apostprocess_nodes(
@@ -187,14 +203,9 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         query = self._query(query_bundle)
         if not nodes:
             return []
-        self._start(nodes, query_bundle)
-        batches = batched(self._texts(nodes), self.batch_size)
+        batches = self._begin(nodes, query_bundle)
         try:
-            results = await asyncio.gather(*(self.scorer.ascore(query, b) for b in batches))
-            scores = [s for b, r in zip(batches, results) for s in check_scores(r, len(b), self.scorer.name)]
+            results = list(await asyncio.gather(*(self.scorer.ascore(query, b) for b in batches)))
         except Exception as exc:
-            if self.on_error == "raise":
-                raise
-            return self._finish(self._fallback(nodes, exc))
-        return self._finish(self._ranked(nodes, scores))
-
+            return self._end(nodes, batches, None, exc)
+        return self._end(nodes, batches, results, None)

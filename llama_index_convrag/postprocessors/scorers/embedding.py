@@ -52,8 +52,8 @@ class EmbeddingScorer(Scorer):
         self,
         embed_model: BaseEmbedding,
         *,
-        window_words: Optional[int] = 128,
-        overlap_words: int = 32,
+        window_words: Optional[int] = 150,
+        overlap_words: int = 30,
         pooling: str = "max",
         cache_size: int = 4096,
     ) -> None:
@@ -114,6 +114,21 @@ class EmbeddingScorer(Scorer):
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return known
+
+    # cache persistence ---------------------------------------------------------------------------
+    def cached_windows(self) -> Dict[str, np.ndarray]:
+        """A copy of the cache: text -> (windows x dim) vectors, e.g. to save between runs."""
+        with self._lock:
+            return dict(self._cache)
+
+    def add_to_cache(self, windows: Dict[str, np.ndarray]) -> None:
+        """Seed the cache with window vectors computed by the same model and window settings."""
+        with self._lock:
+            for text, mat in windows.items():
+                self._cache[text] = np.asarray(mat, dtype=np.float32).reshape(-1, np.shape(mat)[-1])
+                self._cache.move_to_end(text)
+            while self.cache_size and len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
 
     # scorer API ------------------------------------------------------------------------------------
     def score(self, query: str, texts: Sequence[str]) -> List[float]:

@@ -9,9 +9,10 @@ and transport errors; anything else raises :class:`RerankHTTPError` naming the U
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import httpx
 
@@ -149,6 +150,19 @@ class HTTPRerankScorer(Scorer):
             f"{response.text[:300]}"
         )
 
+    def _next(
+        self, attempt: int, response: Optional[httpx.Response], error: Optional[Exception], count: int
+    ) -> Tuple[Optional[List[float]], float]:
+        """(scores, 0) on success, (None, delay) to retry; raises on a final failure or when retries ran out."""
+        scores = self._outcome(response, error, count)
+        if scores is not None:
+            return scores, 0.0
+        if attempt >= self.max_retries:
+            raise self._give_up(response, error)
+        delay = self._delay(attempt, response)
+        logger.info("rerank %s: retry %d/%d in %.2fs", self.url, attempt + 1, self.max_retries, delay)
+        return None, delay
+
     # scorer API ------------------------------------------------------------------------------------
     def score(self, query: str, texts: Sequence[str]) -> List[float]:
         if not texts:
@@ -156,21 +170,17 @@ class HTTPRerankScorer(Scorer):
         if self._client is None:
             self._client = httpx.Client(timeout=self.timeout_s)
         body = build_payload(self.model, query, texts)
-        for attempt in range(self.max_retries + 1):
-            response: Optional[httpx.Response] = None
-            error: Optional[Exception] = None
+        for attempt in itertools.count():
+            response, error = None, None
             try:
                 response = self._client.post(self.url, json=body, headers=self._headers, timeout=self.timeout_s)
             except httpx.HTTPError as exc:
                 error = exc
-            scores = self._outcome(response, error, len(texts))
+            scores, delay = self._next(attempt, response, error, len(texts))
             if scores is not None:
                 return scores
-            if attempt < self.max_retries:
-                delay = self._delay(attempt, response)
-                logger.info("rerank %s: retry %d/%d in %.2fs", self.url, attempt + 1, self.max_retries, delay)
-                time.sleep(delay)
-        raise self._give_up(response, error)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
 
     async def ascore(self, query: str, texts: Sequence[str]) -> List[float]:
         if not texts:
@@ -183,21 +193,17 @@ class HTTPRerankScorer(Scorer):
 
     async def _ascore(self, client: httpx.AsyncClient, query: str, texts: Sequence[str]) -> List[float]:
         body = build_payload(self.model, query, texts)
-        for attempt in range(self.max_retries + 1):
-            response: Optional[httpx.Response] = None
-            error: Optional[Exception] = None
+        for attempt in itertools.count():
+            response, error = None, None
             try:
                 response = await client.post(self.url, json=body, headers=self._headers, timeout=self.timeout_s)
             except httpx.HTTPError as exc:
                 error = exc
-            scores = self._outcome(response, error, len(texts))
+            scores, delay = self._next(attempt, response, error, len(texts))
             if scores is not None:
                 return scores
-            if attempt < self.max_retries:
-                delay = self._delay(attempt, response)
-                logger.info("rerank %s: retry %d/%d in %.2fs", self.url, attempt + 1, self.max_retries, delay)
-                await asyncio.sleep(delay)
-        raise self._give_up(response, error)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Close the sync client this scorer opened (an injected client is left to its owner)."""

@@ -89,3 +89,13 @@ def test_validation(embed_model, kwargs, message):
 
 def test_name_names_the_model(embed_model):
     assert EmbeddingScorer(embed_model).name == "embedding:all-MiniLM-L6-v2-onnx-int8"
+
+
+def test_cache_export_and_seed(embed_model):
+    counting = CountingEmbedding(embed_model)
+    first = EmbeddingScorer(embed_model)
+    expected = first.score(QUERY, [TAIL])
+    seeded = EmbeddingScorer(counting)  # type: ignore[arg-type]
+    seeded.add_to_cache(first.cached_windows())
+    assert seeded.score(QUERY, [TAIL]) == pytest.approx(expected)
+    assert counting.embedded == []
