@@ -272,10 +272,10 @@ def main() -> None:
 
     # context under a token budget ------------------------------------------------------------------
     budget = args.budget
-    exponents = (1.0, 0.5, 0.0)
-    selectors = {r: BudgetedCoverageSelector(budget, cost_exponent=r) for r in exponents}
+    exponents = ((1.0, 0.0), (0.0, 0.0), (1.0, 3.0), (0.0, 3.0))  # (cost_exponent, relevance_weight)
+    selectors = {r: BudgetedCoverageSelector(budget, cost_exponent=r[0], relevance_weight=r[1]) for r in exponents}
     fill_recall, fill_tokens = [], []
-    cov: Dict[float, Dict[str, List[float]]] = {r: {"recall": [], "tokens": [], "ms": []} for r in exponents}
+    cov: Dict[tuple, Dict[str, List[float]]] = {r: {"recall": [], "tokens": [], "ms": []} for r in exponents}
     for qid, qv in zip(qids, qvecs):
         nodes, rels = pools[qid], qrels[qid]
         used, chosen = 0, []
@@ -299,7 +299,8 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| dense order, greedy fill | {np.mean(fill_recall):.3f} | {np.mean(fill_tokens):.0f} | - |")
     for r in exponents:
-        print(f"| BudgetedCoverageSelector cost_exponent={r} (ours) | {np.mean(cov[r]['recall']):.3f} | "
+        print(f"| BudgetedCoverageSelector cost_exponent={r[0]}, relevance_weight={r[1]} (ours) | "
+              f"{np.mean(cov[r]['recall']):.3f} | "
               f"{np.mean(cov[r]['tokens']):.0f} | {np.median(cov[r]['ms']):.1f} |")
 
     print("\nLLM rerank parsing on nasty replies (scripted; no quality claim)\n")

@@ -31,12 +31,29 @@ def test_greedy_uses_cost_scaled_gains():
     assert result.gains == pytest.approx([1.43, 0.24])
     assert result.value == pytest.approx(1.67)
     assert result.value == pytest.approx(coverage_value(SIM, W, result.picks))
-    assert (result.cost, result.single_item) == (80.0, False)
+    assert (result.cost, result.strategy) == (80.0, "cost-scaled")
 
 
 def test_best_single_item_safeguard():
-    result = greedy_budgeted([[1.0, 0.1]], [1.0], [100, 1], 100)  # greedy alone would keep only the cheap item
-    assert (result.picks, result.value, result.single_item) == ([0], 1.0, True)
+    # the cost-scaled pass takes the cheap weak item and can then no longer afford the strong one
+    result = greedy_budgeted([[0.1, 1.0]], [1.0], [1, 100], 100, cost_exponent=1.0)
+    assert (result.picks, result.value, result.strategy) == ([1], 1.0, "uniform")
+
+
+def test_cost_scaled_pass_beats_uniform_pass():
+    # uniform grabs the single best item (1.0, fills the budget); cost-scaled fits two cheaper items worth 1.8
+    sim = [[1.0, 0.9, 0.0], [0.0, 0.0, 0.9]]
+    result = greedy_budgeted(sim, [1.0, 1.0], [100, 50, 50], 100, cost_exponent=1.0)
+    assert (result.picks, result.strategy) == ([1, 2], "cost-scaled")
+    assert result.value == pytest.approx(1.8)
+    only_scaled = greedy_budgeted([[0.2, 1.0]], [1.0], [1, 100], 100, cost_exponent=0.0)
+    assert only_scaled.strategy == "cost-scaled" and only_scaled.picks == [1]
+
+
+def test_modular_relevance_reward_is_added():
+    assert coverage_value(SIM, W, [1, 2], modular=[0.0, 0.5, 0.25]) == pytest.approx(1.67 + 0.75)
+    result = greedy_budgeted([[0.5, 0.5]], [1.0], [1, 1], 1, modular=[0.0, 0.1])
+    assert (result.picks, result.value) == ([1], 0.6)
 
 
 def test_nothing_fits():
@@ -59,9 +76,10 @@ def test_approximation_bound_on_random_instances():
 
 
 def test_coverage_problem_clips_negative_cosines():
-    sim, weights = coverage_problem(np.array([1.0, 0.0]), np.array([[1.0, 0.0], [-1.0, 0.0]]), 2.0)
+    sim, weights, rel = coverage_problem(np.array([1.0, 0.0]), np.array([[1.0, 0.0], [-1.0, 0.0]]), 2.0)
     assert sim.tolist() == [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]
     assert weights.tolist() == [2.0, 0.5, 0.0]
+    assert rel.tolist() == [1.0, 0.0]
 
 
 VECS = [[1.0, 0.0, 0.0], [0.995, 0.0998, 0.0], [0.6, 0.0, 0.8]]
@@ -78,7 +96,7 @@ async def test_selector_keeps_incoming_order_and_records_picks(use_async, events
     assert [(t["pick"], t["cost"], t["rank"], t["prev_rank"]) for t in (get_trail(n)[-1] for n in out)] == [
         (1, 50, 1, 2), (2, 50, 2, 3)]
     end = [e for e in events if e.class_name() == "NodeSelectionEndEvent"][-1]
-    assert end.details["cost"] == 100.0 and end.details["single_item"] is False
+    assert end.details["cost"] == 100.0 and end.details["strategy"] == "cost-scaled"
 
 
 def test_nothing_fits_or_helps_logs_a_warning(caplog):
@@ -102,7 +120,8 @@ def test_custom_token_counter():
     ("args", "kwargs", "message"),
     [((0,), {}, "token_budget must be an integer >= 1, got 0"),
      ((100,), {"query_weight": -1.0}, "query_weight must be >= 0, got -1.0"),
-     ((100,), {"cost_exponent": 2.0}, "cost_exponent must be in [0, 1], got 2.0")],
+     ((100,), {"cost_exponent": 2.0}, "cost_exponent must be in [0, 1], got 2.0"),
+     ((100,), {"relevance_weight": -1.0}, "relevance_weight must be >= 0, got -1.0")],
 )
 def test_validation(args, kwargs, message):
     with pytest.raises(ValueError) as info:
