@@ -99,6 +99,7 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         score_threshold: Optional[float] = None,
         batch_size: int = 32,
         max_length: Optional[int] = None,
+        metadata_mode: MetadataMode = MetadataMode.NONE,
         on_error: str = "fallback",
     ) -> "ModelRerank":
         """Offline default: the embedding scorer over full chunk text with ``embed_model`` (local MiniLM if None)."""
@@ -109,7 +110,7 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         elif embed_model is not None:
             raise ValueError("pass either scorer or embed_model (used only to build the default scorer), not both")
         return cls(scorer, top_n=top_n, score_threshold=score_threshold, batch_size=batch_size,
-                   max_length=max_length, on_error=on_error)
+                   max_length=max_length, metadata_mode=metadata_mode, on_error=on_error)
 
     @classmethod
     def class_name(cls) -> str:
