@@ -1,0 +1,18 @@
+"""Pluggable relevance scorers for :class:`~llama_index_convrag.postprocessors.model_rerank.ModelRerank`."""
+
+from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError, check_scores
+from llama_index_convrag.postprocessors.scorers.cross_encoder import CrossEncoderScorer
+from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
+from llama_index_convrag.postprocessors.scorers.http import HTTPRerankScorer, RerankHTTPError
+from llama_index_convrag.postprocessors.scorers.llm import LLMScorer
+
+__all__ = [
+    "CrossEncoderScorer",
+    "EmbeddingScorer",
+    "HTTPRerankScorer",
+    "LLMScorer",
+    "RerankHTTPError",
+    "Scorer",
+    "ScorerError",
+    "check_scores",
+]

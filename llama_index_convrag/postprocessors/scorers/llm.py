@@ -1,0 +1,195 @@
+"""The LLM as a reranker: listwise (one prompt per batch) or pointwise (one prompt per text).
+
+Replies are parsed defensively. LlamaIndex's ``LLMRerank`` parser crashes on chit-chat and on unrelated lines with a
+comma (run-llama/llama_index#11093, #17352), maps ``Doc: 0`` to the last node through negative indexing (#22743) and
+shifts scores onto the wrong node when a relevance is unreadable (#22404). Here a line counts only when it starts
+with ``Doc``/``Document`` and a number in ``1..n``; a repeated number keeps its first mention; an unreadable or
+out-of-scale relevance inherits the one above it (the list is in relevance order); anything else is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from llama_index.core.llms.llm import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+
+from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
+from llama_index_convrag.prompts.rerank import LISTWISE_DOC_TMPL, LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
+
+logger = logging.getLogger(__name__)
+
+MODES = ("listwise", "pointwise")
+#: Listed order breaks ties between equal relevances without crossing to the next relevance step (n < 1000).
+RANK_EPSILON = 1e-3
+
+_PREFIX = re.compile(r"^\s*(?:[-*•>]+\s*|\d+\s*[.)]\s+)?[*_]*\s*")
+_DOC = re.compile(r"^(?:doc(?:ument)?)\s*(?:number|no\.?|#)?\s*[:#]?\s*\[?\s*(-?\d+)\s*\]?", re.IGNORECASE)
+_REL = re.compile(r"relevance(?:\s*score)?\W{0,4}?(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_NUMBER = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)\s*[*_.]*\s*$")
+_LABELLED = re.compile(r"(?:relevance|score|rating)(?:\s*score)?\s*[*_]*\s*[:=]?\s*[*_]*\s*(-?\d+(?:\.\d+)?)", re.I)
+_OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
+_LEADING = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d)")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One accepted line of a listwise reply: a 1-based document number and its relevance, if readable."""
+
+    number: int
+    relevance: Optional[float]
+
+
+def parse_listwise(reply: str, num_docs: int, max_relevance: float) -> List[Choice]:
+    """Accepted choices in reply order: in-range numbers only, first mention wins, chit-chat ignored."""
+    seen = set()
+    out: List[Choice] = []
+    for raw in reply.splitlines():
+        line = _PREFIX.sub("", raw, count=1)
+        doc = _DOC.match(line)
+        if doc is None:
+            continue
+        number = int(doc.group(1))
+        if not 1 <= number <= num_docs or number in seen:
+            continue
+        seen.add(number)
+        rel = _REL.search(line, doc.end())
+        relevance = float(rel.group(1)) if rel is not None else None
+        if relevance is not None and not 0 <= relevance <= max_relevance:
+            relevance = None
+        out.append(Choice(number, relevance))
+    return out
+
+
+def listwise_scores(choices: Sequence[Choice], num_docs: int, max_relevance: float) -> List[float]:
+    """Per-document scores: the stated relevance (inherited from the line above when missing, the top of the
+    scale for the first line) minus ``RANK_EPSILON`` per listed position; unlisted documents score 0."""
+    scores = [0.0] * num_docs
+    previous = float(max_relevance)
+    for position, choice in enumerate(choices):
+        relevance = previous if choice.relevance is None else choice.relevance
+        previous = relevance
+        scores[choice.number - 1] = relevance - RANK_EPSILON * position
+    return scores
+
+
+def parse_pointwise(reply: str, max_relevance: float) -> Optional[float]:
+    """The rating in a pointwise reply, or None when no rating on the scale can be read without guessing."""
+    text = reply.strip()
+    candidates = []
+    whole = _NUMBER.match(text)
+    if whole is not None:
+        candidates.append(whole.group(1))
+    else:
+        labelled = _LABELLED.search(text)
+        out_of = _OUT_OF.search(text)
+        if labelled is not None:
+            candidates.append(labelled.group(1))
+        elif out_of is not None and float(out_of.group(2)) == max_relevance:
+            candidates.append(out_of.group(1))
+        else:
+            leading = _LEADING.match(text.splitlines()[0]) if text else None
+            if leading is not None:
+                candidates.append(leading.group(1))
+    for value in candidates:
+        number = float(value)
+        if 0 <= number <= max_relevance:
+            return number
+    return None
+
+
+class LLMScorer(PromptMixin, Scorer):
+    """Scores with an LLM; ``mode`` is ``"listwise"`` (one call per batch) or ``"pointwise"`` (one per text)."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        mode: str = "listwise",
+        max_relevance: int = 10,
+        listwise_prompt: Optional[BasePromptTemplate] = None,
+        pointwise_prompt: Optional[BasePromptTemplate] = None,
+        num_workers: int = 4,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        if max_relevance < 1:
+            raise ValueError(f"max_relevance must be >= 1, got {max_relevance!r}")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers!r}")
+        self.llm = llm
+        self.mode = mode
+        self.max_relevance = max_relevance
+        self.listwise_prompt = LISTWISE_RERANK_PROMPT if listwise_prompt is None else listwise_prompt
+        self.pointwise_prompt = POINTWISE_RERANK_PROMPT if pointwise_prompt is None else pointwise_prompt
+        self.num_workers = num_workers
+
+    @property
+    def name(self) -> str:
+        return f"llm-{self.mode}:{self.llm.metadata.model_name}"
+
+    # prompts ---------------------------------------------------------------------------------------
+    def _get_prompts(self) -> PromptDictType:
+        return {"listwise_prompt": self.listwise_prompt, "pointwise_prompt": self.pointwise_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "listwise_prompt" in prompts:
+            self.listwise_prompt = prompts["listwise_prompt"]
+        if "pointwise_prompt" in prompts:
+            self.pointwise_prompt = prompts["pointwise_prompt"]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    # pure helpers shared by the twins ----------------------------------------------------------------
+    def _listwise_kwargs(self, query: str, texts: Sequence[str]) -> dict:
+        context = "\n\n".join(LISTWISE_DOC_TMPL.format(number=i, text=t) for i, t in enumerate(texts, start=1))
+        return {"context_str": context, "query_str": query, "num_docs": len(texts),
+                "max_relevance": self.max_relevance}
+
+    def _pointwise_kwargs(self, query: str, text: str) -> dict:
+        return {"context_str": text, "query_str": query, "max_relevance": self.max_relevance}
+
+    def _listwise_result(self, reply: str, count: int) -> List[float]:
+        choices = parse_listwise(reply, count, self.max_relevance)
+        if not choices:
+            raise ScorerError(f"LLM listwise reply named no document in 1..{count}: {reply[:200]!r}")
+        return listwise_scores(choices, count, self.max_relevance)
+
+    def _pointwise_result(self, replies: Sequence[str]) -> List[float]:
+        ratings = [parse_pointwise(r, self.max_relevance) for r in replies]
+        unread = [i for i, r in enumerate(ratings) if r is None]
+        if len(unread) == len(replies):
+            raise ScorerError(f"no LLM pointwise reply held a rating in 0..{self.max_relevance}: {replies[0][:200]!r}")
+        if unread:
+            logger.warning("LLM pointwise replies %s held no rating; scored 0", unread)
+        return [0.0 if r is None else r for r in ratings]
+
+    # scorer API ------------------------------------------------------------------------------------
+    def score(self, query: str, texts: Sequence[str]) -> List[float]:
+        if not texts:
+            return []
+        if self.mode == "listwise":
+            reply = self.llm.predict(self.listwise_prompt, **self._listwise_kwargs(query, texts))
+            return self._listwise_result(reply, len(texts))
+        replies = [self.llm.predict(self.pointwise_prompt, **self._pointwise_kwargs(query, t)) for t in texts]
+        return self._pointwise_result(replies)
+
+    async def ascore(self, query: str, texts: Sequence[str]) -> List[float]:
+        if not texts:
+            return []
+        if self.mode == "listwise":
+            reply = await self.llm.apredict(self.listwise_prompt, **self._listwise_kwargs(query, texts))
+            return self._listwise_result(reply, len(texts))
+        gate = asyncio.Semaphore(self.num_workers)
+
+        async def one(text: str) -> str:
+            async with gate:
+                return await self.llm.apredict(self.pointwise_prompt, **self._pointwise_kwargs(query, text))
+
+        return self._pointwise_result(await asyncio.gather(*(one(t) for t in texts)))
