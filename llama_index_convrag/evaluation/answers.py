@@ -17,12 +17,10 @@ from typing import Dict, List, Mapping, Sequence, Union
 
 Gold = Union[str, Sequence[str]]
 
-_CJK = re.compile(
-    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\U00020000-\U0002ebef]"
-)
-_CJK_TOKENS = re.compile(
-    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\U00020000-\U0002ebef]|[^\\W_]+"
-)
+_CJK_CLASS = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\U00020000-\U0002ebef]"
+_CJK = re.compile(_CJK_CLASS)
+# One CJK character, or a run of other letters/digits (which must stop at the next CJK character).
+_CJK_TOKENS = re.compile(f"{_CJK_CLASS}|(?:(?!{_CJK_CLASS})[^\\W_])+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
