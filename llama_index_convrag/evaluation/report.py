@@ -103,11 +103,12 @@ def metric_table(report: Mapping[str, Any], metrics: Optional[Sequence[str]] = N
     header = ["configuration", *names, "p50 ms", "p95 ms"]
     lines = [header]
     for config_name, result in rows.items():
-        latency = result.get("latency", {})
+        latency = result.get("latency") or {}
+        timed = latency.get("count", 1) > 0 and "p50_ms" in latency  # records replayed as given carry no timing
         lines.append([
             config_name,
             *(f"{result['metrics'][m]:.4f}" if result["metrics"].get(m) is not None else "-" for m in names),
-            f"{latency.get('p50_ms', 0.0):.1f}", f"{latency.get('p95_ms', 0.0):.1f}",
+            f"{latency['p50_ms']:.1f}" if timed else "-", f"{latency['p95_ms']:.1f}" if timed else "-",
         ])
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = [" | ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))

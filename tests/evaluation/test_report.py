@@ -45,10 +45,13 @@ def test_metric_table():
     report = build_report("retrieval", config={}, results={
         "dense": {"metrics": {"ndcg@10": 0.66, "recall@100": 0.932}, "latency": {"p50_ms": 3.04, "p95_ms": 7.0}},
         "hybrid rrf": {"metrics": {"ndcg@10": 0.7095, "recall@100": None}, "latency": {"p50_ms": 11.6, "p95_ms": 20.0}},
+        "engine records": {"metrics": {"ndcg@10": 0.5, "recall@100": 0.75},
+                           "latency": {"count": 0, "p50_ms": 0.0, "p95_ms": 0.0}},
     })
     assert metric_table(report).splitlines() == [
-        "configuration | ndcg@10 | recall@100 | p50 ms | p95 ms",
-        "--------------+---------+------------+--------+-------",
-        "dense         |  0.6600 |     0.9320 |    3.0 |    7.0",
-        "hybrid rrf    |  0.7095 |          - |   11.6 |   20.0",
+        "configuration  | ndcg@10 | recall@100 | p50 ms | p95 ms",
+        "---------------+---------+------------+--------+-------",
+        "dense          |  0.6600 |     0.9320 |    3.0 |    7.0",
+        "hybrid rrf     |  0.7095 |          - |   11.6 |   20.0",
+        "engine records |  0.5000 |     0.7500 |      - |      -",
     ]
