@@ -92,7 +92,12 @@ def evaluate_run(
     from ranx import Run as RanxRun
     from ranx import evaluate
 
-    ranx_run = RanxRun({qid: {d: float(s) for d, s in run[qid].items()} for qid in kept if run.get(qid)})
+    entries = {qid: {d: float(s) for d, s in run[qid].items()} for qid in kept if run.get(qid)}
+    if not entries:  # nothing retrieved for any judged query (ranx cannot build an empty run)
+        zeros = {name: 0.0 for name in names}
+        return RetrievalMetrics(means=dict(zeros), per_query={qid: dict(zeros) for qid in kept},
+                                evaluated_queries=len(kept), skipped_queries=skipped)
+    ranx_run = RanxRun(entries)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba's uint64->int64 cast notice inside ranx
         means = evaluate(RanxQrels(kept), ranx_run, names, return_mean=True, make_comparable=True)
@@ -170,28 +175,36 @@ def _check_ranked(qid: str, ranked: Any) -> List[Tuple[str, float]]:
         ) from exc
 
 
-def _prepare(queries: Any, qrels: Mapping[str, Mapping[str, int]]) -> Dict[str, str]:
-    texts = _query_texts(queries)
-    kept, _ = judged_qrels(qrels)
-    todo = {qid: text for qid, text in texts.items() if qid in kept}
-    if not todo:
-        raise ValueError(f"none of the {len(texts)} queries has a positive judgment in qrels")
-    return todo
+class _Collector:
+    """Shared bookkeeping of the sync and async evaluation loops."""
 
+    def __init__(self, queries: Any, qrels: Mapping[str, Mapping[str, int]], ks: Sequence[int],
+                 metrics: Sequence[str], progress: bool) -> None:
+        metric_names(metrics, ks)
+        texts = _query_texts(queries)
+        kept, _ = judged_qrels(qrels)
+        self.todo = {qid: text for qid, text in texts.items() if qid in kept}
+        if not self.todo:
+            raise ValueError(f"none of the {len(texts)} queries has a positive judgment in qrels")
+        self.qrels, self.ks, self.metrics, self.progress = qrels, ks, metrics, progress
+        self.ranked: Dict[str, List[Tuple[str, float]]] = {}
+        self.latencies: Dict[str, float] = {}
 
-def _finish(ranked: Dict[str, List[Tuple[str, float]]], latencies: Dict[str, float],
-            qrels: Mapping[str, Mapping[str, int]], ks: Sequence[int], metrics: Sequence[str]) -> RetrievalResult:
-    run = {qid: ranked_to_run_entry(items) for qid, items in ranked.items()}
-    scored = evaluate_run(run, {qid: qrels[qid] for qid in ranked}, ks=ks, metrics=metrics)
-    return RetrievalResult(metrics=scored, ranked=ranked, latencies_s=latencies)
+    def items(self) -> Iterable[Tuple[str, str]]:
+        if not self.progress:
+            return self.todo.items()
+        from tqdm.auto import tqdm
 
+        return tqdm(self.todo.items(), total=len(self.todo), desc="queries", unit="q")
 
-def _progress(items: Dict[str, str], progress: bool) -> Iterable[Tuple[str, str]]:
-    if not progress:
-        return items.items()
-    from tqdm.auto import tqdm
+    def add(self, qid: str, started: float, result: Any) -> None:
+        self.latencies[qid] = time.perf_counter() - started
+        self.ranked[qid] = _check_ranked(qid, result)
 
-    return tqdm(items.items(), total=len(items), desc="queries", unit="q")
+    def finish(self) -> RetrievalResult:
+        run = {qid: ranked_to_run_entry(items) for qid, items in self.ranked.items()}
+        scored = evaluate_run(run, {qid: self.qrels[qid] for qid in self.ranked}, ks=self.ks, metrics=self.metrics)
+        return RetrievalResult(metrics=scored, ranked=self.ranked, latencies_s=self.latencies)
 
 
 @dispatcher.span
@@ -206,18 +219,14 @@ def evaluate_retriever(
 ) -> RetrievalResult:
     """Run ``retrieve_fn(query_text) -> [(doc_id, score), ...]`` over every judged query and score it.
 
-    Queries run one at a time so each latency is the retriever's own (wall clock, ``perf_counter``).
+    Queries run one at a time so each latency is the retriever's own (wall clock, ``perf_counter``);
+    ``progress=True`` shows a tqdm bar.
     """
-    metric_names(metrics, ks)
-    todo = _prepare(queries, qrels)
-    ranked: Dict[str, List[Tuple[str, float]]] = {}
-    latencies: Dict[str, float] = {}
-    for qid, text in _progress(todo, progress):
-        start = time.perf_counter()
-        result = retrieve_fn(text)
-        latencies[qid] = time.perf_counter() - start
-        ranked[qid] = _check_ranked(qid, result)
-    return _finish(ranked, latencies, qrels, ks, metrics)
+    collector = _Collector(queries, qrels, ks, metrics, progress)
+    for qid, text in collector.items():
+        started = time.perf_counter()
+        collector.add(qid, started, retrieve_fn(text))
+    return collector.finish()
 
 
 @dispatcher.span
@@ -231,16 +240,11 @@ async def aevaluate_retriever(
     progress: bool = False,
 ) -> RetrievalResult:
     """Async twin of :func:`evaluate_retriever` (queries awaited one at a time, for honest latency)."""
-    metric_names(metrics, ks)
-    todo = _prepare(queries, qrels)
-    ranked: Dict[str, List[Tuple[str, float]]] = {}
-    latencies: Dict[str, float] = {}
-    for qid, text in _progress(todo, progress):
-        start = time.perf_counter()
-        result = await aretrieve_fn(text)
-        latencies[qid] = time.perf_counter() - start
-        ranked[qid] = _check_ranked(qid, result)
-    return _finish(ranked, latencies, qrels, ks, metrics)
+    collector = _Collector(queries, qrels, ks, metrics, progress)
+    for qid, text in collector.items():
+        started = time.perf_counter()
+        collector.add(qid, started, await aretrieve_fn(text))
+    return collector.finish()
 
 
 def nodes_to_ranked(nodes: Sequence[Any], id_key: Optional[str] = None) -> List[Tuple[str, float]]:

@@ -41,6 +41,13 @@ def test_metric_names_are_validated(metrics, ks, message):
         metric_names(metrics, ks)
 
 
+def test_a_run_that_retrieved_nothing_scores_zero():
+    result = evaluate_run({"q1": {}}, QRELS, ks=(5,), metrics=("ndcg", "mrr"))
+    assert result.means == {"ndcg@5": 0.0, "mrr@5": 0.0}
+    assert result.per_query == {"q1": {"ndcg@5": 0.0, "mrr@5": 0.0}, "q2": {"ndcg@5": 0.0, "mrr@5": 0.0}}
+    assert result.skipped_queries == ["q3"]
+
+
 def test_qrels_without_positive_grades_are_rejected():
     with pytest.raises(ValueError, match="no query with a positive relevance grade"):
         evaluate_run(RUN, {"q3": {"d5": 0}})
