@@ -55,7 +55,7 @@ def plot_metric_bars(metrics_by_config: Mapping[str, Mapping[str, float]], metri
     axes.set_ylim(0, 1.08)
     axes.set_ylabel("score")
     axes.set_title(title)
-    axes.legend(fontsize=8, loc="upper left", ncols=min(len(configs), 4))
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.grid(axis="y", alpha=0.3)
     return _save(figure, path)
 
@@ -66,14 +66,16 @@ def plot_latency_distribution(latencies_ms_by_config: Mapping[str, Sequence[floa
     configs = [c for c, v in latencies_ms_by_config.items() if len(v)]
     if not configs:
         raise ValueError("latencies_ms_by_config holds no latency")
+    import numpy as np
+
     figure = _figure(max(6.0, 1.3 * len(configs) + 2), 4.0)
     axes = figure.add_subplot()
     data = [list(map(float, latencies_ms_by_config[c])) for c in configs]
     axes.boxplot(data, whis=(5, 95), showfliers=True)
     axes.set_xticks(range(1, len(configs) + 1), configs, rotation=15)
     for i, values in enumerate(data, start=1):
-        median = sorted(values)[len(values) // 2]
-        axes.annotate(f"{median:.1f}", (i, median), textcoords="offset points", xytext=(12, 0), fontsize=7)
+        median = float(np.median(values))
+        axes.annotate(f"p50 {median:.1f}", (i, median), textcoords="offset points", xytext=(14, -3), fontsize=7)
     axes.set_ylabel("milliseconds")
     axes.set_title(title)
     axes.grid(axis="y", alpha=0.3)
@@ -85,11 +87,14 @@ def plot_turn_curves(curves: Mapping[str, Mapping[int, float]], *, metric: str =
     """One line per strategy: mean ``metric`` by turn position in the dialogue."""
     if not curves or not any(curves.values()):
         raise ValueError("curves must hold at least one point")
+    from matplotlib.ticker import MaxNLocator
+
     figure = _figure(7.0, 4.0)
     axes = figure.add_subplot()
     for name, points in curves.items():
         xs = sorted(points)
         axes.plot(xs, [points[x] for x in xs], marker="o", markersize=3, label=name)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("turn position")
     axes.set_ylabel(metric)
     axes.set_ylim(0, 1.05)
