@@ -5,7 +5,7 @@ from llama_index_convrag.evaluation.answers import (AnswerMetrics, answer_tokens
 from llama_index_convrag.evaluation.conversation import (MANUAL, RAW, ConversationResult, RewriteEffect,
                                                          StrategyResult, TurnOutcome, collect_records,
                                                          concat_history, raw_utterance, replay_conversations,
-                                                         rewrite_effect)
+                                                         rewrite_effect, strategy_from_records)
 from llama_index_convrag.evaluation.datasets import (BeirDataset, ConversationTurn, Dialogue, Document, Qrels,
                                                      Query, available_splits, cast_passage_corpus,
                                                      dialogue_qrels, load_beir, load_canard, load_cast_turns,
@@ -25,5 +25,6 @@ __all__ = [
     "evaluate_retriever", "evaluate_run", "exact_match", "is_cjk", "latency_summary", "load_beir", "load_canard",
     "load_cast_turns", "load_corpus", "load_qrels", "load_queries", "load_report", "metric_names", "metric_table",
     "nodes_to_ranked", "normalize_answer", "plot_latency_distribution", "plot_metric_bars", "plot_turn_curves",
-    "ranked_to_run_entry", "raw_utterance", "replay_conversations", "rewrite_effect", "token_f1", "write_report",
+    "ranked_to_run_entry", "raw_utterance", "replay_conversations", "rewrite_effect", "strategy_from_records",
+    "token_f1", "write_report",
 ]

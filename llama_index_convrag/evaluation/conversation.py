@@ -248,6 +248,28 @@ def collect_records(dialogues: Iterable[Dialogue],
     return out
 
 
+def strategy_from_records(dialogues: Iterable[Dialogue], records: Mapping[str, TurnRecord]) -> RewriteFn:
+    """A strategy that replays a chat engine's logged ``retrieval_query`` (e.g. through another retriever).
+
+    Queries are looked up by the dialogue so far (earlier utterances + this utterance), so the strategy
+    isolates the engine's rewriting from its retrieval.
+    """
+    table: Dict[Tuple[Tuple[str, ...], str], str] = {}
+    for dialogue in dialogues:
+        for index, turn in enumerate(dialogue.turns):
+            if turn.turn_id in records:
+                outcome = _record_outcome(turn, {"retrieved_ids": {"final": []}, **records[turn.turn_id]}, "records")
+                table[(tuple(t.utterance for t in dialogue.turns[:index]), turn.utterance)] = outcome.query
+
+    def rewrite(history: Sequence[ConversationTurn], utterance: str) -> str:
+        key = (tuple(t.utterance for t in history), utterance)
+        if key not in table:
+            raise KeyError(f"no record for {utterance!r} after {len(history)} earlier turns")
+        return table[key]
+
+    return rewrite
+
+
 def _rewrite_scores(outcomes: Mapping[str, TurnOutcome], turns: Mapping[str, ConversationTurn]) -> Dict[str, Dict[str, float]]:
     return {
         turn_id: {"rewrite_f1": token_f1(o.query, turns[turn_id].rewrite),
@@ -289,11 +311,13 @@ def replay_conversations(
     if not turns:
         raise ValueError("no turn to replay: " + ("none has relevance judgments" if retrieve_fn is not None
                                                    else "none has a human rewrite"))
-    all_rewritten = all(t.rewrite is not None for t in turns.values())
-    plan: Dict[str, RewriteFn] = {RAW: raw_utterance}
-    if all_rewritten:
-        plan[MANUAL] = lambda history, utterance: ""  # replaced per turn below by the human rewrite
-    plan.update(strategies)
+    # Every plan entry maps (history, turn) -> query; only "manual" may read the turn's human rewrite.
+    plan: Dict[str, Callable[[Sequence[ConversationTurn], ConversationTurn], Optional[str]]] = {
+        RAW: lambda history, turn: raw_utterance(history, turn.utterance)}
+    if all(t.rewrite is not None for t in turns.values()):
+        plan[MANUAL] = lambda history, turn: turn.rewrite
+    for name, fn in strategies.items():
+        plan[name] = lambda history, turn, fn=fn: fn(history, turn.utterance)
 
     outcomes: Dict[str, Dict[str, TurnOutcome]] = {name: {} for name in plan}
     for dialogue in dialogues:
@@ -303,7 +327,7 @@ def replay_conversations(
             history = dialogue.turns[:index]
             for name, fn in plan.items():
                 start = time.perf_counter()
-                query = turn.rewrite if name == MANUAL else fn(history, turn.utterance)
+                query = fn(history, turn)
                 rewrite_s = time.perf_counter() - start
                 if not isinstance(query, str):
                     raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str")

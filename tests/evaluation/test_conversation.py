@@ -4,7 +4,7 @@ import re
 import pytest
 
 from llama_index_convrag.evaluation.conversation import (collect_records, concat_history, replay_conversations,
-                                                         rewrite_effect)
+                                                         rewrite_effect, strategy_from_records)
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 
 CORPUS = {
@@ -122,6 +122,17 @@ def test_chat_engine_records_are_scored_as_they_are():
     effect = result.effects["engine"]
     # A_1: [throat] vs raw [throat, lung] changed the list but not nDCG; A_2 improved.
     assert (effect.changed, effect.improved, effect.worsened, effect.tied) == (2, 1, 0, 1)
+
+
+def test_logged_retrieval_queries_replay_through_another_retriever():
+    retrieve, calls = make_retriever()
+    records = _records({"A_1": [], "A_2": [], "B_1": [], "B_2": []})
+    strategy = strategy_from_records(DIALOGUES, records)
+    result = replay_conversations(DIALOGUES, retrieve, {"engine rewrite": strategy}, ks=(2,))
+    assert calls[2::3] == ["throat cancer", "throat cancer treatable", "mars rover", "moon"]
+    assert result.strategies["engine rewrite"].means["ndcg@2"] == 1.0
+    with pytest.raises(KeyError, match="no record for 'Is it treatable\\?' after 0 earlier turns"):
+        strategy([], "Is it treatable?")
 
 
 def test_records_out_of_step_or_incomplete_are_rejected():
