@@ -19,7 +19,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index_convrag.evaluation.answers import exact_match, token_f1
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 from llama_index_convrag.evaluation.report import latency_summary
-from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, RetrievalMetrics, RetrieveFn,
+from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, RetrievalMetrics, RetrieveFn, as_ranked,
                                                        evaluate_run, metric_names, ranked_to_run_entry)
 
 logger = logging.getLogger(__name__)
@@ -270,12 +270,45 @@ def strategy_from_records(dialogues: Iterable[Dialogue], records: Mapping[str, T
     return rewrite
 
 
-def _rewrite_scores(outcomes: Mapping[str, TurnOutcome], turns: Mapping[str, ConversationTurn]) -> Dict[str, Dict[str, float]]:
+def _rewrite_scores(outcomes: Mapping[str, TurnOutcome],
+                    turns: Mapping[str, ConversationTurn]) -> Dict[str, Dict[str, float]]:
     return {
         turn_id: {"rewrite_f1": token_f1(o.query, turns[turn_id].rewrite),
                   "rewrite_em": exact_match(o.query, turns[turn_id].rewrite)}
         for turn_id, o in outcomes.items() if turns[turn_id].rewrite is not None
     }
+
+
+_PlanFn = Callable[[Sequence[ConversationTurn], ConversationTurn], Optional[str]]
+
+
+def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn], plan: Mapping[str, _PlanFn],
+            retrieve_fn: Optional[RetrieveFn]) -> Dict[str, Dict[str, TurnOutcome]]:
+    """Turns in dialogue order, every plan entry per turn: build the query, then retrieve it (timed apart)."""
+    outcomes: Dict[str, Dict[str, TurnOutcome]] = {name: {} for name in plan}
+    for dialogue in dialogues:
+        for index, turn in enumerate(dialogue.turns):
+            if turn.turn_id not in turns:
+                continue
+            history = dialogue.turns[:index]
+            for name, fn in plan.items():
+                start = time.perf_counter()
+                query = fn(history, turn)
+                rewrite_s = time.perf_counter() - start
+                if not isinstance(query, str):
+                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str")
+                retrieved: List[Tuple[str, float]] = []
+                retrieve_s = None
+                if retrieve_fn is not None:
+                    start = time.perf_counter()
+                    result = retrieve_fn(query)
+                    retrieve_s = time.perf_counter() - start
+                    retrieved = as_ranked(turn.turn_id, result)
+                outcomes[name][turn.turn_id] = TurnOutcome(
+                    turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position, query=query,
+                    retrieved=retrieved, rewrite_latency_s=None if name in _RESERVED else rewrite_s,
+                    retrieve_latency_s=retrieve_s)
+    return outcomes
 
 
 @dispatcher.span
@@ -312,35 +345,14 @@ def replay_conversations(
         raise ValueError("no turn to replay: " + ("none has relevance judgments" if retrieve_fn is not None
                                                    else "none has a human rewrite"))
     # Every plan entry maps (history, turn) -> query; only "manual" may read the turn's human rewrite.
-    plan: Dict[str, Callable[[Sequence[ConversationTurn], ConversationTurn], Optional[str]]] = {
+    plan: Dict[str, _PlanFn] = {
         RAW: lambda history, turn: raw_utterance(history, turn.utterance)}
     if all(t.rewrite is not None for t in turns.values()):
         plan[MANUAL] = lambda history, turn: turn.rewrite
     for name, fn in strategies.items():
         plan[name] = lambda history, turn, fn=fn: fn(history, turn.utterance)
 
-    outcomes: Dict[str, Dict[str, TurnOutcome]] = {name: {} for name in plan}
-    for dialogue in dialogues:
-        for index, turn in enumerate(dialogue.turns):
-            if turn.turn_id not in turns:
-                continue
-            history = dialogue.turns[:index]
-            for name, fn in plan.items():
-                start = time.perf_counter()
-                query = fn(history, turn)
-                rewrite_s = time.perf_counter() - start
-                if not isinstance(query, str):
-                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str")
-                retrieved: List[Tuple[str, float]] = []
-                retrieve_s = None
-                if retrieve_fn is not None:
-                    start = time.perf_counter()
-                    retrieved = [(str(d), float(s)) for d, s in retrieve_fn(query)]
-                    retrieve_s = time.perf_counter() - start
-                outcomes[name][turn.turn_id] = TurnOutcome(
-                    turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position, query=query,
-                    retrieved=retrieved, rewrite_latency_s=None if name in _RESERVED else rewrite_s,
-                    retrieve_latency_s=retrieve_s)
+    outcomes = _replay(dialogues, turns, plan, retrieve_fn)
     for name, by_turn in records.items():
         missing = [t for t in turns if t not in by_turn]
         if missing:

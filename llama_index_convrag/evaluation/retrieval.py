@@ -165,7 +165,8 @@ def _query_texts(queries: Union[Mapping[str, Union[str, Query]], Iterable[Query]
     return {q.query_id: q.text for q in queries}
 
 
-def _check_ranked(qid: str, ranked: Any) -> List[Tuple[str, float]]:
+def as_ranked(qid: str, ranked: Any) -> List[Tuple[str, float]]:
+    """Validate a retriever's result as ``[(doc_id, score), ...]`` (ids as str), naming the query on failure."""
     try:
         return [(str(doc_id), float(score)) for doc_id, score in ranked]
     except (TypeError, ValueError) as exc:
@@ -199,7 +200,7 @@ class _Collector:
 
     def add(self, qid: str, started: float, result: Any) -> None:
         self.latencies[qid] = time.perf_counter() - started
-        self.ranked[qid] = _check_ranked(qid, result)
+        self.ranked[qid] = as_ranked(qid, result)
 
     def finish(self) -> RetrievalResult:
         run = {qid: ranked_to_run_entry(items) for qid, items in self.ranked.items()}
