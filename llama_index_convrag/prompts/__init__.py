@@ -1,0 +1,24 @@
+"""Every default prompt template of the package, as module constants (replace them via ``update_prompts``)."""
+
+from llama_index_convrag.prompts.chat import (
+    DEFAULT_ANSWER_QUERY_PROMPT,
+    DEFAULT_CONDENSE_PROMPT,
+    DEFAULT_NO_DOCS_REPLY,
+)
+from llama_index_convrag.prompts.rerank import LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
+from llama_index_convrag.prompts.synthesis import (
+    CITATION_QA_PROMPT,
+    CITATION_REFINE_PROMPT,
+    CITATION_TREE_SUMMARIZE_PROMPT,
+)
+
+__all__ = [
+    "CITATION_QA_PROMPT",
+    "CITATION_REFINE_PROMPT",
+    "CITATION_TREE_SUMMARIZE_PROMPT",
+    "DEFAULT_ANSWER_QUERY_PROMPT",
+    "DEFAULT_CONDENSE_PROMPT",
+    "DEFAULT_NO_DOCS_REPLY",
+    "LISTWISE_RERANK_PROMPT",
+    "POINTWISE_RERANK_PROMPT",
+]
