@@ -84,6 +84,33 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def lite_grpc_options() -> Iterator[None]:
+    """Give third-party clients in tests (LlamaIndex's MilvusVectorStore) the keepalive options our own clients use.
+
+    Every Milvus here is Milvus Lite, whose embedded server drops connections that ping while idle.
+    """
+    from pymilvus.client.async_grpc_handler import AsyncGrpcHandler
+    from pymilvus.client.grpc_handler import GrpcHandler
+
+    from llama_index_convrag.storage.milvus import LITE_GRPC_OPTIONS
+
+    originals = {cls: cls.__init__ for cls in (GrpcHandler, AsyncGrpcHandler)}
+
+    def wrap(init: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("grpc_options", dict(LITE_GRPC_OPTIONS))
+            init(self, *args, **kwargs)
+
+        return __init__
+
+    for cls, init in originals.items():
+        cls.__init__ = wrap(init)
+    yield
+    for cls, init in originals.items():
+        cls.__init__ = init
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` beside the checkout (read-only evaluation data)."""

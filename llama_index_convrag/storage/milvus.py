@@ -14,6 +14,24 @@ _LOCK = threading.Lock()
 _CLIENTS: Dict[Tuple[str, Optional[str]], MilvusClient] = {}
 
 
+#: gRPC options for Milvus Lite's local socket: pymilvus pings every 10 s even with no call in flight, which the
+#: embedded server answers with GOAWAY "too_many_pings" after a few idle pings, failing the next RPC.
+LITE_GRPC_OPTIONS: Dict[str, object] = {
+    "grpc.keepalive_permit_without_calls": False,
+    "grpc.keepalive_time_ms": 120_000,
+}
+
+
+def client_kwargs(target: MilvusTarget, timeout: float) -> Dict[str, object]:
+    """Keyword arguments for ``MilvusClient``/``AsyncMilvusClient`` for ``target``."""
+    kwargs: Dict[str, object] = {"uri": target.uri, "timeout": timeout}
+    if target.token is not None:
+        kwargs["token"] = target.token
+    if target.is_lite:
+        kwargs["grpc_options"] = dict(LITE_GRPC_OPTIONS)
+    return kwargs
+
+
 class MilvusConnectionError(ConnectionError):
     """Milvus could not be reached at the given URI."""
 
@@ -36,10 +54,7 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
         if target.is_lite:
             _check_lite_path(target.uri)
         try:
-            if target.token is None:
-                client = MilvusClient(uri=target.uri, timeout=timeout)
-            else:
-                client = MilvusClient(uri=target.uri, token=target.token, timeout=timeout)
+            client = MilvusClient(**client_kwargs(target, timeout))
         except Exception as exc:  # pymilvus raises several unrelated types here
             raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
         _CLIENTS[key] = client
@@ -51,9 +66,7 @@ def connect_milvus_async(target: MilvusTarget, *, timeout: float = 10.0) -> Asyn
     if target.is_lite:
         _check_lite_path(target.uri)
     try:
-        if target.token is None:
-            return AsyncMilvusClient(uri=target.uri, timeout=timeout)
-        return AsyncMilvusClient(uri=target.uri, token=target.token, timeout=timeout)
+        return AsyncMilvusClient(**client_kwargs(target, timeout))
     except Exception as exc:
         raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
 
