@@ -29,3 +29,22 @@ def test_collection_fixture_gives_a_real_collection(milvus_client, collection_na
     milvus_client.insert(collection_name, [{"id": 1, "v": [1.0, 0.0]}, {"id": 2, "v": [0.0, 1.0]}])
     hits = milvus_client.search(collection_name, data=[[0.9, 0.1]], limit=1, anns_field="v")
     assert hits[0][0]["id"] == 1
+
+
+def test_lite_clients_do_not_ping_while_idle():
+    from llama_index_convrag.storage.milvus import LITE_GRPC_OPTIONS, client_kwargs
+
+    lite = client_kwargs(MilvusTarget("/tmp/x.db"), 5.0)
+    assert lite == {"uri": "/tmp/x.db", "timeout": 5.0, "grpc_options": LITE_GRPC_OPTIONS}
+    assert LITE_GRPC_OPTIONS["grpc.keepalive_permit_without_calls"] is False
+    server = client_kwargs(MilvusTarget("http://h:19530", token="t"), 5.0)
+    assert server == {"uri": "http://h:19530", "timeout": 5.0, "token": "t"}
+
+
+async def test_async_client_on_lite_file(milvus_target, milvus_client, collection_name):
+    from llama_index_convrag.storage.milvus import connect_milvus_async
+
+    milvus_client.create_collection(collection_name, dimension=2)
+    client = connect_milvus_async(milvus_target)
+    assert collection_name in await client.list_collections()
+    await client.close()
