@@ -1,5 +1,6 @@
 """llama-index-convrag: conversational RAG for LlamaIndex over Milvus.
 
+The ``ingest`` function lives in ``llama_index_convrag.ingest`` (the subpackage of that name would shadow it here).
 Public names are imported lazily so that ``import llama_index_convrag`` (and ``convrag --help``) stays fast.
 """
 
@@ -19,7 +20,6 @@ _EXPORTS: Dict[str, str] = {
     "needs_rewrite": "llama_index_convrag.chat",
     # index, ingestion, retrieval
     "ConvRAGIndex": "llama_index_convrag.indices",
-    "ingest": "llama_index_convrag.ingest",
     "IngestReport": "llama_index_convrag.ingest",
     "MilvusHybridRetriever": "llama_index_convrag.retrievers",
     # synthesis
@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.config import MilvusTarget, resolve_embed_model, resolve_llm, resolve_milvus
     from llama_index_convrag.embeddings import LocalMiniLMEmbedding
     from llama_index_convrag.indices import ConvRAGIndex
-    from llama_index_convrag.ingest import IngestReport, ingest
+    from llama_index_convrag.ingest import IngestReport
     from llama_index_convrag.postprocessors import (
         BudgetedCoverageSelector,
         MMRPostprocessor,

@@ -1,4 +1,5 @@
 import importlib
+import types
 
 import pytest
 
@@ -7,7 +8,8 @@ import llama_index_convrag
 
 @pytest.mark.parametrize("name", llama_index_convrag.__all__)
 def test_every_public_name_resolves(name):
-    assert getattr(llama_index_convrag, name) is not None
+    value = getattr(llama_index_convrag, name)
+    assert not isinstance(value, types.ModuleType), f"{name} resolves to a module"
 
 
 def test_unknown_name_is_an_attribute_error():

@@ -48,3 +48,16 @@ async def test_async_client_on_lite_file(milvus_target, milvus_client, collectio
     client = connect_milvus_async(milvus_target)
     assert collection_name in await client.list_collections()
     await client.close()
+
+
+def test_lite_server_log_goes_to_a_file_not_stderr(tmp_path, capfd):
+    from llama_index_convrag.storage.milvus import server_log_path
+
+    target = MilvusTarget(str(tmp_path / "quiet.db"))
+    client = connect_milvus(target)
+    client.create_collection("c", dimension=2)
+    client.insert("c", [{"id": 1, "vector": [0.1, 0.2]}])
+    client.flush("c")
+    assert server_log_path(target) == tmp_path / "quiet.db.server.log"
+    assert server_log_path(target).exists()
+    assert "tantivy" not in capfd.readouterr().err

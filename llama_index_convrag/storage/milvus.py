@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 from pymilvus import AsyncMilvusClient, MilvusClient
 
@@ -44,8 +47,31 @@ def _check_lite_path(uri: str) -> None:
         )
 
 
+def server_log_path(target: MilvusTarget) -> Path:
+    """Where the embedded Milvus Lite server of ``target`` writes its own log lines (``<file>.server.log``)."""
+    return Path(target.uri).expanduser().with_name(Path(target.uri).name + ".server.log")
+
+
+@contextlib.contextmanager
+def _stderr_redirected(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while a child process is spawned (it keeps the file as its stderr)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
-    """A client for ``target``; one per (uri, token) per process (Milvus Lite allows one server per file)."""
+    """A client for ``target``; one per (uri, token) per process (Milvus Lite allows one server per file).
+
+    For a Milvus Lite file the embedded server's own log goes to :func:`server_log_path`, not to stderr.
+    """
     key = (target.uri, target.token)
     with _LOCK:
         client = _CLIENTS.get(key)
@@ -54,7 +80,12 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
         if target.is_lite:
             _check_lite_path(target.uri)
         try:
-            client = MilvusClient(**client_kwargs(target, timeout))
+            if target.is_lite:
+                # the embedded server logs every BM25 index commit to stderr: keep that out of the user's terminal
+                with _stderr_redirected(server_log_path(target)):
+                    client = MilvusClient(**client_kwargs(target, timeout))
+            else:
+                client = MilvusClient(**client_kwargs(target, timeout))
         except Exception as exc:  # pymilvus raises several unrelated types here
             raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
         _CLIENTS[key] = client
