@@ -108,9 +108,18 @@ READERS: Dict[str, Callable[[Path], List[Document]]] = {
 
 
 def read_file(path: Path) -> List[Document]:
-    """Documents of one file (one per PDF page); raises :class:`UnsupportedFile` with the reason."""
+    """Documents of one file (one per PDF page).
+
+    Raises :class:`UnsupportedFile` with the reason when there is no reader, and ``ValueError`` naming the file
+    when its parser fails on it (a corrupt PDF, a DOCX that is not a zip, ...).
+    """
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise UnsupportedFile(f"no reader for {path.suffix or 'files without a suffix'!r}; "
                               f"supported: {sorted(READERS)}")
-    return reader(path)
+    try:
+        return reader(path)
+    except (UnsupportedFile, OSError):
+        raise
+    except Exception as exc:  # parsers raise their own types (pypdf.errors.PdfReadError, zipfile.BadZipFile, ...)
+        raise ValueError(f"cannot parse {path.name!r}: {type(exc).__name__}: {exc}") from exc

@@ -38,8 +38,11 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     names = sorted(Path(p).name for p in first.added)
     assert names == ["long.txt", "notes.md", "page.html"]
     unsupported = {Path(p).name: reason for p, reason in first.unsupported}
-    assert set(unsupported) == {"photo.png", "report.pdf"}
-    assert "pypdf" in unsupported["report.pdf"] and "no reader for '.png'" in unsupported["photo.png"]
+    assert set(unsupported) == {"photo.png"}
+    assert "no reader for '.png'" in unsupported["photo.png"]
+    failed = {Path(p).name: reason for p, reason in first.failed}
+    assert set(failed) == {"report.pdf"}
+    assert failed["report.pdf"].startswith("ValueError: cannot parse 'report.pdf'")
     stored = rows(milvus_client, collection_name)
     assert first.chunks == len(stored) > 3
     long_chunks = [r for r in stored if r["doc_id"].endswith("long.txt")]
@@ -50,7 +53,7 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     for r in milvus_client.query(collection_name, filter='id != ""', output_fields=["doc_id", "metadata"]):
         assert r["id"] == chunk_id(r["doc_id"], r["metadata"]["content_hash"], r["metadata"]["chunk"])
     json.loads(first.to_json())
-    assert "3 added" in str(first) and "2 unsupported" in str(first)
+    assert "3 added" in str(first) and "1 unsupported" in str(first) and "1 failed" in str(first)
 
     again = run(docs, milvus_client, collection_name, embed_model)
     assert again.added == [] and again.updated == [] and len(again.skipped) == 3 and again.chunks == 0
