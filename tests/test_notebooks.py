@@ -6,6 +6,7 @@ working directory set to notebooks/ so they find ``shared/data`` by walking up, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -62,21 +63,29 @@ def kernel_name(tmp_path, monkeypatch):
     return KERNEL
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes(path, kernel_name, tmp_path, shared_data):
+def test_notebooks_execute(kernel_name, tmp_path, shared_data):
+    """All notebooks at once, one kernel each: most of their time is single-threaded imports and start-up."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    copy = tmp_path / path.name
-    shutil.copyfile(path, copy)
-    notebook = nbformat.read(copy, as_version=4)
     before = sorted(p.name for p in NOTEBOOK_DIR.iterdir())
-    committed = path.read_bytes()
-    client = nbclient.NotebookClient(notebook, timeout=240, kernel_name=kernel_name,
-                                     resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-    client.execute()
-    errors = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert errors == []
-    assert any(o.get("output_type") == "stream" for cell in notebook.cells for o in cell.get("outputs", []))
-    assert sorted(p.name for p in NOTEBOOK_DIR.iterdir()) == before  # the notebook wrote into its temp folder
-    assert path.read_bytes() == committed  # outputs stayed in the in-memory copy
+    committed = {path: path.read_bytes() for path in NOTEBOOKS}
+    notebooks = {}
+    for path in NOTEBOOKS:
+        shutil.copyfile(path, tmp_path / path.name)
+        notebooks[path.name] = nbformat.read(tmp_path / path.name, as_version=4)
+
+    async def run_all() -> list:
+        clients = [nbclient.NotebookClient(nb, timeout=240, kernel_name=kernel_name,
+                                           resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+                   for nb in notebooks.values()]
+        return await asyncio.gather(*(c.async_execute() for c in clients), return_exceptions=True)
+
+    outcomes = asyncio.run(run_all())
+    failures = {name: str(o)[-2000:] for name, o in zip(notebooks, outcomes) if isinstance(o, BaseException)}
+    assert failures == {}
+    for name, nb in notebooks.items():
+        outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+        assert [o for o in outputs if o.get("output_type") == "error"] == [], name
+        assert any(o.get("output_type") == "stream" for o in outputs), name
+    assert sorted(p.name for p in NOTEBOOK_DIR.iterdir()) == before  # the notebooks wrote into temp folders
+    assert {path: path.read_bytes() for path in NOTEBOOKS} == committed  # outputs stayed in the in-memory copies
