@@ -181,6 +181,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None, help="number of sampled queries (default: all)")
     parser.add_argument("--pool", type=int, default=None, help="first-stage candidates per query (default 30)")
     parser.add_argument("--budget", type=int, default=1024, help="token budget for the coverage rows")
+    parser.add_argument("--window-words", type=int, default=150, help="EmbeddingScorer window size in words")
+    parser.add_argument("--overlap-words", type=int, default=30, help="EmbeddingScorer window overlap in words")
     parser.add_argument("--embed-only", action="store_true", help="only build the corpus embedding cache")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -238,9 +240,10 @@ def main() -> None:
                    [n.node_id for n in mres.nodes], time.perf_counter() - start)
 
     pool_ids = sorted({n.node.node_id for nodes in pools.values() for n in nodes})
-    scorer_max = EmbeddingScorer(embed_model, pooling="max", cache_size=len(pool_ids) + 1)
+    windows = {"window_words": args.window_words, "overlap_words": args.overlap_words}
+    scorer_max = EmbeddingScorer(embed_model, pooling="max", cache_size=len(pool_ids) + 1, **windows)
     window_cache(embed_model, scorer_max, pool_ids, id_to_text, id_to_vec)
-    scorer_mean = EmbeddingScorer(embed_model, pooling="mean", cache_size=len(pool_ids) + 1)
+    scorer_mean = EmbeddingScorer(embed_model, pooling="mean", cache_size=len(pool_ids) + 1, **windows)
     scorer_mean.add_to_cache(scorer_max.cached_windows())
 
     rerankers = {

@@ -3,8 +3,9 @@
 Replies are parsed defensively. LlamaIndex's ``LLMRerank`` parser crashes on chit-chat and on unrelated lines with a
 comma (run-llama/llama_index#11093, #17352), maps ``Doc: 0`` to the last node through negative indexing (#22743) and
 shifts scores onto the wrong node when a relevance is unreadable (#22404). Here a line counts only when it starts
-with ``Doc``/``Document`` and a number in ``1..n``; a repeated number keeps its first mention; an unreadable or
-out-of-scale relevance inherits the one above it (the list is in relevance order); anything else is ignored.
+with ``Doc``/``Document`` and a number in ``1..n`` followed by a relevance or nothing but punctuation (so "Doc 2
+does not help" is prose, not a pick); a repeated number keeps its first mention; an unreadable or out-of-scale
+relevance inherits the one above it (the list is in relevance order); anything else is ignored.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ RANK_EPSILON = 1e-3
 _PREFIX = re.compile(r"^\s*(?:[-*•>]+\s*|\d+\s*[.)]\s+)?[*_]*\s*")
 _DOC = re.compile(r"^(?:doc(?:ument)?)\s*(?:number|no\.?|#)?\s*[:#]?\s*\[?\s*(-?\d+)\s*\]?", re.IGNORECASE)
 _REL = re.compile(r"relevance(?:\s*score)?\W{0,4}?(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_WORDY = re.compile(r"[A-Za-z0-9]")
 _NUMBER = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)\s*[*_.]*\s*$")
 _LABELLED = re.compile(r"(?:relevance|score|rating)(?:\s*score)?\s*[*_]*\s*[:=]?\s*[*_]*\s*(-?\d+(?:\.\d+)?)", re.I)
 _OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
@@ -55,10 +57,13 @@ def parse_listwise(reply: str, num_docs: int, max_relevance: float) -> List[Choi
         if doc is None:
             continue
         number = int(doc.group(1))
+        rel = _REL.search(line, doc.end())
+        rest = line[doc.end():]
+        if rel is None and "relevan" not in rest.lower() and _WORDY.search(rest):
+            continue  # prose about a document ("Doc 2 does not help"), not a listing
         if not 1 <= number <= num_docs or number in seen:
             continue
         seen.add(number)
-        rel = _REL.search(line, doc.end())
         relevance = float(rel.group(1)) if rel is not None else None
         if relevance is not None and not 0 <= relevance <= max_relevance:
             relevance = None

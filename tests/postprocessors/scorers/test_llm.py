@@ -45,8 +45,10 @@ EXPECTED_LISTWISE_PROMPT = (
         # bullets, numbering, markdown, 'Document N', out-of-scale relevance
         ("Sure! Here you go:\n1. **Doc 3**, relevance score: 8\n- Document #1 - Relevance=42\n* [2]",
          [Choice(3, 8.0), Choice(1, None)]),
+        # prose that starts with a document number is not a pick; a bare listing is
+        ("Document 2 does not help at all.\nDoc 1.\nDoc: 3", [Choice(1, None), Choice(3, None)]),
     ],
-    ids=["comma-line", "chit-chat", "out-of-range", "duplicates", "unreadable-relevance", "formatting"],
+    ids=["comma-line", "chit-chat", "out-of-range", "duplicates", "unreadable-relevance", "formatting", "prose"],
 )
 def test_parse_listwise_nasty_replies(reply, expected):
     assert parse_listwise(reply, 3, 10) == expected
