@@ -32,7 +32,7 @@ from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.ingest.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
-from llama_index_convrag.rank_trail import add_stage
+from llama_index_convrag.rank_trail import add_stage, get_trail
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
 from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus_async
@@ -214,7 +214,9 @@ class MilvusHybridRetriever(BaseRetriever):
     def _finish_rerank(self, reranked: List[NodeWithScore]) -> List[NodeWithScore]:
         ordered = sorted(reranked, key=lambda n: -(n.score if n.score is not None else float("-inf")))
         for rank, nws in enumerate(ordered, start=1):
-            add_stage(nws, "rerank", rank, nws.score)
+            trail = get_trail(nws)
+            if not trail or trail[-1]["stage"] != "rerank":  # our ModelRerank records its own stage
+                add_stage(nws, "rerank", rank, nws.score)
         return ordered[: self._params.similarity_top_k]
 
     # -- sync -------------------------------------------------------------------------------------------------

@@ -194,3 +194,18 @@ def test_missing_collection_is_named(milvus_client, embed_model):
     with pytest.raises(ValueError, match="collection 'no_such_collection' does not exist"):
         MilvusHybridRetriever.from_defaults(collection_name="no_such_collection", embed_model=embed_model,
                                             client=milvus_client)
+
+
+def test_two_stage_with_the_package_model_rerank(make):
+    from llama_index_convrag.postprocessors import ModelRerank
+
+    r = make(search_type="hybrid", ranker_type="model", similarity_top_k=3,
+             ranker_params={"model": ModelRerank.from_defaults(), "pre_topk": 8})
+    nodes = r.retrieve("Why does bread dough rise?")
+    assert ids(nodes)[0] == "p08"
+    assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
+    trail = get_trail(nodes[0])
+    assert [s["stage"] for s in trail].count("rerank") == 1
+    rerank = trail[-1]
+    assert rerank["stage"] == "rerank" and rerank["rank"] == 1 and rerank["score"] == pytest.approx(nodes[0].score)
+    assert rerank["prev_rank"] >= 1 and rerank["scorer"]
