@@ -25,7 +25,8 @@ MACHINE_PATH = re.compile(r"(?<![\w.])(?:/(?:home|Users|root|tmp|work|private|va
 
 
 def test_the_notebooks_are_found():
-    assert {"03_retrieval_experiments.ipynb", "04_conversational_retrieval.ipynb"} <= {p.name for p in NOTEBOOKS}
+    assert {"01_quick_start.ipynb", "02_response_modes.ipynb", "03_retrieval_experiments.ipynb",
+            "04_conversational_retrieval.ipynb"} <= {p.name for p in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
