@@ -65,6 +65,12 @@ class _Turn:
     rewrite: Optional[RewriteResult] = None
 
 
+def final_doc_id(nws: NodeWithScore) -> str:
+    """The document id evaluation scores a context node by: its ``ref_doc_id``, else its node id."""
+    ref = nws.node.ref_doc_id
+    return ref if ref is not None else nws.node.node_id
+
+
 class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     """Condense-question chat engine. ``__init__`` takes built parts; :meth:`from_defaults` builds them."""
 
@@ -370,6 +376,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         dispatcher.event(ContextTrimEvent(report=turn.record.trim_report))
         turn.nodes = [turn.nodes[i] for i in report.kept_chunks]
         turn.record.retrieved_ids["budget"] = [n.node.node_id for n in turn.nodes]
+        turn.record.retrieved_ids["final"] = [final_doc_id(n) for n in turn.nodes]
         if self.rephrase_question:
             query = turn.record.retrieval_query or question
         else:

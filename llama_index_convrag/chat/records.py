@@ -11,7 +11,9 @@ TURN_STATUSES = ("pending", "complete", "no_docs", "error", "cancelled")
 
 @dataclass
 class TurnRecord:
-    """One turn. ``retrieved_ids`` maps each stage (``retrieve``, each postprocessor, ``budget``) to node ids."""
+    """One turn. ``retrieved_ids`` maps each stage (``retrieve``, each postprocessor, ``budget``) to node ids, and
+    ``final`` to the document ids (``ref_doc_id``, else node id) of the context the answer saw, in rank order:
+    what :mod:`llama_index_convrag.evaluation.conversation` scores."""
 
     conversation_id: str
     user_message_id: str

@@ -43,6 +43,8 @@ def test_first_turn_no_condense_call(retriever: Any, store: Any) -> None:
     record = resp.metadata["turn"]
     assert (record.retrieval_query, record.rewrite_skipped_reason) == ("Who directed Inception?", "no history")
     assert record.retrieved_ids["retrieve"][0] == "inception"
+    expected_final = [n.node.ref_doc_id or n.node.node_id for n in resp.source_nodes]
+    assert record.retrieved_ids["final"] == expected_final and expected_final
 
 
 def test_explicit_empty_history_counts_as_none(retriever: Any, store: Any) -> None:
