@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Iterator, Optional, TextIO
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -78,7 +81,8 @@ def connect(uri: Optional[str]) -> Any:
     except ValueError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
     try:
-        client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)
+        with _quiet_child_stderr(target.is_lite and not logging.getLogger().isEnabledFor(logging.DEBUG)):
+            client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)
         client.list_collections()
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
@@ -87,14 +91,42 @@ def connect(uri: Optional[str]) -> Any:
     return target, client
 
 
+@contextlib.contextmanager
+def _quiet_child_stderr(active: bool) -> Iterator[None]:
+    """The Milvus Lite server process inherits file descriptor 2 and logs every index commit (tantivy INFO lines)
+    there; while it starts, point fd 2 at /dev/null so it inherits that instead (--debug keeps its log)."""
+    if not active:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def embed_model() -> Any:
-    """The embedding model (``CONVRAG_EMBED_MODEL`` or the local MiniLM); bad spec -> exit 2."""
-    from llama_index_convrag.config import resolve_embed_model
+    """The embedding model (``CONVRAG_EMBED_MODEL`` or the local MiniLM); bad spec -> exit 2.
+
+    Cached per spec for the process: ``main()`` called repeatedly (tests, a notebook) loads the model once."""
+    from llama_index_convrag.config import ENV_EMBED_MODEL
 
     try:
-        return resolve_embed_model()
+        return _cached_embed_model(os.environ.get(ENV_EMBED_MODEL) or None)
     except ValueError as exc:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_embed_model(spec: Optional[str]) -> Any:
+    from llama_index_convrag.config import resolve_embed_model
+
+    return resolve_embed_model(spec=spec)
 
 
 def model_dimension(model: Any) -> int:

@@ -77,6 +77,11 @@ def _node_info(marker: int, nws: Any) -> Dict[str, Any]:
             "text": text[:SNIPPET_CHARS] + ("..." if len(text) > SNIPPET_CHARS else "")}
 
 
+def one_line(text: str) -> str:
+    """A multi-line retrieval query (the concat rewrite joins turns with newlines) shown on one line."""
+    return " / ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
 def _sources(citations: Iterable[Dict[str, Any]]) -> List[str]:
     seen: Dict[str, None] = {}
     for c in citations:
@@ -147,7 +152,7 @@ class EngineSession:
         try:
             if stream and not out.json_mode:
                 response = self.engine.stream_chat(question)
-                out.text(f"query> {response.metadata.get('generated_question', question)}")
+                out.text(f"query> {one_line(response.metadata.get('generated_question', question))}")
                 out.text("answer> ", end="")
                 for delta in response.response_gen:
                     out.text(delta, end="")
@@ -177,7 +182,7 @@ def print_turn(turn: Dict[str, Any], out: Output) -> None:
     if out.json_mode:
         return
     if not turn.get("streamed"):
-        out.text(f"query> {turn['retrieval_query']}")
+        out.text(f"query> {one_line(turn['retrieval_query'])}")
         if turn["answer"] is not None:
             out.text(f"answer> {turn['answer']}")
     if turn["answer"] is None:
