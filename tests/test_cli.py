@@ -379,3 +379,11 @@ def test_bench_embed_json(capsys):
     data = run_json(capsys, ["bench", "embed", "--passages", "4", "--queries", "3", "--words", "20"])
     assert data["passages"] == 4 and data["queries"] == 3 and data["passages_per_second"] > 0
     assert 0 < data["query_p50_ms"] <= data["query_p95_ms"]
+
+
+def test_eval_refuses_a_foreign_collection_without_rebuild(capsys, tmp_path, docs, where):
+    assert run(capsys, ["ingest", str(docs), "-q", *where])[0] == 0
+    code, _, err = run(capsys, ["eval", "retrieval", str(_tiny_beir(tmp_path)), "--out", str(tmp_path / "o"),
+                                *where])
+    assert code == 3
+    assert f"collection {where[-1]!r} exists with 3 rows" in err and "--rebuild" in err

@@ -56,8 +56,11 @@ def _index(corpus: Dict[str, Any], client: Any, target: Any, collection: str, mo
         check_dimension(client, collection, model)
     started = time.perf_counter()
     out.note(f"indexing {len(corpus)} documents into {collection!r} (reused when already complete)")
-    built = index_corpus(corpus, client=client, collection_name=collection, embed_model=model,
-                         is_lite=target.is_lite, progress=out.progress, rebuild=rebuild)
+    try:
+        built = index_corpus(corpus, client=client, collection_name=collection, embed_model=model,
+                             is_lite=target.is_lite, progress=out.progress, rebuild=rebuild)
+    except ValueError as exc:
+        raise CLIError(EXIT_INPUT, str(exc)) from exc
     return built, time.perf_counter() - started
 
 

@@ -40,7 +40,8 @@ def index_corpus(
     """Make ``collection_name`` hold exactly ``corpus``; returns False when an existing one was reused.
 
     An existing collection is reused when it has our layout, the model's dimension and as many rows as the corpus
-    (the data set is assumed unchanged); otherwise (or with ``rebuild=True``) it is dropped and rebuilt.
+    (the data set is assumed unchanged); any other existing collection is refused with ValueError (it may hold
+    someone's data, or an interrupted build) unless ``rebuild=True``, which drops and rebuilds it.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
@@ -50,9 +51,13 @@ def index_corpus(
     if client.has_collection(collection_name) and not rebuild:
         spec = detect_spec(client, collection_name)
         dims = [spec.vector(f).dim for f in spec.dense_fields]
-        if spec.layout == "convrag" and dims[:1] == [dim] and collection_rows(client, collection_name) == len(corpus):
+        rows = collection_rows(client, collection_name)
+        if spec.layout == "convrag" and dims[:1] == [dim] and rows == len(corpus):
             logger.info("reusing collection %s (%d rows)", collection_name, len(corpus))
             return False
+        raise ValueError(f"collection {collection_name!r} exists with {rows} rows ({spec.layout} layout, dense dim "
+                         f"{dims[:1]}) but the corpus has {len(corpus)} documents ({dim}-d); rebuild it "
+                         f"(rebuild=True / --rebuild) or choose another collection")
     if client.has_collection(collection_name):
         client.drop_collection(collection_name)
     create_collection(client, collection_name, default_spec(dim), is_lite=is_lite)
