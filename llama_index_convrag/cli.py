@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", metavar="DATASET", help="turns.jsonl or the folder holding it")
     p.add_argument("--years", default="2021", help="comma-separated CAsT years (default 2021: it has gold "
                                                     "passages); empty for all")
-    p.add_argument("--max-dialogues", type=_positive, default=None)
+    p.add_argument("--max-dialogues", type=_positive, default=None,
+                   help="replay the first N dialogues (the passages of all loaded ones stay as distractors)")
     p.add_argument("--top-k", type=_positive, default=10, help="default 10")
     p.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
     p.add_argument("--out", default="convrag_eval", help="report and plot folder (default ./convrag_eval/)")
