@@ -387,3 +387,30 @@ def test_eval_refuses_a_foreign_collection_without_rebuild(capsys, tmp_path, doc
                                 *where])
     assert code == 3
     assert f"collection {where[-1]!r} exists with 3 rows" in err and "--rebuild" in err
+
+
+def test_eval_conversation_llm_strategy_through_openai_server(capsys, tmp_path, milvus_target, milvus_client,
+                                                              openai_server):
+    turns = _tiny_cast(tmp_path)
+    manual = {"And black?": "How long does black tea steep?",
+              "How hot should I bake it?": "How hot should I bake sourdough bread?"}
+
+    def rewrite(body: Dict[str, Any]) -> Dict[str, Any]:
+        prompt = body["messages"][-1]["content"]
+        follow_up = prompt.split("<Follow Up Message>")[1].split("<Standalone question>")[0].strip()
+        return {"content": manual[follow_up]}
+
+    openai_server.chat_responder = rewrite
+    try:
+        data = run_json(capsys, ["eval", "conversation", str(turns), "--top-k", "2", "--search-type", "dense",
+                                 "--out", str(tmp_path / "out"), "--uri", milvus_target.uri,
+                                 "--collection", "cli_tinycast_llm", "--base-url", openai_server.base_url,
+                                 "--model", "x"])
+    finally:
+        milvus_client.drop_collection("cli_tinycast_llm")
+    assert list(data["table"]) == ["raw", "manual", "concat", "llm"]
+    llm, human = data["table"]["llm"], data["table"]["manual"]
+    assert {k: v for k, v in llm.items() if "@" in k} == {k: v for k, v in human.items() if "@" in k}
+    assert llm["rewrite_em"] == 0.75  # first turns are sent as typed; 'How does sourdough rise?' differs
+    assert len(_chat_bodies(openai_server)) == 2  # one condense call per turn with history
+    assert data["config"]["llm"] == "x"
