@@ -261,7 +261,7 @@ def test_chat_streams_with_llm(capsys, docs, where, tmp_path, openai_server, mon
     assert code == 0, err
     lines = out.splitlines()
     assert lines[:2] == ["query> How long should green tea steep?", "answer> Steep it for two minutes [1]."]
-    assert lines[2].startswith("[1] tea.txt:0 ")
+    assert lines[2].startswith("[1] tea.txt:0 ") and lines[2].endswith(" (cited)")
     assert any(r.body.get("stream") for r in openai_server.requests)
 
 

@@ -191,7 +191,8 @@ def print_turn(turn: Dict[str, Any], out: Output) -> None:
         out.text("no passages found")
     for c in turn["citations"]:
         score = f"{c['score']:.4f}" if c["score"] is not None else "-"
-        out.text(f"[{c['marker']}] {c['file']}:{c['chunk']} {score}")
+        cited = " (cited)" if c.get("cited_as") is not None else ""
+        out.text(f"[{c['marker']}] {c['file']}:{c['chunk']} {score}{cited}")
         if turn["answer"] is None and not out.quiet:
             out.text(f"    {c['text']}")
     out.text("sources: " + (", ".join(turn["sources"]) if turn["sources"] else "-"))
