@@ -1,0 +1,231 @@
+"""``convrag``: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations.
+
+Commands: ``ingest``, ``ask``, ``chat``, ``eval retrieval``, ``eval conversation``, ``bench embed``, ``bench list``
+(each has ``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``--base-url``)
+``ask`` and ``chat`` run retrieval-only and show the top passages with citations.
+
+Exit codes (scripts can rely on them):
+
+- 0 ok
+- 1 unexpected error (one line on stderr; ``--debug`` prints the traceback)
+- 2 usage error (argparse: bad option or value)
+- 3 input not found, empty folder, no supported files, missing collection
+- 4 Milvus unreachable or unusable URI
+- 5 LLM configuration problem (``--model`` without a key or base URL, or the server refusing)
+- 6 collection built with a different embedding dimension than the model's
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+import warnings
+from typing import Callable, List, Optional, Sequence
+
+from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_UNEXPECTED, EXIT_USAGE, CLIError,
+                                                     Output)
+
+SEARCH_TYPES = ("dense", "sparse", "hybrid")
+RANKERS = ("rrf", "weighted")
+DEFAULT_COLLECTION = "convrag"
+
+MAIN_EPILOG = f"""examples:
+  convrag ingest docs/                         index a folder into ./convrag.db (collection 'convrag')
+  convrag ask docs/ "How does one chat turn flow?" --follow-up "What if it fails?"
+  printf 'q1\\nq2\\n' | convrag chat docs/        one question per line from stdin
+  convrag eval retrieval ../shared/data/scifact --max-queries 200
+  convrag bench list
+
+environment: CONVRAG_MILVUS_URI (default ./convrag.db), OPENAI_API_KEY, OPENAI_BASE_URL, CONVRAG_LLM_MODEL,
+CONVRAG_EMBED_MODEL (default: the local MiniLM model, no network)
+
+{EXIT_CODES_HELP}"""
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``minimum``, naming the bad value otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive = _int_at_least(1)
+_non_negative = _int_at_least(0)
+
+
+def _common(parser: argparse.ArgumentParser, *, collection: Optional[str] = DEFAULT_COLLECTION,
+            json_help: str = "machine-readable JSON on stdout") -> None:
+    parser.add_argument("--uri", default=None,
+                        help="Milvus Lite file or server URI (default: $CONVRAG_MILVUS_URI or ./convrag.db)")
+    parser.add_argument("--collection", default=collection,
+                        help=f"collection name (default: {collection if collection else 'named after the data set'})")
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or notes")
+    parser.add_argument("--debug", action="store_true", help="tracebacks and debug logging")
+
+
+def _llm_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", default=None,
+                        help="OpenAI-compatible server (default: $OPENAI_BASE_URL); with none and no "
+                             "$OPENAI_API_KEY the command runs retrieval-only")
+    parser.add_argument("--model", default=None, help="LLM model name (default: $CONVRAG_LLM_MODEL or gpt-4o-mini)")
+
+
+def _chat_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
+    parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
+    parser.add_argument("--ranker", choices=RANKERS, default="rrf", help="hybrid fusion (default rrf)")
+    parser.add_argument("--store", default=None,
+                        help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")
+    _llm_options(parser)
+
+
+def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, examples: str,
+         func: Optional[Callable] = None) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(name, help=help_text, description=help_text,
+                                   epilog=f"examples:\n{examples}\n\n{EXIT_CODES_HELP}",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    if func is not None:
+        parser.set_defaults(func=func)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from llama_index_convrag.cli_commands import bench, conversation, evaluate
+
+    parser = argparse.ArgumentParser(prog="convrag", description=__doc__.split("\n\n")[0],
+                                     epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = _sub(commands, "ingest", "Index files and folders (txt, md, rst, html, pdf, docx) into a collection.",
+             "  convrag ingest docs/ notes.md\n  convrag ingest docs/ --delete-missing --chunk-size 256 --json\n"
+             "  convrag ingest docs/ --uri http://localhost:19530 --collection team_docs",
+             conversation.cmd_ingest)
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--delete-missing", action="store_true", help="drop stored documents whose files are gone")
+    p.add_argument("--chunk-size", type=_positive, default=None, help="tokens per chunk (default 700)")
+    p.add_argument("--chunk-overlap", type=_non_negative, default=None, help="token overlap (default 50)")
+    _common(p)
+
+    p = _sub(commands, "ask", "Ingest PATH (unchanged files are skipped), then answer a question and its "
+             "follow-ups as one conversation.",
+             '  convrag ask docs/ "How does one chat turn flow?"\n'
+             '  convrag ask docs/ "What is hybrid search?" --follow-up "Which ranker is the default?"\n'
+             '  OPENAI_BASE_URL=http://localhost:8000/v1 convrag ask docs/ "..." --model qwen2.5\n'
+             '  convrag ask docs/ "..." --search-type dense --top-k 3 --json',
+             conversation.cmd_ask)
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("question")
+    p.add_argument("--follow-up", action="append", metavar="Q", help="a follow-up turn (repeatable)")
+    _chat_options(p)
+    _common(p)
+
+    p = _sub(commands, "chat", "Chat over PATH (or an existing collection): interactive on a terminal "
+             "(/reset, /quit, Ctrl-D), one question per line from stdin otherwise.",
+             "  convrag chat docs/\n  printf 'What is BM25?\\nAnd the analyzer?\\n' | convrag chat docs/\n"
+             "  convrag chat --collection team_docs --base-url http://localhost:8000/v1 --model llama3",
+             conversation.cmd_chat)
+    p.add_argument("path", nargs="?", default=None, metavar="PATH")
+    _chat_options(p)
+    _common(p)
+
+    ev = _sub(commands, "eval", "Evaluate retrieval (BEIR) or conversational retrieval (TREC CAsT).",
+              "  convrag eval retrieval ../shared/data/scifact --max-queries 200\n"
+              "  convrag eval conversation ../shared/data/trec_cast")
+    ev_cmds = ev.add_subparsers(dest="eval_command", metavar="KIND", required=True)
+    p = _sub(ev_cmds, "retrieval", "nDCG@10, Recall@100, MRR and latency of retriever configurations on a "
+             "BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).",
+             "  convrag eval retrieval ../shared/data/scifact\n"
+             "  convrag eval retrieval ../shared/data/scifact --max-queries 200 --configs dense,hybrid-rrf\n"
+             "  convrag eval retrieval data/nfcorpus --split test --out results/ --json",
+             evaluate.cmd_eval_retrieval)
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("--split", default="train", help="qrels split (default train)")
+    p.add_argument("--configs", default=",".join(evaluate.RETRIEVAL_CONFIGS),
+                   help=f"comma-separated subset of {','.join(evaluate.RETRIEVAL_CONFIGS)} (default: all)")
+    p.add_argument("--max-queries", type=_positive, default=None, help="first N judged queries")
+    p.add_argument("--out", default="convrag_eval", help="report and plot folder (default ./convrag_eval/)")
+    p.add_argument("--rebuild", action="store_true", help="re-index the corpus even if the collection is complete")
+    _common(p, collection=None, json_help="JSON summary on stdout")
+
+    p = _sub(ev_cmds, "conversation", "Replay TREC CAsT turns: raw vs concat vs manual rewrite (and the LLM "
+             "rewrite when an LLM is configured) over the turns' gold passages.",
+             "  convrag eval conversation ../shared/data/trec_cast\n"
+             "  convrag eval conversation turns.jsonl --max-dialogues 5 --top-k 10 --json\n"
+             "  convrag eval conversation ../shared/data/trec_cast --base-url http://localhost:8000/v1 --model x",
+             evaluate.cmd_eval_conversation)
+    p.add_argument("dataset", metavar="DATASET", help="turns.jsonl or the folder holding it")
+    p.add_argument("--years", default="2021", help="comma-separated CAsT years (default 2021: it has gold "
+                                                    "passages); empty for all")
+    p.add_argument("--max-dialogues", type=_positive, default=None,
+                   help="replay the first N dialogues (the passages of all loaded ones stay as distractors)")
+    p.add_argument("--top-k", type=_positive, default=10, help="default 10")
+    p.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
+    p.add_argument("--out", default="convrag_eval", help="report and plot folder (default ./convrag_eval/)")
+    p.add_argument("--rebuild", action="store_true", help="re-index the passages")
+    _llm_options(p)
+    _common(p, collection=None, json_help="JSON summary on stdout")
+
+    be = _sub(commands, "bench", "Measure the local embedding model or list the checkout's benchmark scripts.",
+              "  convrag bench embed --passages 64\n  convrag bench list")
+    be_cmds = be.add_subparsers(dest="bench_command", metavar="KIND", required=True)
+    p = _sub(be_cmds, "embed", "Passage embedding throughput and query latency of the embedding model, "
+             "measured now on this machine.",
+             "  convrag bench embed\n  convrag bench embed --passages 256 --batch-size 64 --json",
+             bench.cmd_bench_embed)
+    p.add_argument("--passages", type=_positive, default=64)
+    p.add_argument("--words", type=_positive, default=120, help="words per passage (default 120)")
+    p.add_argument("--batch-size", type=_positive, default=32)
+    p.add_argument("--queries", type=_positive, default=50)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    p = _sub(be_cmds, "list", "List bench/*.py of the source checkout this is run from, with how to run them.",
+             "  cd llama-index-convrag && convrag bench list", bench.cmd_bench_list)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``convrag`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.debug:  # milvus-lite 2.5.1 warns about pkg_resources on import
+        warnings.filterwarnings("ignore", category=UserWarning, module="milvus_lite")
+    out = Output(json_mode=args.json, quiet=args.quiet)
+    try:
+        return int(args.func(args, out))
+    except CLIError as exc:
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(f"convrag: error: {exc}\n")
+        return exc.code
+    except KeyboardInterrupt:
+        sys.stderr.write("convrag: interrupted\n")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line for users, the traceback with --debug
+        if args.debug:
+            traceback.print_exc()
+        sys.stderr.write(f"convrag: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)\n")
+        return EXIT_UNEXPECTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Shared CLI plumbing: exit codes, :class:`CLIError`, Milvus / model / LLM resolution, the dimension check."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Optional, TextIO
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+EXIT_INPUT = 3
+EXIT_MILVUS = 4
+EXIT_LLM = 5
+EXIT_DIMENSION = 6
+
+EXIT_CODES_HELP = """exit codes:
+  0  ok
+  1  unexpected error (one line on stderr; --debug for the traceback)
+  2  usage error (bad option or value)
+  3  input not found, empty folder, no supported files, or missing collection
+  4  Milvus unreachable or unusable URI
+  5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
+  6  collection built with a different embedding dimension than the model's"""
+
+MILVUS_CONNECT_TIMEOUT_S = 5.0
+STORE_FILE = "convrag_chats.db"
+
+
+class CLIError(Exception):
+    """An error with a known exit code; the message is printed as one line on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Output:
+    """Where results go: human text or JSON on stdout, progress and notes on stderr."""
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, stdout: Optional[TextIO] = None,
+                 stderr: Optional[TextIO] = None) -> None:
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.stdout = stdout if stdout is not None else sys.stdout
+        self.stderr = stderr if stderr is not None else sys.stderr
+
+    @property
+    def progress(self) -> bool:
+        """Progress bars only for a person watching: not with --quiet / --json, and only on a terminal."""
+        return not (self.quiet or self.json_mode) and self.stderr.isatty()
+
+    def text(self, line: str = "", *, end: str = "\n") -> None:
+        if not self.json_mode:
+            self.stdout.write(line + end)
+            self.stdout.flush()
+
+    def note(self, line: str) -> None:
+        """Informational lines (stderr); silenced by --quiet and --json."""
+        if not (self.quiet or self.json_mode):
+            self.stderr.write(line + "\n")
+
+    def json(self, payload: Any) -> None:
+        self.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
+        self.stdout.flush()
+
+
+def connect(uri: Optional[str]) -> Any:
+    """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
+    from llama_index_convrag.config import resolve_milvus
+    from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus
+
+    try:
+        target = resolve_milvus(uri)
+    except ValueError as exc:
+        raise CLIError(EXIT_MILVUS, str(exc)) from exc
+    try:
+        with _quiet_child_stderr(target.is_lite and not logging.getLogger().isEnabledFor(logging.DEBUG)):
+            client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)
+        client.list_collections()
+    except MilvusConnectionError as exc:
+        raise CLIError(EXIT_MILVUS, str(exc)) from exc
+    except Exception as exc:  # a client that opened but cannot be used
+        raise CLIError(EXIT_MILVUS, f"Milvus at {target.uri!r} is not usable: {type(exc).__name__}: {exc}") from exc
+    return target, client
+
+
+@contextlib.contextmanager
+def _quiet_child_stderr(active: bool) -> Iterator[None]:
+    """The Milvus Lite server process inherits file descriptor 2 and logs every index commit (tantivy INFO lines)
+    there; while it starts, point fd 2 at /dev/null so it inherits that instead (--debug keeps its log)."""
+    if not active:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def embed_model() -> Any:
+    """The embedding model (``CONVRAG_EMBED_MODEL`` or the local MiniLM); bad spec -> exit 2.
+
+    Cached per spec for the process: ``main()`` called repeatedly (tests, a notebook) loads the model once."""
+    from llama_index_convrag.config import ENV_EMBED_MODEL
+
+    try:
+        return _cached_embed_model(os.environ.get(ENV_EMBED_MODEL) or None)
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_embed_model(spec: Optional[str]) -> Any:
+    from llama_index_convrag.config import resolve_embed_model
+
+    return resolve_embed_model(spec=spec)
+
+
+def model_dimension(model: Any) -> int:
+    dim = getattr(model, "dimension", None)
+    if isinstance(dim, int):
+        return dim
+    return len(model.get_text_embedding("dimension probe"))
+
+
+def check_dimension(client: Any, collection: str, model: Any) -> None:
+    """Exit 6 when ``collection`` exists with a dense dimension different from the model's."""
+    from llama_index_convrag.ingest.schema import detect_spec
+
+    if not client.has_collection(collection):
+        return
+    try:
+        spec = detect_spec(client, collection)
+    except ValueError as exc:
+        raise CLIError(EXIT_INPUT, f"collection {collection!r} cannot be used: {exc}") from exc
+    dims = [spec.vector(f).dim for f in spec.dense_fields]
+    want = model_dimension(model)
+    if dims and dims[0] != want:
+        name = getattr(model, "model_name", type(model).__name__)
+        raise CLIError(EXIT_DIMENSION,
+                       f"collection {collection!r} holds {dims[0]}-d vectors but the embedding model {name!r} "
+                       f"makes {want}-d ones; pick another --collection or re-ingest into a new one")
+
+
+def require_collection(client: Any, collection: str) -> None:
+    if not client.has_collection(collection):
+        raise CLIError(EXIT_INPUT, f"collection {collection!r} does not exist; run 'convrag ingest PATH "
+                                   f"--collection {collection}' first or pass PATH")
+
+
+def resolve_llm(base_url: Optional[str], model: Optional[str]) -> Any:
+    """The LLM from --base-url/--model and the environment, or None (retrieval-only); exit 5 when inconsistent."""
+    from llama_index_convrag.config import ENV_API_KEY, ENV_BASE_URL, resolve_llm as _resolve
+
+    has_key = bool(os.environ.get(ENV_API_KEY))
+    has_url = base_url is not None or bool(os.environ.get(ENV_BASE_URL))
+    if model is not None and not (has_key or has_url):
+        raise CLIError(EXIT_LLM, f"--model {model!r} needs an LLM endpoint: set {ENV_API_KEY} (OpenAI) or "
+                                 f"{ENV_BASE_URL} / --base-url (OpenAI-compatible server)")
+    try:
+        return _resolve(base_url=base_url, model=model)
+    except Exception as exc:  # LlamaIndex's OpenAI validates model names and keys
+        raise CLIError(EXIT_LLM, f"cannot configure the LLM: {exc}") from exc
+
+
+def llm_error(exc: BaseException) -> Optional[CLIError]:
+    """An exit-5 error for an OpenAI client failure (refused key, unreachable server), else None."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - openai comes with llama-index-llms-openai
+        return None
+    seen = exc
+    for _ in range(5):
+        if isinstance(seen, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return CLIError(EXIT_LLM, f"the LLM server refused the API key: {seen}")
+        if isinstance(seen, openai.APIConnectionError):
+            return CLIError(EXIT_LLM, f"cannot reach the LLM server: {seen}")
+        if isinstance(seen, openai.APIStatusError):
+            return CLIError(EXIT_LLM, f"the LLM server answered HTTP {seen.status_code}: {seen}")
+        if seen.__cause__ is None:
+            break
+        seen = seen.__cause__
+    return None
+
+
+def default_store_path(target: Any) -> Path:
+    """``convrag_chats.db`` next to a Milvus Lite file, else in the working directory."""
+    if target.is_lite:
+        return Path(target.uri).expanduser().resolve().parent / STORE_FILE
+    return Path.cwd() / STORE_FILE
+
+
+def collection_name_for(name: str, prefix: str) -> str:
+    """A valid Milvus collection name from a data set name (letters, digits, underscores)."""
+    clean = re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_") or "data"
+    return f"{prefix}_{clean}"[:255]

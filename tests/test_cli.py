@@ -1,0 +1,416 @@
+"""The ``convrag`` command line: ``main(argv)`` in-process (real Milvus Lite, real local model, the local
+OpenAI-compatible server for the LLM path) plus one subprocess run of ``python -m llama_index_convrag.cli``."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from PIL import Image
+
+from llama_index_convrag.cli import main
+from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.ingest import create_collection, default_spec
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+from llama_index_convrag.storage.milvus import connect_milvus
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = {
+    "milvus.md": "# Milvus\nMilvus Lite stores vectors in a single local file. Hybrid search combines dense "
+                 "vectors with BM25 sparse vectors and fuses them with reciprocal rank fusion.",
+    "bread.txt": "Sourdough bread needs a starter of flour and water. Bake the loaf at 230 degrees for forty "
+                 "minutes until the crust is dark.",
+    "tea.txt": "Green tea should steep for two minutes in water at eighty degrees. Black tea takes boiling water.",
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVRAG_LLM_MODEL", "CONVRAG_EMBED_MODEL",
+                 "CONVRAG_MILVUS_URI"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def where(milvus_target: MilvusTarget, collection_name: str, tmp_path: Path) -> List[str]:
+    """The session Milvus Lite file (shared with the other tests' client), a fresh collection, a private store."""
+    return ["--uri", milvus_target.uri, "--collection", collection_name]
+
+
+def run(capsys: pytest.CaptureFixture, argv: List[str]) -> Any:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture, argv: List[str]) -> Dict[str, Any]:
+    code, out, err = run(capsys, [*argv, "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+# --- help and usage ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv", [[], ["ingest"], ["ask"], ["chat"], ["eval"], ["eval", "retrieval"],
+                                  ["eval", "conversation"], ["bench"], ["bench", "embed"], ["bench", "list"]])
+def test_help_has_examples_and_exit_codes(capsys, argv):
+    code, out, _ = run(capsys, [*argv, "--help"])
+    assert code == 0
+    assert "examples:" in out and "exit codes:" in out and "6  collection built with a different" in out
+
+
+def test_bad_search_type_is_usage_error_naming_accepted_values(capsys, docs, where):
+    code, out, err = run(capsys, ["ask", str(docs), "q", "--search-type", "fuzzy", *where])
+    assert code == 2 and out == ""
+    assert "invalid choice: 'fuzzy'" in err and "'dense', 'sparse', 'hybrid'" in err
+
+
+def test_bad_eval_configs_is_usage_error(capsys, tmp_path):
+    beir = _tiny_beir(tmp_path)
+    code, _, err = run(capsys, ["eval", "retrieval", str(beir), "--configs", "dense,magic"])
+    assert code == 2
+    assert "got 'dense,magic'" in err
+    assert "['dense', 'sparse', 'hybrid-rrf', 'hybrid-weighted']" in err
+
+
+# --- ingest ------------------------------------------------------------------------------------------------
+def test_ingest_json_then_unchanged(capsys, docs, where):
+    first = run_json(capsys, ["ingest", str(docs), *where])
+    assert sorted(Path(p).name for p in first["added"]) == sorted(DOCS)
+    assert first["chunks"] == 3 and first["skipped"] == []
+    code, out, err = run(capsys, ["ingest", str(docs), *where])
+    assert code == 0 and err == ""
+    assert out.startswith(f"collection {where[-1]}: 0 added, 0 updated, 3 unchanged")
+
+
+def test_ingest_quiet_prints_nothing(capsys, docs, where):
+    assert run(capsys, ["ingest", str(docs), "-q", *where]) == (0, "", "")
+
+
+def test_missing_path_exit_3(capsys, tmp_path, where):
+    code, out, err = run(capsys, ["ingest", str(tmp_path / "nope"), *where])
+    assert code == 3 and out == ""
+    assert err == f"convrag: error: no such file or folder: {str(tmp_path / 'nope')!r}\n"
+
+
+def test_empty_folder_exit_3(capsys, tmp_path, where):
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, ["ask", str(tmp_path / "empty"), "q", *where])
+    assert code == 3 and "no files under" in err and "empty folder" in err
+
+
+def test_no_supported_files_exit_3(capsys, tmp_path, where):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "a.xyz").write_bytes(b"\x00\x01")
+    code, _, err = run(capsys, ["ingest", str(folder), *where])
+    assert code == 3 and "no supported files among 1" in err and "'.xyz'" in err and ".txt" in err
+
+
+def test_unreachable_milvus_exit_4(capsys, docs):
+    code, _, err = run(capsys, ["ingest", str(docs), "--uri", "http://127.0.0.1:9"])
+    assert code == 4
+    assert err.startswith("convrag: error: cannot connect to Milvus at 'http://127.0.0.1:9'")
+    assert err.count("\n") == 1
+
+
+def test_lite_file_in_missing_folder_exit_4(capsys, docs, tmp_path):
+    code, _, err = run(capsys, ["ingest", str(docs), "--uri", str(tmp_path / "no" / "x.db")])
+    assert code == 4 and "does not exist" in err
+
+
+def test_model_without_key_or_url_exit_5(capsys, docs, where):
+    code, out, err = run(capsys, ["ask", str(docs), "q", "--model", "gpt-x", *where])
+    assert code == 5 and out == ""
+    assert "--model 'gpt-x' needs an LLM endpoint" in err and "OPENAI_API_KEY" in err
+
+
+def test_dimension_mismatch_exit_6(capsys, docs, where, milvus_client):
+    create_collection(milvus_client, where[-1], default_spec(8))
+    code, _, err = run(capsys, ["ask", str(docs), "q", *where])
+    assert code == 6
+    assert f"collection {where[-1]!r} holds 8-d vectors" in err and "makes 384-d ones" in err
+    assert "--collection" in err and "re-ingest" in err
+    assert milvus_client.get_collection_stats(where[-1])["row_count"] == 0  # nothing was written
+
+
+def test_chat_without_path_needs_collection_exit_3(capsys, where):
+    code, _, err = run(capsys, ["chat", *where])
+    assert code == 3 and f"collection {where[-1]!r} does not exist" in err
+
+
+# --- ask / chat without an LLM -----------------------------------------------------------------------------
+def test_ask_retrieval_only_follow_up_concat_and_store(capsys, docs, where, tmp_path):
+    store = tmp_path / "chats.db"
+    data = run_json(capsys, ["ask", str(docs), "How long should green tea steep?",
+                             "--follow-up", "And what about it with black leaves?", "--top-k", "2",
+                             "--store", str(store), *where])
+    assert data["mode"] == "retrieval-only" and len(data["ingest"]["added"]) == 3
+    first, second = data["turns"]
+    assert first["retrieval_query"] == "How long should green tea steep?"
+    assert second["retrieval_query"] == "How long should green tea steep?\nAnd what about it with black leaves?"
+    assert first["conversation_id"] == second["conversation_id"]
+    assert [c["marker"] for c in first["citations"]] == [1, 2]
+    assert first["citations"][0]["file"] == "tea.txt" and first["citations"][0]["chunk"] == 0
+    assert first["answer"] is None and first["sources"][0].endswith("docs/tea.txt")
+    reopened = SQLiteConversationStore(store)
+    messages = reopened.get_conversation(first["conversation_id"])
+    assert [(m.role, m.status) for m in messages] == [("user", "complete"), ("assistant", "complete")] * 2
+    assert messages[2].content == "And what about it with black leaves?"  # stored as typed, not the rewrite
+    cites = reopened.get_citations(second["message_id"])
+    assert [c.marker for c in cites] == [1, 2] and cites[0].node_id == second["citations"][0]["node_id"]
+    record = reopened.get_turn_record(second["message_id"])
+    assert record["mode"] == "retrieval-only" and record["retrieval_query"] == second["retrieval_query"]
+    reopened.close()
+
+
+def test_ask_text_output(capsys, docs, where, tmp_path):
+    code, out, err = run(capsys, ["ask", str(docs), "How do I bake sourdough?", "--top-k", "1",
+                                  "--search-type", "dense", "--store", str(tmp_path / "c.db"), *where])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "query> How do I bake sourdough?"
+    assert lines[1].startswith("(retrieval only: no LLM configured")
+    assert lines[2].startswith("[1] bread.txt:0 0.")
+    assert lines[3].startswith("    Sourdough bread needs a starter")
+    assert lines[4] == f"sources: {docs.resolve() / 'bread.txt'}"
+    assert "mode: retrieval-only" in err and "ingest: 3 added" in err
+
+
+def test_default_store_is_next_to_the_milvus_file(capsys, docs, tmp_path):
+    uri = tmp_path / "own" / "m.db"
+    uri.parent.mkdir()
+    assert run(capsys, ["ask", str(docs), "tea?", "-q", "--uri", str(uri)])[0] == 0
+    assert (uri.parent / "convrag_chats.db").is_file()
+
+
+def test_chat_reads_stdin_lines_and_reset(capsys, docs, where, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("How long should green tea steep?\n\nAnd with it black?\n"
+                                                  "/reset\nAnd with it black?\n"))
+    data = run_json(capsys, ["chat", str(docs), "--store", str(tmp_path / "c.db"), *where])
+    queries = [t["retrieval_query"] for t in data["turns"]]
+    assert queries == ["How long should green tea steep?",
+                       "How long should green tea steep?\nAnd with it black?", "And with it black?"]
+    ids = [t["conversation_id"] for t in data["turns"]]
+    assert ids[0] == ids[1] != ids[2]
+
+
+def test_chat_subprocess_stdin(docs, tmp_path):
+    """The installed-style entry, its own Milvus Lite file (one process per file)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CONVRAG_MILVUS_URI"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "llama_index_convrag.cli", "chat", str(docs), "--top-k", "1",
+                           "--uri", str(tmp_path / "sub.db")], input="How do I bake bread?\nWhat about it?\n",
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("query> ") == 2
+    assert "query> How do I bake bread? / What about it?" in proc.stdout
+    assert "[1] bread.txt:0" in proc.stdout
+    assert "tantivy" not in proc.stderr and "pkg_resources" not in proc.stderr
+
+
+# --- with an LLM (OpenAI HTTP path through the local server) -----------------------------------------------
+def _responder(body: Dict[str, Any]) -> Dict[str, Any]:
+    text = body["messages"][-1]["content"]
+    if "<Standalone question>" in text:
+        return {"content": "How long should black tea steep?"}
+    return {"content": "Steep it for two minutes [1]."}
+
+
+def _chat_bodies(server: Any) -> List[str]:
+    return [r.body["messages"][-1]["content"] for r in server.requests if r.path.endswith("/chat/completions")]
+
+
+def test_ask_with_llm_through_openai_server(capsys, docs, where, tmp_path, openai_server):
+    openai_server.chat_responder = _responder
+    data = run_json(capsys, ["ask", str(docs), "How long should green tea steep?", "--follow-up",
+                             "And what about it for black?", "--top-k", "2", "--store", str(tmp_path / "c.db"),
+                             "--base-url", openai_server.base_url, "--model", "x", *where])
+    assert data["mode"] == "llm"
+    first, second = data["turns"]
+    assert first["answer"] == second["answer"] == "Steep it for two minutes [1]."
+    assert first["retrieval_query"] == "How long should green tea steep?"
+    assert second["retrieval_query"] == "How long should black tea steep?"
+    assert first["citations"][0]["file"] == "tea.txt" and first["citations"][0]["cited_as"] == 1
+    bodies = _chat_bodies(openai_server)
+    assert len(bodies) == 3  # answer, condense, answer
+    assert "<Standalone question>" in bodies[1] and "And what about it for black?" in bodies[1]
+    assert "How long should black tea steep?" in bodies[2] and "Green tea should steep" in bodies[2]
+
+
+def test_chat_streams_with_llm(capsys, docs, where, tmp_path, openai_server, monkeypatch):
+    openai_server.chat_responder = _responder
+    monkeypatch.setattr(sys, "stdin", io.StringIO("How long should green tea steep?\n"))
+    code, out, err = run(capsys, ["chat", str(docs), "--top-k", "1", "--store", str(tmp_path / "c.db"),
+                                  "--base-url", openai_server.base_url, "--model", "x", *where])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:2] == ["query> How long should green tea steep?", "answer> Steep it for two minutes [1]."]
+    assert lines[2].startswith("[1] tea.txt:0 ") and lines[2].endswith(" (cited)")
+    assert any(r.body.get("stream") for r in openai_server.requests)
+
+
+def test_llm_server_refusing_exit_5(capsys, docs, where, tmp_path, openai_server):
+    openai_server.fail_next(401)
+    code, _, err = run(capsys, ["ask", str(docs), "tea?", "--store", str(tmp_path / "c.db"),
+                                "--base-url", openai_server.base_url, "--model", "x", *where])
+    assert code == 5
+    assert err.splitlines()[-1].startswith("convrag: error: the LLM server refused the API key: Error code: 401")
+
+
+# --- eval --------------------------------------------------------------------------------------------------
+def _tiny_beir(tmp_path: Path) -> Path:
+    root = tmp_path / "tinybeir"
+    (root / "qrels").mkdir(parents=True)
+    docs = {"d1": ("Tea", "Green tea steeps for two minutes."), "d2": ("Bread", "Sourdough needs a starter."),
+            "d3": ("Milvus", "Milvus stores vectors for search."), "d4": ("Coffee", "Espresso uses fine grounds."),
+            "d5": ("Bikes", "Chains need oil every month.")}
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n"
+                                               for k, (t, x) in docs.items()), encoding="utf-8")
+    queries = {"q1": "how long to steep green tea", "q2": "what does sourdough need", "q3": "vector database"}
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
+                                                for k, v in queries.items()), encoding="utf-8")
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n",
+                                              encoding="utf-8")
+    return root
+
+
+def test_eval_retrieval_tiny_beir(capsys, tmp_path, milvus_target, milvus_client):
+    beir = _tiny_beir(tmp_path)
+    out_dir = tmp_path / "out"
+    argv = ["eval", "retrieval", str(beir), "--out", str(out_dir), "--uri", milvus_target.uri,
+            "--collection", "cli_tinybeir"]
+    try:
+        data = run_json(capsys, [*argv, "--configs", "dense,sparse,hybrid-rrf"])
+        assert set(data["table"]) == {"dense", "sparse", "hybrid-rrf"}
+        assert data["table"]["dense"]["ndcg@10"] == pytest.approx(1.0)  # each query names its one document
+        assert data["config"]["indexed_now"] is True and data["config"]["corpus"] == 5
+        report = json.loads(Path(data["files"]["report"]).read_text(encoding="utf-8"))
+        assert report["kind"] == "retrieval" and set(report["results"]["sparse"]["per_query"]) == {"q1", "q2", "q3"}
+        for key in ("plot", "latency_plot"):
+            with Image.open(data["files"][key]) as image:
+                assert image.format == "PNG" and image.size[0] >= 600
+        code, out, err = run(capsys, [*argv, "--configs", "hybrid-weighted", "--max-queries", "2"])
+        assert code == 0, err
+        lines = out.splitlines()
+        assert "2 queries, 5 documents, collection 'cli_tinybeir' (reused" in lines[0]
+        assert lines[1].split() == ["configuration", "|", "ndcg@10", "|", "recall@100", "|", "mrr@10", "|", "p50",
+                                    "ms"]
+        assert lines[3].split()[:6] == ["hybrid-weighted", "|", "1.0000", "|", "1.0000", "|"]
+    finally:
+        milvus_client.drop_collection("cli_tinybeir")
+
+
+def test_eval_retrieval_missing_dataset_exit_3(capsys, tmp_path):
+    code, _, err = run(capsys, ["eval", "retrieval", str(tmp_path / "nope")])
+    assert code == 3 and "BEIR data set folder not found" in err
+
+
+def _tiny_cast(tmp_path: Path) -> Path:
+    rows = []
+    passages = {"p_tea": "Green tea steeps for two minutes in water at eighty degrees.",
+                "p_black": "Black tea steeps for four minutes in boiling water.",
+                "p_bread": "Sourdough bread rises overnight with a starter.",
+                "p_crust": "Bake sourdough at 230 degrees until the crust is dark."}
+    dialogues = [("1", [("How long does green tea steep?", "How long does green tea steep?", "p_tea"),
+                        ("And black?", "How long does black tea steep?", "p_black")]),
+                 ("2", [("How does sourdough rise?", "How does sourdough bread rise?", "p_bread"),
+                        ("How hot should I bake it?", "How hot should I bake sourdough bread?", "p_crust")])]
+    for topic, turns in dialogues:
+        for i, (raw, manual, pid) in enumerate(turns, start=1):
+            rows.append({"year": 2021, "topic_id": topic, "turn_id": f"{topic}_{i}", "raw_utterance": raw,
+                         "manual_rewrite": manual, "canonical_result_id": pid, "gold_passage": passages[pid]})
+    path = tmp_path / "cast" / "turns.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_eval_conversation_tiny_cast(capsys, tmp_path, milvus_target, milvus_client):
+    turns = _tiny_cast(tmp_path)
+    try:
+        data = run_json(capsys, ["eval", "conversation", str(turns.parent), "--top-k", "2", "--search-type", "dense",
+                                 "--out", str(tmp_path / "out"), "--uri", milvus_target.uri,
+                                 "--collection", "cli_tinycast"])
+    finally:
+        milvus_client.drop_collection("cli_tinycast")
+    assert list(data["table"]) == ["raw", "manual", "concat"]
+    assert data["table"]["manual"]["ndcg@2"] == pytest.approx(1.0)
+    assert data["config"]["dialogues"] == 2 and data["config"]["passages"] == 4
+    assert set(data["rewrite_effect"]) == {"manual", "concat"}
+    report = json.loads(Path(data["files"]["report"]).read_text(encoding="utf-8"))
+    assert report["results"]["concat"]["per_query"]["1_2"]["query"] == "How long does green tea steep? And black?"
+    for key in ("plot", "turn_plot"):
+        with Image.open(data["files"][key]) as image:
+            assert image.format == "PNG"
+
+
+# --- bench -------------------------------------------------------------------------------------------------
+def test_bench_list_from_checkout(capsys, monkeypatch):
+    monkeypatch.chdir(REPO / "bench")
+    data = run_json(capsys, ["bench", "list"])
+    scripts = {r["script"]: r for r in data["scripts"]}
+    assert "bench/retrieval_quality.py" in scripts and "bench/_data.py" not in scripts
+    assert scripts["bench/retrieval_quality.py"]["command"] == "PYTHONPATH=. python bench/retrieval_quality.py"
+
+
+def test_bench_list_outside_checkout_exit_3(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, ["bench", "list"])
+    assert code == 3 and "source checkout" in err
+
+
+def test_bench_embed_json(capsys):
+    data = run_json(capsys, ["bench", "embed", "--passages", "4", "--queries", "3", "--words", "20"])
+    assert data["passages"] == 4 and data["queries"] == 3 and data["passages_per_second"] > 0
+    assert 0 < data["query_p50_ms"] <= data["query_p95_ms"]
+
+
+def test_eval_refuses_a_foreign_collection_without_rebuild(capsys, tmp_path, docs, where):
+    assert run(capsys, ["ingest", str(docs), "-q", *where])[0] == 0
+    code, _, err = run(capsys, ["eval", "retrieval", str(_tiny_beir(tmp_path)), "--out", str(tmp_path / "o"),
+                                *where])
+    assert code == 3
+    assert f"collection {where[-1]!r} exists with 3 rows" in err and "--rebuild" in err
+
+
+def test_eval_conversation_llm_strategy_through_openai_server(capsys, tmp_path, milvus_target, milvus_client,
+                                                              openai_server):
+    turns = _tiny_cast(tmp_path)
+    manual = {"And black?": "How long does black tea steep?",
+              "How hot should I bake it?": "How hot should I bake sourdough bread?"}
+
+    def rewrite(body: Dict[str, Any]) -> Dict[str, Any]:
+        prompt = body["messages"][-1]["content"]
+        follow_up = prompt.split("<Follow Up Message>")[1].split("<Standalone question>")[0].strip()
+        return {"content": manual[follow_up]}
+
+    openai_server.chat_responder = rewrite
+    try:
+        data = run_json(capsys, ["eval", "conversation", str(turns), "--top-k", "2", "--search-type", "dense",
+                                 "--out", str(tmp_path / "out"), "--uri", milvus_target.uri,
+                                 "--collection", "cli_tinycast_llm", "--base-url", openai_server.base_url,
+                                 "--model", "x"])
+    finally:
+        milvus_client.drop_collection("cli_tinycast_llm")
+    assert list(data["table"]) == ["raw", "manual", "concat", "llm"]
+    llm, human = data["table"]["llm"], data["table"]["manual"]
+    assert {k: v for k, v in llm.items() if "@" in k} == {k: v for k, v in human.items() if "@" in k}
+    assert llm["rewrite_em"] == 0.75  # first turns are sent as typed; 'How does sourdough rise?' differs
+    assert len(_chat_bodies(openai_server)) == 2  # one condense call per turn with history
+    assert data["config"]["llm"] == "x"
