@@ -22,7 +22,7 @@ import logging
 import sys
 import traceback
 import warnings
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_UNEXPECTED, EXIT_USAGE, CLIError,
                                                      Output)

@@ -18,7 +18,6 @@ from llama_index_convrag.cli import main
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.ingest import create_collection, default_spec
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
-from llama_index_convrag.storage.milvus import connect_milvus
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = {

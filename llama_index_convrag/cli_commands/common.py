@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional, TextIO
+from typing import Any, Optional, TextIO
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -81,33 +79,13 @@ def connect(uri: Optional[str]) -> Any:
     except ValueError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
     try:
-        with _quiet_child_stderr(target.is_lite and not logging.getLogger().isEnabledFor(logging.DEBUG)):
-            client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)
+        client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)  # Lite's own log: <file>.server.log
         client.list_collections()
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
     except Exception as exc:  # a client that opened but cannot be used
         raise CLIError(EXIT_MILVUS, f"Milvus at {target.uri!r} is not usable: {type(exc).__name__}: {exc}") from exc
     return target, client
-
-
-@contextlib.contextmanager
-def _quiet_child_stderr(active: bool) -> Iterator[None]:
-    """The Milvus Lite server process inherits file descriptor 2 and logs every index commit (tantivy INFO lines)
-    there; while it starts, point fd 2 at /dev/null so it inherits that instead (--debug keeps its log)."""
-    if not active:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def embed_model() -> Any:

@@ -8,7 +8,7 @@ text and an empty metadata object. This is the layout ``bench/retrieval_quality.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pymilvus import MilvusClient

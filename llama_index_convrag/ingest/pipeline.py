@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.instrumentation import get_dispatcher

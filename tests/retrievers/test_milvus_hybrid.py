@@ -1,7 +1,5 @@
-import asyncio
 from typing import Any, List, Optional
 
-import numpy as np
 import pytest
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
