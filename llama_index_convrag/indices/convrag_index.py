@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict, List, Optional, Sequence
 
+from llama_index.core.chat_engine.types import ChatMode
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
@@ -173,6 +174,9 @@ class ConvRAGIndex(VectorStoreIndex):
         """``None`` / ``"condense_question"``: our chat engine (``llama_index_convrag.chat.factory``); other modes:
         LlamaIndex's ``as_chat_engine`` (their kwargs go through :meth:`as_query_engine`/:meth:`as_retriever`)."""
         mode = getattr(chat_mode, "value", chat_mode)
+        modes = [m.value for m in ChatMode]
+        if mode is not None and mode not in modes:
+            raise ValueError(f"chat_mode must be one of {modes} (or None for ours), got {mode!r}")
         if mode is None or mode == "condense_question":
             try:
                 factory = importlib.import_module(CHAT_FACTORY)

@@ -95,3 +95,9 @@ def test_as_chat_engine_names_the_missing_factory(index, monkeypatch):
 def test_other_chat_modes_use_llamaindex(index):
     engine = index.as_chat_engine(chat_mode="simple", llm=ScriptedLLM.fixed("hi"))
     assert isinstance(engine, SimpleChatEngine) and str(engine.chat("hello")) == "hi"
+
+
+def test_unknown_chat_mode_names_the_accepted_ones(index):
+    with pytest.raises(ValueError, match=r"chat_mode must be one of \[.*'condense_question'.*\] \(or None for ours\), "
+                                         r"got 'condense_plus'"):
+        index.as_chat_engine(chat_mode="condense_plus", llm=ScriptedLLM.fixed("hi"))
