@@ -413,3 +413,11 @@ def test_eval_conversation_llm_strategy_through_openai_server(capsys, tmp_path, 
     assert llm["rewrite_em"] == 0.75  # first turns are sent as typed; 'How does sourdough rise?' differs
     assert len(_chat_bodies(openai_server)) == 2  # one condense call per turn with history
     assert data["config"]["llm"] == "x"
+
+
+def test_ask_names_the_files_it_skipped(capsys, docs, where, tmp_path):
+    (docs / "diagram.png").write_bytes(b"\x89PNG")
+    code, out, err = run(capsys, ["ask", str(docs), "How do I bake sourdough?", "--top-k", "1",
+                                  "--store", str(tmp_path / "c.db"), *where])
+    assert code == 0, err
+    assert "  skipped diagram.png: no reader for '.png'" in err

@@ -212,6 +212,8 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
         report = _ingest([path], client, target, args.collection, model, out)
         out.note(f"ingest: {len(report.added)} added, {len(report.updated)} updated, "
                  f"{len(report.skipped)} unchanged ({report.chunks} new chunks, {report.total_seconds:.1f} s)")
+        for path_, reason in [*report.unsupported, *report.failed]:
+            out.note(f"  skipped {Path(path_).name}: {reason}")
     else:
         require_collection(client, args.collection)
         check_dimension(client, args.collection, model)
