@@ -84,7 +84,8 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
 def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
-    parser.add_argument("--ranker", choices=RANKERS, default="rrf", help="hybrid fusion (default rrf)")
+    parser.add_argument("--ranker", choices=RANKERS, default="weighted",
+                        help="hybrid fusion (default weighted: per-query min-max normalised, best on SciFact)")
     parser.add_argument("--store", default=None,
                         help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")
     _llm_options(parser)

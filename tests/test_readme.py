@@ -29,3 +29,11 @@ def test_quick_start_runs_against_an_openai_compatible_server(tmp_path, monkeypa
     stored = engine.store.get_citations(stream.message_id)
     assert stored and all(c.node_id for c in stored)
     assert namespace["r2"].metadata["generated_question"]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    main_job, tests = (b.strip() for b in blocks[:2])
+    assert "convrag chat docs/" in main_job and '".[local]"' in main_job
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert tests in ci_lines
