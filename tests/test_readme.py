@@ -20,7 +20,8 @@ def test_quick_start_runs_against_an_openai_compatible_server(tmp_path, monkeypa
     namespace: dict = {}
     exec(compile(block, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
-    assert "1 added" in out
+    markdown_files = len(list((ROOT / "docs").rglob("*.md")))
+    assert f"collection docs: {markdown_files} added" in out
     assert "assistant message id:" in out
     chat_calls = [r for r in openai_server.requests if r.path == "/v1/chat/completions"]
     assert chat_calls and all(r.body["model"] == "local-model" for r in chat_calls)
