@@ -231,7 +231,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             self._gather(turn)
             query = self._synthesis_query(turn)
             if query is None:
-                deltas: Iterator[str] = iter([self.response_if_no_docs_found or ""])
+                deltas: Iterator[str] = iter([self._no_docs_reply()])
             else:
                 holder["response"] = self._stream_synthesizer.synthesize(query, turn.nodes)
                 deltas = T.sync_deltas(holder["response"])
@@ -268,7 +268,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             await self._agather(turn)
             query = self._synthesis_query(turn)
             if query is None:
-                deltas: AsyncIterator[str] = T.aiter_one(self.response_if_no_docs_found or "")
+                deltas: AsyncIterator[str] = T.aiter_one(self._no_docs_reply())
             else:
                 holder["response"] = await self._stream_synthesizer.asynthesize(query, turn.nodes)
                 deltas = T.async_deltas(holder["response"])
@@ -346,8 +346,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
         turn.nodes = list(stages[list(stages)[-1]])
 
+    def _no_docs_reply(self) -> str:
+        """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""
+        return self.response_if_no_docs_found if self.response_if_no_docs_found is not None else ""
+
     def _finish_no_docs(self, turn: _Turn) -> str:
-        text = self.response_if_no_docs_found or ""
+        text = self._no_docs_reply()
         self._finalize(turn, "complete", text, None, None)
         return text
 
@@ -378,7 +382,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.record.retrieved_ids["budget"] = [n.node.node_id for n in turn.nodes]
         turn.record.retrieved_ids["final"] = [final_doc_id(n) for n in turn.nodes]
         if self.rephrase_question:
-            query = turn.record.retrieval_query or question
+            rewritten = turn.record.retrieval_query
+            query = rewritten if rewritten is not None else question
         else:
             kept = [m for i in report.kept_history for m in turns[i]]
             query = (self._answer_prompt.format(chat_history=self._get_chat_history(kept), question=question)
