@@ -15,79 +15,15 @@ Run: ``PYTHONPATH=. python bench/rerank_quality.py [--quick]``. Corpus and windo
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import math
 import time
-from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-HERE = Path(__file__).resolve()
-OUT = HERE.parent / "out"
+from _data import OUT, cached_embeddings, load_scifact, ndcg_at, recall_at  # noqa: E402  (bench/ is on sys.path)
+
 log = logging.getLogger("bench.rerank_quality")
-
-
-def find_scifact() -> Path:
-    for parent in HERE.parents:
-        candidate = parent / "shared" / "data" / "scifact"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("shared/data/scifact not found in any parent folder of this script")
-
-
-def load_scifact(root: Path) -> Tuple[List[str], List[str], Dict[str, str], Dict[str, Dict[str, int]]]:
-    """(doc ids, doc texts = title + newline + text, queries {id: text}, qrels {qid: {doc_id: rel}})."""
-    ids, texts = [], []
-    with open(root / "corpus.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            doc = json.loads(line)
-            ids.append(str(doc["_id"]))
-            texts.append(f"{doc['title']}\n{doc['text']}")
-    queries = {}
-    with open(root / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            q = json.loads(line)
-            queries[str(q["_id"])] = q["text"]
-    qrels: Dict[str, Dict[str, int]] = {}
-    with open(root / "qrels" / "train.tsv", encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
-            qid, did, rel = line.rstrip("\n").split("\t")
-            qrels.setdefault(qid, {})[did] = int(rel)
-    queries = {q: t for q, t in queries.items() if q in qrels}
-    return ids, texts, queries, qrels
-
-
-def cached_corpus_embeddings(embed_model, ids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-    """Whole-corpus embeddings, computed once and cached in bench/out/ (keyed by the doc ids)."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path, id_path = OUT / "scifact_minilm.npy", OUT / "scifact_minilm_ids.json"
-    if path.is_file() and id_path.is_file() and json.loads(id_path.read_text()) == list(ids):
-        return np.load(path)
-    start = time.perf_counter()
-    vectors = np.zeros((len(texts), 384), dtype=np.float32)
-    step = 256
-    for i in range(0, len(texts), step):
-        vectors[i : i + step] = embed_model.embed(texts[i : i + step])
-        log.info("embedded %d/%d docs (%.0f s)", min(i + step, len(texts)), len(texts), time.perf_counter() - start)
-    np.save(path, vectors)
-    id_path.write_text(json.dumps(list(ids)))
-    return vectors
-
-
-def ndcg_at(ranked: Sequence[str], rels: Dict[str, int], k: int = 10) -> float:
-    """Binary-gain nDCG@k (BEIR/pytrec_eval convention with graded gains = rel)."""
-    dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(rels.values(), reverse=True)[:k]
-    idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def recall_at(ranked: Sequence[str], rels: Dict[str, int], k: int) -> float:
-    relevant = {d for d, r in rels.items() if r > 0}
-    return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
 
 
 def build_store(ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray):
@@ -196,9 +132,9 @@ def main() -> None:
     from llama_index_convrag.postprocessors.budgeted import approx_token_count
     from llama_index_convrag.postprocessors.scorers import EmbeddingScorer
 
-    ids, texts, queries, qrels = load_scifact(find_scifact())
+    ids, texts, queries, qrels = load_scifact()
     embed_model = LocalMiniLMEmbedding()
-    vectors = cached_corpus_embeddings(embed_model, ids, texts)
+    vectors = cached_embeddings(embed_model, texts, "scifact_corpus")  # shared with retrieval_quality.py
     if args.embed_only:
         return
     n_queries = args.queries if args.queries is not None else (50 if args.quick else len(queries))
