@@ -10,6 +10,7 @@ from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, 
 from llama_index_convrag.synthesizers.compact_accumulate import CompactAndAccumulate
 from llama_index_convrag.synthesizers.compact_and_refine import CompactAndRefine
 from llama_index_convrag.synthesizers.context_only import ContextOnly
+from llama_index_convrag.synthesizers.extractive import Extractive
 from llama_index_convrag.synthesizers.factory import get_response_synthesizer
 from llama_index_convrag.synthesizers.generation import Generation
 from llama_index_convrag.synthesizers.no_text import NoText
@@ -30,6 +31,7 @@ for _mode, _cls in (
     (ResponseMode.GENERATION, Generation),
     (ResponseMode.NO_TEXT, NoText),
     (ResponseMode.CONTEXT_ONLY, ContextOnly),
+    (ResponseMode.EXTRACTIVE, Extractive),
 ):
     register_mode(_mode, _cls)
 
@@ -40,6 +42,7 @@ __all__ = [
     "CompactAndAccumulate",
     "CompactAndRefine",
     "ContextOnly",
+    "Extractive",
     "Generation",
     "NoText",
     "Refine",

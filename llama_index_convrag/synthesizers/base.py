@@ -80,6 +80,9 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     requires_llm: ClassVar[bool] = True
     supports_structured_filtering: ClassVar[bool] = False
     supports_early_stop: ClassVar[bool] = False
+    uses_embed_model: ClassVar[bool] = False
+    # how a node's text is read for the prompt (core's choice: with the metadata the LLM should see)
+    metadata_mode: ClassVar[MetadataMode] = MetadataMode.LLM
     # role -> (default template, default with citations); each role is a keyword of __init__ and of the factory
     template_defaults: ClassVar[TemplateDefaults] = {}
 
@@ -344,7 +347,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         run, unused = self._new_run(bundle.query_str, extra_vars)
         steps = None
         if len(nodes) > 0:
-            chunks = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes]
+            chunks = [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
             steps = self._steps(run, self._prepare_chunks(chunks))
         return bundle, run, unused, steps
 

@@ -1,4 +1,4 @@
-"""What a mode asks the drivers for (``CallRequest``), the per-call ledger (``RunState``), template variables."""
+"""What a mode asks the drivers for (``CallRequest``, ``EmbedRequest``), the per-call ledger (``RunState``), template variables."""
 
 from __future__ import annotations
 
@@ -36,7 +36,15 @@ class RunState:
         return {"query_str": self.query_str, **self.extras, **context}
 
 
-Request = Union[CallRequest, List[CallRequest]]
+@dataclass
+class EmbedRequest:
+    """Embeddings a mode wants (the ``extractive`` mode): the query's and each text's."""
+
+    query: str
+    texts: List[str]
+
+
+Request = Union[CallRequest, List[CallRequest], EmbedRequest]
 Steps = Generator[Request, Any, Any]
 
 

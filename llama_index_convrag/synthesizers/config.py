@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Type
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.indices.prompt_helper import PromptHelper
@@ -38,6 +39,7 @@ class SynthesizerConfig:
     citations: bool = False
     early_stop: bool = False
     tokenizer: Optional[Tokenizer] = None
+    embed_model: Optional[BaseEmbedding] = None
 
     def common(self) -> Dict[str, Any]:
         """The keyword arguments every mode accepts."""

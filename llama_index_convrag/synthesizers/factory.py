@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Type, Union
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.indices.prompt_helper import PromptHelper
@@ -49,13 +50,15 @@ def get_response_synthesizer(
     citations: bool = False,
     early_stop: bool = False,
     tokenizer: Optional[Tokenizer] = None,
+    embed_model: Optional[BaseEmbedding] = None,
 ) -> BaseSynthesizer:
     """A response synthesizer for ``response_mode`` (a drop-in for core's factory).
 
     Our additions (keyword-only): ``empty_response`` (answer when there are no nodes), ``citations`` (number chunks
     ``[n]`` and map the answer's markers to ``response.metadata["citations"]``), ``early_stop`` (refine family: stop
     once the answer is final, see ``refine.py``), ``tokenizer`` (packing and prompt-token counting; default
-    tiktoken's gpt-3.5 encoding, as core).
+    tiktoken's gpt-3.5 encoding, as core), ``embed_model`` (the ``extractive`` mode's sentence scorer; default the
+    local MiniLM model).
     """
     cls = lookup_mode(response_mode)
     mode = cls.mode if cls.mode != "custom" else str(getattr(response_mode, "value", response_mode))
@@ -66,6 +69,8 @@ def get_response_synthesizer(
         )
     if early_stop and not cls.supports_early_stop:
         raise ValueError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
+    if embed_model is not None and not cls.uses_embed_model:
+        raise ValueError(f"embed_model is used by {_modes_where('uses_embed_model')}, not {mode!r}")
     if llm is None and cls.requires_llm:
         if Settings._llm is None:
             raise ValueError(
@@ -92,5 +97,6 @@ def get_response_synthesizer(
         citations=citations,
         early_stop=early_stop,
         tokenizer=tokenizer,
+        embed_model=embed_model,
     )
     return cls.from_config(config)

@@ -34,3 +34,6 @@ class ResponseMode(str, Enum):
 
     COMPACT_ACCUMULATE = "compact_accumulate"
     """Pack chunks to fill the window first, then answer once per packed window and join the answers."""
+
+    EXTRACTIVE = "extractive"
+    """Our addition: no LLM; the retrieved sentences most similar to the query, in document order, with ``[n]``."""

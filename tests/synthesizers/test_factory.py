@@ -26,7 +26,7 @@ def test_signature_and_defaults_match_core():
     assert all(ours[n].default == core[n].default for n in CORE_PARAMS)
     assert ours["response_mode"].default == ResponseMode.COMPACT
     additions = [n for n, p in ours.items() if p.kind is p.KEYWORD_ONLY]
-    assert additions == ["empty_response", "citations", "early_stop", "tokenizer"]
+    assert additions == ["empty_response", "citations", "early_stop", "tokenizer", "embed_model"]
 
 
 def test_no_llm_and_no_explicit_settings_llm_raises_with_the_fix():
@@ -63,7 +63,7 @@ FACTS = [
 ]
 CALLS = {
     "refine": 3, "compact": 1, "tree_summarize": 1, "simple_summarize": 1, "accumulate": 3,
-    "compact_accumulate": 1, "generation": 1, "no_text": 0, "context_only": 0,
+    "compact_accumulate": 1, "generation": 1, "no_text": 0, "context_only": 0, "extractive": 0,
 }
 
 
@@ -77,12 +77,14 @@ async def test_every_mode_through_a_query_engine_on_milvus_lite(milvus_target, c
     assert sorted(CALLS) == sorted(m.value for m in ResponseMode)
     for mode, calls in CALLS.items():
         llm = ScriptedLLM.fixed(f"answer from {mode}")
-        engine = index.as_query_engine(
-            llm=llm, similarity_top_k=3, response_synthesizer=get_response_synthesizer(response_mode=mode, llm=llm)
-        )
+        extra = {"embed_model": embed_model} if mode == "extractive" else {}
+        synth = get_response_synthesizer(response_mode=mode, llm=llm, **extra)
+        engine = index.as_query_engine(llm=llm, similarity_top_k=3, response_synthesizer=synth)
         response = engine.query("Where is the Eiffel Tower?")
         assert llm.call_count == response.metadata["llm_calls"] == calls, mode
         assert response.source_nodes[0].node.node_id == "f0", mode
+        if mode == "extractive":
+            assert response.response.startswith("The Eiffel Tower is in Paris. [1]"), response.response
         if calls:
             assert response.response.endswith(f"answer from {mode}"), mode
             if mode != "generation":

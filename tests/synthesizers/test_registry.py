@@ -28,7 +28,7 @@ class Shout(BaseSynthesizer):
 def test_builtin_modes_are_registered():
     assert registered_modes() == sorted(
         ["refine", "compact", "tree_summarize", "simple_summarize", "accumulate", "compact_accumulate",
-         "generation", "no_text", "context_only"]
+         "generation", "no_text", "context_only", "extractive"]
     )
 
 

@@ -1,0 +1,102 @@
+"""Extractive: answer without an LLM with the retrieved sentences most similar to the question.
+
+Every chunk is split into sentences (English and Chinese punctuation, see ``sentences.py``); the question and the
+sentences are embedded with ``embed_model``; the best ``max_sentences`` (within ``max_tokens``, above
+``similarity_cutoff``) are returned in document order, each run from one source followed by its marker ``[n]``,
+numbered as ``citations=True`` numbers sources, so ``response.metadata["citations"]`` maps markers to nodes.
+
+``embed_model`` defaults to :class:`~llama_index_convrag.embeddings.LocalMiniLMEmbedding` (offline, the ``local``
+extra); pass the index's embedding model to score with the same model that retrieved.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import MetadataMode
+
+from llama_index_convrag.synthesizers import sentences as S
+from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Steps, SynthesizerConfig
+from llama_index_convrag.synthesizers.calls import EmbedRequest
+from llama_index_convrag.synthesizers.types import ResponseMode
+
+DEFAULT_MAX_SENTENCES = 3
+
+Embeddings = Tuple[List[float], List[List[float]]]
+
+
+def default_embed_model() -> BaseEmbedding:
+    """The documented default: the local MiniLM model (imported here so other modes never load it)."""
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+
+    return LocalMiniLMEmbedding()
+
+
+class Extractive(BaseSynthesizer):
+    """No LLM: the ``max_sentences`` sentences closest to the query, in document order, with ``[n]`` markers."""
+
+    mode = ResponseMode.EXTRACTIVE.value
+    requires_llm = False
+    uses_embed_model: ClassVar[bool] = True
+    metadata_mode: ClassVar[MetadataMode] = MetadataMode.NONE  # quote the text, never its metadata header
+
+    def __init__(
+        self,
+        embed_model: Optional[BaseEmbedding] = None,
+        *,
+        max_sentences: int = DEFAULT_MAX_SENTENCES,
+        max_tokens: Optional[int] = None,
+        similarity_cutoff: Optional[float] = None,
+        citations: bool = True,
+        **common: Any,
+    ) -> None:
+        if not isinstance(max_sentences, int) or max_sentences < 1:
+            raise ValueError(f"max_sentences must be an int >= 1, got {max_sentences!r}")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
+        if not citations:
+            raise ValueError("extractive answers always cite their sources; citations=False is not supported")
+        if common.get("output_cls") is not None:
+            raise ValueError("extractive answers are quoted text; output_cls needs an LLM mode")
+        if embed_model is not None and not isinstance(embed_model, BaseEmbedding):
+            raise TypeError(f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}")
+        super().__init__(None, citations=True, **common)
+        self._embed_model = embed_model if embed_model is not None else default_embed_model()
+        self._max_sentences = max_sentences
+        self._max_tokens = max_tokens
+        self._similarity_cutoff = similarity_cutoff
+
+    @classmethod
+    def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
+        kwargs = super().config_kwargs(config)
+        kwargs.pop("citations")  # always on
+        return {**kwargs, "embed_model": config.embed_model}
+
+    @classmethod
+    def from_config(cls, config: SynthesizerConfig) -> "Extractive":
+        return cls(**cls.config_kwargs(config))  # an llm given to the factory is not used (as no_text's)
+
+    def _prepare_chunks(self, chunks: List[str]) -> List[str]:
+        return list(chunks)  # markers are added to the chosen sentences, not to the chunks
+
+    def _steps(self, run: RunState, chunks: List[str]) -> Steps:
+        candidates = S.sentences_of(chunks)
+        if not candidates:
+            return self._empty_response
+        query_vector, vectors = yield EmbedRequest(run.query_str, [s.text for s in candidates])
+        scores = S.cosine(query_vector, vectors)
+        lengths = [self.count_tokens(s.text) for s in candidates]
+        chosen = S.select(scores, lengths, self._max_sentences, self._max_tokens, self._similarity_cutoff)
+        if not chosen:
+            return self._empty_response
+        return S.compose([candidates[i] for i in chosen])
+
+    def _call(self, run: RunState, request: Any) -> Embeddings:
+        return self._embed_model.get_query_embedding(request.query), self._embed_model.get_text_embedding_batch(
+            request.texts
+        )
+
+    async def _acall(self, run: RunState, request: Any) -> Embeddings:
+        query = await self._embed_model.aget_query_embedding(request.query)
+        return query, await self._embed_model.aget_text_embedding_batch(request.texts)

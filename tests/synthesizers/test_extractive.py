@@ -1,0 +1,132 @@
+"""The extractive mode with the real local embedding model (session fixture ``embed_model``)."""
+
+import pytest
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from llama_index_convrag.synthesizers import Extractive, ResponseMode, get_response_synthesizer
+from llama_index_convrag.testing import ScriptedLLM
+
+from .conftest import make_nodes
+
+TEXTS = [
+    "The Eiffel Tower is in Paris. It was finished in 1889. Tickets are sold online.",
+    "Mount Fuji is the highest mountain in Japan. It last erupted in 1707.",
+    "The Eiffel Tower is 330 metres tall. Its paint is renewed every seven years.",
+]
+
+
+@pytest.fixture
+def synth(embed_model):
+    return get_response_synthesizer(response_mode="extractive", embed_model=embed_model, streaming=False)
+
+
+def test_picks_the_closest_sentences_in_document_order_with_markers(synth):
+    response = synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS))
+    assert response.response == (
+        "The Eiffel Tower is in Paris. It was finished in 1889. [1] The Eiffel Tower is 330 metres tall. [3]"
+    )
+    assert response.metadata["citations"] == [
+        {"marker": 1, "node_id": "n0", "source_index": 0},
+        {"marker": 3, "node_id": "n2", "source_index": 2},
+    ]
+    assert response.metadata["llm_calls"] == 0
+    assert [n.node.node_id for n in response.source_nodes] == ["n0", "n1", "n2"]
+
+
+def test_scores_follow_the_embedding_model(embed_model):
+    """The chosen sentence is the one the model ranks highest, computed here independently."""
+    sentences = [s for t in TEXTS for s in __import__("re").split(r"(?<=\.) ", t)]
+    query = "When did Mount Fuji last erupt?"
+    q = embed_model.get_query_embedding(query)
+    vectors = embed_model.get_text_embedding_batch(sentences)
+    best = max(range(len(sentences)), key=lambda i: sum(a * b for a, b in zip(q, vectors[i])))
+    response = Extractive(embed_model, max_sentences=1).synthesize(query, make_nodes(TEXTS))
+    assert response.response == f"{sentences[best]} [2]"
+
+
+def test_token_limit_and_sentence_limit(embed_model):
+    long_first = ["The Eiffel Tower is 330 metres tall and " + "very " * 40 + "famous.", TEXTS[1], TEXTS[2]]
+    response = Extractive(embed_model, max_sentences=2, max_tokens=30).synthesize(
+        "How tall is the Eiffel Tower?", make_nodes(long_first)
+    )
+    chosen = response.response
+    assert "very very" not in chosen  # the long best sentence does not fit in 30 tokens
+    assert chosen.startswith("The Eiffel Tower is 330 metres tall. [3]") or chosen.endswith(
+        "The Eiffel Tower is 330 metres tall. [3]"
+    )
+    assert chosen.count("[") == 2
+
+
+def test_chinese_sentences_are_split_and_cited(embed_model):
+    nodes = make_nodes(["北京是中国的首都。长城很长！", "The capital of China is Beijing. Pandas eat bamboo."])
+    response = Extractive(embed_model, max_sentences=1).synthesize("What is the capital of China?", nodes)
+    assert response.response == "The capital of China is Beijing. [2]"
+    one_chinese = Extractive(embed_model, max_sentences=2).synthesize("北京", make_nodes(["北京是中国的首都。长城很长！"]))
+    assert one_chinese.response == "北京是中国的首都。长城很长！ [1]"
+
+
+def test_metadata_is_not_quoted(embed_model):
+    node = TextNode(text="Fuji is 3776 metres high.", id_="a", metadata={"file_path": "fuji.txt"})
+    response = Extractive(embed_model).synthesize("How high is Fuji?", [NodeWithScore(node=node, score=1.0)])
+    assert response.response == "Fuji is 3776 metres high. [1]"
+
+
+def test_streaming_sync_and_async(embed_model):
+    synth = get_response_synthesizer(response_mode="extractive", embed_model=embed_model, streaming=True)
+    response = synth.synthesize("When did Mount Fuji last erupt?", make_nodes(TEXTS))
+    text = "".join(response.response_gen)
+    assert text.endswith("[2]")
+    assert response.metadata["citations"][-1]["node_id"] == "n1"
+
+
+async def test_async_matches_sync(embed_model):
+    synth = Extractive(embed_model, max_sentences=2)
+    nodes = make_nodes(TEXTS)
+    sync = synth.synthesize("How tall is the Eiffel Tower?", nodes)
+    again = await synth.asynthesize("How tall is the Eiffel Tower?", nodes)
+    assert again.response == sync.response
+    assert again.metadata["citations"] == sync.metadata["citations"]
+    stream = await Extractive(embed_model, max_sentences=2, streaming=True).asynthesize(
+        "How tall is the Eiffel Tower?", nodes
+    )
+    assert "".join([d async for d in stream.async_response_gen()]) == sync.response
+
+
+def test_empty_inputs(embed_model):
+    synth = Extractive(embed_model)
+    assert synth.synthesize("q?", []).response == "Empty Response"
+    assert synth.synthesize("q?", make_nodes(["...", "  "])).response == "Empty Response"
+    cut = Extractive(embed_model, similarity_cutoff=0.99).synthesize("bananas?", make_nodes(TEXTS))
+    assert cut.response == "Empty Response"
+
+
+def test_registered_and_default_embed_model_is_local():
+    from llama_index_convrag.embeddings import LocalMiniLMEmbedding
+
+    synth = get_response_synthesizer(response_mode=ResponseMode.EXTRACTIVE)
+    assert isinstance(synth, Extractive)
+    assert isinstance(synth._embed_model, LocalMiniLMEmbedding)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_sentences": 0}, "max_sentences must be an int >= 1, got 0"),
+        ({"max_tokens": 0}, "max_tokens must be None or an int >= 1, got 0"),
+        ({"citations": False}, "always cite their sources"),
+    ],
+)
+def test_bad_options_are_named(embed_model, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Extractive(embed_model, **kwargs)
+
+
+def test_factory_ignores_an_llm_and_rejects_embed_model_where_unused(embed_model):
+    llm = ScriptedLLM.echo()
+    synth = get_response_synthesizer(llm=llm, response_mode="extractive", embed_model=embed_model)
+    assert synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS)).response.endswith("[3]")
+    assert llm.call_count == 0
+    with pytest.raises(ValueError, match=r"embed_model is used by \['extractive'\], not 'compact'"):
+        get_response_synthesizer(llm=ScriptedLLM.echo(), response_mode="compact", embed_model=embed_model)
+    with pytest.raises(TypeError, match="embed_model must be a llama_index BaseEmbedding, got str"):
+        Extractive("minilm")  # type: ignore[arg-type]
