@@ -1,90 +1,72 @@
-"""``ConvRAGChatEngine``: condense-question conversational RAG with a persistent conversation store.
+"""``ConvRAGChatEngine``: conversational RAG with a persistent conversation store.
 
-One turn: store the user message and an assistant placeholder -> rewrite the follow-up into a retrieval query
-(retrieval only) -> retrieve -> postprocess (rerank) -> fit the token budget -> synthesize -> persist the answer,
-its citations (bound to the assistant message id) and a replayable :class:`TurnRecord`.
+One turn (read ``chat`` top to bottom): store the user message and an assistant placeholder -> rewrite the follow-up
+into a retrieval query (retrieval only) -> retrieve and postprocess -> fit the token budget -> answer -> persist the
+answer, its citations (bound to the assistant message id) and a replayable ``TurnRecord``. ``achat``, ``stream_chat``
+and ``astream_chat`` tell the same story; the turn's state and steps live in :class:`~.turn.Turn`.
 
-Response metadata (``response.metadata`` for ``chat``/``achat``, the same dict on streamed responses):
-``conversation_id``, ``message_id`` (assistant), ``user_message_id``, ``turn`` (TurnRecord), ``trim_report``
-(TrimReport, None when nothing was synthesised), ``citations`` (list of dicts), and ``generated_question`` (the
-retrieval query) only when ``return_generated_question=True``. The turn record always holds the retrieval query.
+Chat modes: ``condense_question`` (the synthesizer answers the retrieval query), ``condense_plus_context`` (the LLM
+sees the context, the conversation and the user's words; ``context_chat.py``), ``context`` (the same, no rewrite).
+``query_engine=``: it answers the retrieval query. ``llm=None``: no-LLM rewrite, extractive answers.
+
+``response.metadata`` (streamed responses too): see :meth:`~.turn.Turn.metadata`.
 """
 
 from __future__ import annotations
 
-import logging
-import time
+import inspect
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.llm import LLM
+from llama_index.core.memory.types import BaseMemory
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
-from llama_index.core.tools import ToolOutput
+from llama_index.core.schema import MetadataMode, QueryBundle
 
-from llama_index_convrag.chat import turn as T
-from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, TokenCounter, TrimReport
-from llama_index_convrag.chat.events import (
-    ChatTurnEndEvent,
-    ChatTurnStartEvent,
-    ContextTrimEvent,
-    QuestionRewriteEvent,
-)
-from llama_index_convrag.chat.records import TurnRecord
-from llama_index_convrag.chat.rewrite import HistoryFormatter, QuestionRewriter, RewriteResult
-from llama_index_convrag.chat.streaming import (
-    ConvRAGStreamingResponse,
-    Finalizer,
-    astream_lifecycle,
-    stream_lifecycle,
-)
+from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, TokenCounter, message_fit_in
+from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
+from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers, pick_one,
+                                               rewrite_strategy_for, seed_messages)
+from llama_index_convrag.chat.rewrite import HistoryFormatter, QuestionRewriter
+from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer, astream_lifecycle, stream_lifecycle
 from llama_index_convrag.chat.triggers import needs_rewrite
+from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
+                                           stage_names, sync_deltas, system_text)
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
+from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
+from llama_index_convrag.synthesizers import get_response_synthesizer
 
 dispatcher = get_dispatcher(__name__)
-logger = logging.getLogger(__name__)
 
-
-@dataclass
-class _Turn:
-    record: TurnRecord
-    history: List[ChatMessage]
-    history_ids: Optional[List[str]]
-    nodes: List[NodeWithScore] = field(default_factory=list)
-    trim: Optional[TrimReport] = None
-    rewrite: Optional[RewriteResult] = None
-
-
-def final_doc_id(nws: NodeWithScore) -> str:
-    """The document id evaluation scores a context node by: its ``ref_doc_id``, else its node id."""
-    ref = nws.node.ref_doc_id
-    return ref if ref is not None else nws.node.node_id
 
 
 class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
-    """Condense-question chat engine. ``__init__`` takes built parts; :meth:`from_defaults` builds them."""
+    """Conversational RAG chat engine. ``__init__`` takes built parts; :meth:`from_defaults` builds them."""
 
     def __init__(
         self,
         *,
-        retriever: BaseRetriever,
-        synthesizer: BaseSynthesizer,
-        llm: LLM,
         rewriter: QuestionRewriter,
         store: ConversationStore,
         conversation_id: str,
-        node_postprocessors: Sequence[BaseNodePostprocessor] = (),
+        llm: Optional[LLM] = None,
+        retriever: Optional[BaseRetriever] = None,
+        synthesizer: Optional[BaseSynthesizer] = None,
         streaming_synthesizer: Optional[BaseSynthesizer] = None,
+        query_engine: Optional[BaseQueryEngine] = None,
+        context_chat: Optional[ContextChat] = None,
+        node_postprocessors: Sequence[BaseNodePostprocessor] = (),
         rephrase_question: bool = True,
         return_generated_question: bool = False,
         return_source_nodes: bool = True,
@@ -96,21 +78,19 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         reserved_output_tokens: Optional[int] = None,
         count_tokens: Optional[TokenCounter] = None,
     ) -> None:
+        check_parts(retriever, synthesizer, query_engine, context_chat)
         if max_tokens_limit is not None and max_tokens_limit < 0:
             raise ValueError(f"max_tokens_limit must be >= 0, got {max_tokens_limit!r}")
         if reserved_output_tokens is not None and reserved_output_tokens < 0:
             raise ValueError(f"reserved_output_tokens must be >= 0, got {reserved_output_tokens!r}")
         if not 0 < budget_ratio <= 1:
             raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
-        self._retriever = retriever
-        self._synthesizer = synthesizer
-        self._streaming_synthesizer = streaming_synthesizer
-        self._llm = llm
-        self._rewriter = rewriter
-        self._store = store
+        self._retriever, self._query_engine, self._context_chat = retriever, query_engine, context_chat
+        self._synthesizer, self._streaming_synthesizer = synthesizer, streaming_synthesizer
+        self._llm, self._rewriter, self._store = llm, rewriter, store
         self.conversation_id = conversation_id
         self._postprocessors = list(node_postprocessors)
-        self.rephrase_question = rephrase_question
+        self.rephrase_question = rephrase_question and context_chat is None
         self.return_generated_question = return_generated_question
         self.return_source_nodes = return_source_nodes
         self.response_if_no_docs_found = response_if_no_docs_found
@@ -118,7 +98,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self._get_chat_history = get_chat_history if get_chat_history is not None else rewriter.get_chat_history
         self._answer_prompt = answer_query_prompt if answer_query_prompt is not None else DEFAULT_ANSWER_QUERY_PROMPT
         self.budget_ratio = budget_ratio
-        num_output = llm.metadata.num_output
+        num_output = llm.metadata.num_output if llm is not None else 0
         self.reserved_output_tokens = (
             reserved_output_tokens if reserved_output_tokens is not None else (num_output if num_output > 0 else 256)
         )
@@ -127,58 +107,76 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     @classmethod
     def from_defaults(
         cls,
-        retriever: BaseRetriever,
-        llm: LLM,
+        retriever: Optional[BaseRetriever] = None,
+        llm: Optional[LLM] = None,
         *,
+        query_engine: Optional[BaseQueryEngine] = None,
+        chat_mode: str = "condense_question",
         condense_llm: Optional[LLM] = None,
         synthesizer: Optional[BaseSynthesizer] = None,
         streaming_synthesizer: Optional[BaseSynthesizer] = None,
-        response_mode: str = "compact",
+        embed_model: Optional[BaseEmbedding] = None,
         node_postprocessors: Optional[Sequence[BaseNodePostprocessor]] = None,
         conversation_store: Optional[ConversationStore] = None,
         conversation_id: Optional[str] = None,
         chat_history: Optional[List[ChatMessage]] = None,
-        rewrite_strategy: str = "llm",
+        memory: Optional[BaseMemory] = None,
+        system_prompt: Optional[str] = None,
+        context_prompt: Optional[PromptLike] = None,
+        context_refine_prompt: Optional[PromptLike] = None,
+        rewrite_strategy: Optional[str] = None,
+        skip_condense: bool = False,
         rewrite_trigger: bool = True,
         last_n_turns: int = 3,
         max_rewrite_history_tokens: int = 1024,
         condense_prompt: Optional[BasePromptTemplate] = None,
+        condense_question_prompt: Optional[BasePromptTemplate] = None,
         get_chat_history: Optional[HistoryFormatter] = None,
         count_tokens: Optional[TokenCounter] = None,
-        **engine_kwargs: Any,
+        return_source_documents: Optional[bool] = None,
+        **kwargs: Any,
     ) -> "ConvRAGChatEngine":
-        """Build the rewriter, the synthesizers (core's, for ``response_mode``) and an in-memory store if absent.
+        """Build the rewriter, our synthesizers and an in-memory SQLite store where not given.
 
-        ``engine_kwargs`` are ``__init__``'s options (``rephrase_question``, ``return_generated_question``, ...).
-        ``chat_history`` seeds the conversation in the store.
+        ``kwargs`` are :data:`ENGINE_OPTIONS` (``__init__``'s options: ``rephrase_question``, ...) and
+        ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, templates, ...). Core's names are
+        accepted: ``query_engine`` (condense-question over any query engine), ``condense_question_prompt``,
+        ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
+        strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm=None``: the
+        rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and answers to :data:`NO_LLM_RESPONSE_MODE`.
         """
-        unknown = sorted(set(engine_kwargs) - ENGINE_OPTIONS)
-        if unknown:
-            raise TypeError(f"unknown ConvRAGChatEngine options {unknown}; accepted: {sorted(ENGINE_OPTIONS)}")
-        from llama_index.core.response_synthesizers import get_response_synthesizer
-
-        from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
-
+        options, synth_kw = split_engine_kwargs(kwargs)
+        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt)
+        options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
+        condense = pick_one("condense_prompt", condense_prompt, "condense_question_prompt", condense_question_prompt)
+        seed = seed_messages(chat_history, memory)
         rewriter = QuestionRewriter(
-            strategy=rewrite_strategy, llm=condense_llm if condense_llm is not None else llm,
-            condense_prompt=condense_prompt, last_n_turns=last_n_turns,
-            max_history_tokens=max_rewrite_history_tokens, trigger=needs_rewrite if rewrite_trigger else None,
-            get_chat_history=get_chat_history, count_tokens=count_tokens,
+            strategy=rewrite_strategy_for(rewrite_strategy, skip_condense or mode == "context",
+                                          llm if condense_llm is None else condense_llm),
+            llm=condense_llm if condense_llm is not None else llm, condense_prompt=condense,
+            last_n_turns=last_n_turns, max_history_tokens=max_rewrite_history_tokens,
+            trigger=needs_rewrite if rewrite_trigger else None, get_chat_history=get_chat_history,
+            count_tokens=count_tokens,
         )
-        if synthesizer is None:
-            synthesizer = get_response_synthesizer(llm=llm, response_mode=response_mode)
-            if streaming_synthesizer is None:
-                streaming_synthesizer = get_response_synthesizer(llm=llm, response_mode=response_mode, streaming=True)
+        context_chat = None
+        if mode != "condense_question" and llm is not None:
+            context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
+                                       context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
+        elif synthesizer is None and query_engine is None:
+            synthesizer, streaming_synthesizer = default_synthesizers(llm, embed_model, synth_kw, streaming_synthesizer)
+        elif synth_kw or embed_model is not None:
+            given = sorted([*synth_kw, *(["embed_model"] if embed_model is not None else [])])
+            raise TypeError(f"{given} configure the synthesizer this engine builds; not with synthesizer= or "
+                            "query_engine=")
         store = conversation_store if conversation_store is not None else SQLiteConversationStore(":memory:")
         cid = conversation_id if conversation_id is not None else uuid.uuid4().hex
-        if chat_history is not None:
-            for message in chat_history:
-                store.add_message(cid, message)
+        for message in seed:
+            store.add_message(cid, message)
         return cls(
-            retriever=retriever, synthesizer=synthesizer, streaming_synthesizer=streaming_synthesizer, llm=llm,
-            rewriter=rewriter, store=store, conversation_id=cid,
+            retriever=retriever, query_engine=query_engine, synthesizer=synthesizer, context_chat=context_chat,
+            streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, store=store, conversation_id=cid,
             node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
-            get_chat_history=get_chat_history, count_tokens=count_tokens, **engine_kwargs,
+            get_chat_history=get_chat_history, count_tokens=count_tokens, **options,
         )
 
     # --- PromptMixin ---------------------------------------------------------------------------------------------
@@ -190,7 +188,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             self._answer_prompt = prompts_dict["answer_query_prompt"]
 
     def _get_prompt_modules(self) -> PromptMixinType:
-        return {"rewriter": self._rewriter, "synthesizer": self._synthesizer}
+        parts = {"rewriter": self._rewriter, "synthesizer": self._synthesizer, "query_engine": self._query_engine,
+                 "context_chat": self._context_chat}
+        return {k: v for k, v in parts.items() if isinstance(v, PromptMixin)}
 
     # --- state ---------------------------------------------------------------------------------------------------
     @property
@@ -199,244 +199,199 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
 
     @property
     def chat_history(self) -> List[ChatMessage]:
-        """User messages as written and complete answers of the current conversation."""
+        """The messages the next turn conditions on: user messages as written, complete answers, and the partial
+        text of answers whose stream the reader stopped (``cancelled``, non-empty)."""
         return [m.to_chat_message() for m in self._store.history(self.conversation_id)]
 
     def reset(self) -> None:
         """Start a new conversation. The previous one stays in the store (nothing is deleted)."""
         self.conversation_id = uuid.uuid4().hex
 
-    # --- sync ----------------------------------------------------------------------------------------------------
+    # --- one turn, four ways -------------------------------------------------------------------------------------
     @dispatcher.span
     def chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
         turn = self._begin(message, chat_history, streaming=False)
-        try:
-            self._gather(turn)
-            query = self._synthesis_query(turn)
-            if query is None:
-                return self._chat_response(turn, self._finish_no_docs(turn), None)
-            response = self._synthesizer.synthesize(query, turn.nodes)
-            text = "".join(response.response_gen) if isinstance(response, StreamingResponse) else str(response)
-        except Exception as e:
-            self._finalize(turn, "error", "", e, None)
-            raise
-        self._finalize(turn, "complete", text, None, response)
+        with self._failing(turn):
+            self._apply_rewrite(turn)
+            self._apply_retrieval(turn)
+            query = self._fit(turn)
+            response = None if query is None else self._answer(turn, query, streaming=False)
+            text = self._no_docs_reply() if response is None else read_text(response)
+        turn.finish(self._store, "complete", text, None, response)
+        return self._chat_response(turn, text, response)
+
+    @dispatcher.span
+    async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
+        turn = self._begin(message, chat_history, streaming=False)
+        with self._failing(turn):
+            await self._aapply_rewrite(turn)
+            await self._aapply_retrieval(turn)
+            query = self._fit(turn)
+            response = None if query is None else await self._aanswer(turn, query, streaming=False)
+            text = self._no_docs_reply() if response is None else await aread_text(response)
+        turn.finish(self._store, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
     @dispatcher.span
     def stream_chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> ConvRAGStreamingResponse:
         turn = self._begin(message, chat_history, streaming=True)
-        holder: Dict[str, Any] = {}
-        try:
-            self._gather(turn)
-            query = self._synthesis_query(turn)
-            if query is None:
-                deltas: Iterator[str] = iter([self._no_docs_reply()])
-            else:
-                holder["response"] = self._stream_synthesizer.synthesize(query, turn.nodes)
-                deltas = T.sync_deltas(holder["response"])
-        except Exception as e:
-            self._finalize(turn, "error", "", e, None)
-            raise
-        finalizer = Finalizer(lambda s, text, e: self._finalize(turn, s, text, e, holder.get("response")))
+        with self._failing(turn):
+            self._apply_rewrite(turn)
+            self._apply_retrieval(turn)
+            query = self._fit(turn)
+            response = None if query is None else self._answer(turn, query, streaming=True)
+        deltas = iter([self._no_docs_reply()]) if response is None else sync_deltas(response)
+        finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, sync_stream=stream_lifecycle(deltas, finalizer))
-
-    # --- async ---------------------------------------------------------------------------------------------------
-    @dispatcher.span
-    async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
-        turn = self._begin(message, chat_history, streaming=False)
-        try:
-            await self._agather(turn)
-            query = self._synthesis_query(turn)
-            if query is None:
-                return self._chat_response(turn, self._finish_no_docs(turn), None)
-            response = await self._synthesizer.asynthesize(query, turn.nodes)
-            text = await T.aread_text(response)
-        except Exception as e:
-            self._finalize(turn, "error", "", e, None)
-            raise
-        self._finalize(turn, "complete", text, None, response)
-        return self._chat_response(turn, text, response)
 
     @dispatcher.span
     async def astream_chat(
         self, message: str, chat_history: Optional[List[ChatMessage]] = None
     ) -> ConvRAGStreamingResponse:
         turn = self._begin(message, chat_history, streaming=True)
-        holder: Dict[str, Any] = {}
-        try:
-            await self._agather(turn)
-            query = self._synthesis_query(turn)
-            if query is None:
-                deltas: AsyncIterator[str] = T.aiter_one(self._no_docs_reply())
-            else:
-                holder["response"] = await self._stream_synthesizer.asynthesize(query, turn.nodes)
-                deltas = T.async_deltas(holder["response"])
-        except Exception as e:
-            self._finalize(turn, "error", "", e, None)
-            raise
-        finalizer = Finalizer(lambda s, text, e: self._finalize(turn, s, text, e, holder.get("response")))
+        with self._failing(turn):
+            await self._aapply_rewrite(turn)
+            await self._aapply_retrieval(turn)
+            query = self._fit(turn)
+            response = None if query is None else await self._aanswer(turn, query, streaming=True)
+        deltas = aiter_one(self._no_docs_reply()) if response is None else async_deltas(response)
+        finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, async_stream=astream_lifecycle(deltas, finalizer))
 
-    # --- rewrite + retrieval: the only sync/async difference besides synthesis ------------------------------------
-    def _gather(self, turn: _Turn) -> None:
-        rec = turn.record
-        self._on_rewrite(turn, self._rewriter.rewrite(rec.original_question, turn.history,
-                                                      history_ids=turn.history_ids, message_id=rec.user_message_id))
-        self._on_retrieved(turn, self._retrieve(rec.retrieval_query or rec.original_question))
+    # --- the steps -----------------------------------------------------------------------------------------------
+    def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> Turn:
+        window = self._rewriter.last_n_turns if self.rephrase_question else None
+        return Turn.begin(self._store, self.conversation_id, message, chat_history=chat_history, window=window,
+                          streaming=streaming)
 
-    async def _agather(self, turn: _Turn) -> None:
-        rec = turn.record
-        self._on_rewrite(turn, await self._rewriter.arewrite(
-            rec.original_question, turn.history, history_ids=turn.history_ids, message_id=rec.user_message_id))
-        self._on_retrieved(turn, await self._aretrieve(rec.retrieval_query or rec.original_question))
+    @contextmanager
+    def _failing(self, turn: Turn) -> Iterator[None]:
+        """A step that raises finalises the placeholder as ``error`` (the user message stays) and re-raises."""
+        try:
+            yield
+        except Exception as e:
+            turn.finish(self._store, "error", "", e, None)
+            raise
 
-    @property
-    def _stream_synthesizer(self) -> BaseSynthesizer:
-        return self._streaming_synthesizer if self._streaming_synthesizer is not None else self._synthesizer
+    def _apply_rewrite(self, turn: Turn) -> None:
+        turn.apply_rewrite(self._rewriter.rewrite(turn.question, turn.history, history_ids=turn.history_ids,
+                                                  message_id=turn.record.user_message_id))
 
-    def _retrieve(self, query: str) -> Dict[str, List[NodeWithScore]]:
-        bundle = QueryBundle(query)
-        stages = {"retrieve": self._retriever.retrieve(bundle)}
-        nodes = stages["retrieve"]
-        for name, pp in T.stage_names(self._postprocessors):
-            nodes = pp.postprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
-            stages[name] = nodes
-        return stages
+    async def _aapply_rewrite(self, turn: Turn) -> None:
+        turn.apply_rewrite(await self._rewriter.arewrite(turn.question, turn.history, history_ids=turn.history_ids,
+                                                         message_id=turn.record.user_message_id))
 
-    async def _aretrieve(self, query: str) -> Dict[str, List[NodeWithScore]]:
-        bundle = QueryBundle(query)
-        stages = {"retrieve": await self._retriever.aretrieve(bundle)}
-        nodes = stages["retrieve"]
-        for name, pp in T.stage_names(self._postprocessors):
-            nodes = await pp.apostprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
-            stages[name] = nodes
-        return stages
+    def _apply_retrieval(self, turn: Turn) -> None:
+        if self._retriever is None:  # a query engine retrieves while it answers
+            return
+        bundle = QueryBundle(turn.retrieval_query)
+        stages: Stages = {"retrieve": self._retriever.retrieve(bundle)}
+        for name, pp in stage_names(self._postprocessors):
+            nodes = stages[list(stages)[-1]]
+            stages[name] = pp.postprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
+        turn.apply_stages(stages)
 
-    # --- shared steps ----------------------------------------------------------------------------------------------
-    def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> _Turn:
-        cid = self.conversation_id
-        if chat_history is not None:  # an explicit [] means "no history", never "use the stored one"
-            history, ids = list(chat_history), None
-        else:
-            stored = self._store.history(cid)
-            if self.rephrase_question:  # only the rewrite window is used: skip converting older messages
-                users = [i for i, m in enumerate(stored) if m.role == "user"]
-                n = self._rewriter.last_n_turns
-                stored = [] if n == 0 or not users else stored[users[-n] if len(users) >= n else users[0]:]
-            history, ids = [m.to_chat_message() for m in stored], [m.id for m in stored]
-        user, placeholder = self._store.begin_turn(cid, message)
-        record = TurnRecord(conversation_id=cid, user_message_id=user.id, assistant_message_id=placeholder.id,
-                            original_question=message, streaming=streaming, started_at=time.time())
-        dispatcher.event(ChatTurnStartEvent(conversation_id=cid, user_message_id=user.id,
-                                            assistant_message_id=placeholder.id, question=message))
-        return _Turn(record=record, history=history, history_ids=ids)
+    async def _aapply_retrieval(self, turn: Turn) -> None:
+        if self._retriever is None:
+            return
+        bundle = QueryBundle(turn.retrieval_query)
+        stages: Stages = {"retrieve": await self._retriever.aretrieve(bundle)}
+        for name, pp in stage_names(self._postprocessors):
+            nodes = stages[list(stages)[-1]]
+            stages[name] = await pp.apostprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
+        turn.apply_stages(stages)
 
-    def _on_rewrite(self, turn: _Turn, result: RewriteResult) -> None:
-        turn.rewrite = result
-        T.apply_rewrite(turn.record, result)
-        if result.fallback_reason is not None:
-            logger.warning("question rewrite fell back to the original question: %s", result.fallback_reason)
-        dispatcher.event(QuestionRewriteEvent(
-            question=turn.record.original_question, retrieval_query=result.query, strategy=result.strategy,
-            used_llm=result.used_llm, latency_ms=result.latency_ms, fallback_reason=result.fallback_reason,
-            skipped_reason=result.skipped_reason))
+    def _fit(self, turn: Turn) -> Optional[str]:
+        """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed
+        reply is configured. Without an LLM (or with a query engine) nothing is trimmed."""
+        if self.response_if_no_docs_found is not None and self._retriever is not None and not turn.nodes:
+            turn.record.status = "no_docs"
+            return None
+        if self._llm is None or self._query_engine is not None:
+            if self._retriever is not None:
+                turn.apply_trim(None)
+            turn.record.synthesis_query = turn.retrieval_query
+            return turn.record.synthesis_query
+        question = turn.retrieval_query if self.rephrase_question else turn.question
+        turns = [] if self.rephrase_question else group_turns(turn.history)
+        report = message_fit_in(
+            question=question, history=[self._get_chat_history(t) for t in turns],
+            chunks=[n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes],
+            system=self._context_chat.system_text() if self._context_chat is not None
+            else system_text(self._synthesizer, self._llm),
+            count_tokens=self._count_tokens, context_window=self._llm.metadata.context_window,
+            reserved_output=self.reserved_output_tokens, budget_ratio=self.budget_ratio,
+            max_context_tokens=self.max_tokens_limit,
+        )
+        turn.apply_trim(report)
+        turn.answer_history = [m for i in report.kept_history for m in turns[i]]
+        if turn.answer_history and self._context_chat is None and not self.rephrase_question:
+            question = self._answer_prompt.format(chat_history=self._get_chat_history(turn.answer_history),
+                                                  question=question)
+        turn.record.synthesis_query = question
+        return question
 
-    def _on_retrieved(self, turn: _Turn, stages: Dict[str, List[NodeWithScore]]) -> None:
-        turn.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
-        turn.nodes = list(stages[list(stages)[-1]])
+    def _synthesizer_for(self, turn: Turn, streaming: bool) -> BaseSynthesizer:
+        if self._context_chat is not None:
+            return self._context_chat.synthesizer(turn.answer_history, streaming=streaming)
+        if streaming and self._streaming_synthesizer is not None:
+            return self._streaming_synthesizer
+        return self._synthesizer  # type: ignore[return-value]
+
+    def _answer(self, turn: Turn, query: str, streaming: bool) -> Any:
+        if self._query_engine is not None:
+            response = self._query_engine.query(query)
+            turn.apply_sources(getattr(response, "source_nodes", None) or [])
+            return response
+        return self._synthesizer_for(turn, streaming).synthesize(query, turn.nodes)
+
+    async def _aanswer(self, turn: Turn, query: str, streaming: bool) -> Any:
+        if self._query_engine is not None:
+            response = await self._query_engine.aquery(query)
+            turn.apply_sources(getattr(response, "source_nodes", None) or [])
+            return response
+        return await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""
         return self.response_if_no_docs_found if self.response_if_no_docs_found is not None else ""
 
-    def _finish_no_docs(self, turn: _Turn) -> str:
-        text = self._no_docs_reply()
-        self._finalize(turn, "complete", text, None, None)
-        return text
+    def _finalizer(self, turn: Turn, response: Any) -> Finalizer:
+        return Finalizer(lambda status, text, error: turn.finish(self._store, status, text, error, response))
 
-    def _synthesis_query(self, turn: _Turn) -> Optional[str]:
-        """None when nothing was retrieved and a fixed reply is configured; else fit the budget and build the query."""
-        if self.response_if_no_docs_found is not None and not turn.nodes:
-            turn.record.status = "no_docs"
-            return None
-        return self._fit(turn)
+    def _chat_response(self, turn: Turn, text: str, response: Any) -> AgentChatResponse:
+        return turn.chat_response(text, response, sources=self.return_source_nodes,
+                                  generated_question=self.return_generated_question)
 
-    def _fit(self, turn: _Turn) -> str:
-        """Run the budgeter; keep the surviving nodes and return the synthesizer's query."""
-        question = turn.record.original_question
-        turns = [] if self.rephrase_question else T.group_turns(turn.history)
-        chunks = [n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes]
-        report = T.fit(
-            question=turn.record.retrieval_query if self.rephrase_question else question,
-            history=[self._get_chat_history(t) for t in turns], chunks=chunks,
-            system=T.system_text(self._synthesizer, self._llm), count_tokens=self._count_tokens,
-            context_window=self._llm.metadata.context_window, reserved_output=self.reserved_output_tokens,
-            budget_ratio=self.budget_ratio, max_context_tokens=self.max_tokens_limit,
-        )
-        turn.trim = report
-        turn.record.trim_report = report.to_dict()
-        logger.debug("context budget for turn %s: %s", turn.record.assistant_message_id, turn.record.trim_report)
-        dispatcher.event(ContextTrimEvent(report=turn.record.trim_report))
-        turn.nodes = [turn.nodes[i] for i in report.kept_chunks]
-        turn.record.retrieved_ids["budget"] = [n.node.node_id for n in turn.nodes]
-        turn.record.retrieved_ids["final"] = [final_doc_id(n) for n in turn.nodes]
-        if self.rephrase_question:
-            rewritten = turn.record.retrieval_query
-            query = rewritten if rewritten is not None else question
-        else:
-            kept = [m for i in report.kept_history for m in turns[i]]
-            query = (self._answer_prompt.format(chat_history=self._get_chat_history(kept), question=question)
-                     if kept else question)
-        turn.record.synthesis_query = query
-        return query
-
-    def _finalize(self, turn: _Turn, status: str, text: str, error: Optional[BaseException], response: Any) -> None:
-        """Persist the answer, its citations and the turn record; finalise the placeholder."""
-        record = turn.record
-        record.answer = text
-        if record.status != "no_docs" or status != "complete":
-            record.status = status
-        record.error = None if error is None else f"{type(error).__name__}: {error}"
-        record.finished_at = time.time()
-        citations = T.build_citations(response, turn.nodes) if response is not None else []
-        record.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
-        self._store.finish_turn(record.conversation_id, record.assistant_message_id, content=text, status=status,
-                                error=record.error, citations=citations, record=record.to_dict())
-        dispatcher.event(ChatTurnEndEvent(assistant_message_id=record.assistant_message_id, status=record.status,
-                                          error=record.error))
-
-    def _metadata(self, turn: _Turn) -> Dict[str, Any]:
-        meta: Dict[str, Any] = {
-            "conversation_id": turn.record.conversation_id, "message_id": turn.record.assistant_message_id,
-            "user_message_id": turn.record.user_message_id, "turn": turn.record, "trim_report": turn.trim,
-            "citations": turn.record.citations,
-        }
-        if self.return_generated_question:
-            meta["generated_question"] = turn.record.retrieval_query
-        return meta
-
-    def _sources(self, turn: _Turn, text: str, response: Any) -> List[ToolOutput]:
-        if not self.return_source_nodes or response is None:
-            return []
-        return [ToolOutput(content=text, tool_name="convrag_chat",
-                           raw_input={"query": turn.record.synthesis_query}, raw_output=response)]
-
-    def _chat_response(self, turn: _Turn, text: str, response: Any) -> AgentChatResponse:
-        return AgentChatResponse(response=text, sources=self._sources(turn, text, response),
-                                 source_nodes=list(turn.nodes) if self.return_source_nodes else [],
-                                 metadata=self._metadata(turn))
-
-    def _stream_response(self, turn: _Turn, finalizer: Finalizer, **streams: Any) -> ConvRAGStreamingResponse:
-        return ConvRAGStreamingResponse(
-            source_nodes=list(turn.nodes) if self.return_source_nodes else [],
-            message_id=turn.record.assistant_message_id, user_message_id=turn.record.user_message_id,
-            conversation_id=turn.record.conversation_id, metadata=self._metadata(turn), finalizer=finalizer,
-            **streams,
-        )
+    def _stream_response(self, turn: Turn, finalizer: Finalizer, **streams: Any) -> ConvRAGStreamingResponse:
+        return turn.stream_response(finalizer, sources=self.return_source_nodes,
+                                    generated_question=self.return_generated_question, **streams)
 
 
-ENGINE_OPTIONS = frozenset({
-    "rephrase_question", "return_generated_question", "return_source_nodes", "response_if_no_docs_found",
-    "max_tokens_limit", "answer_query_prompt", "budget_ratio", "reserved_output_tokens",
-})
+# --- construction helpers (pure) ---------------------------------------------------------------------------------
+BUILT_PARTS = frozenset({"self", "rewriter", "store", "conversation_id", "llm", "retriever", "synthesizer",
+                         "streaming_synthesizer", "query_engine", "context_chat", "node_postprocessors",
+                         "get_chat_history", "count_tokens"})
+ENGINE_OPTIONS: FrozenSet[str] = frozenset(inspect.signature(ConvRAGChatEngine.__init__).parameters) - BUILT_PARTS
+"""``__init__``'s options that ``from_defaults`` passes through (derived from the signature)."""
+SYNTH_KWARGS: FrozenSet[str] = frozenset(inspect.signature(get_response_synthesizer).parameters) - {
+    "llm", "streaming", "callback_manager"}
+"""``get_response_synthesizer``'s arguments that ``from_defaults`` forwards (derived from the signature)."""
+
+
+def split_engine_kwargs(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``(engine options, synthesizer kwargs)``; TypeError naming unknown names and the accepted ones."""
+    unknown = sorted(set(kwargs) - ENGINE_OPTIONS - SYNTH_KWARGS)
+    if unknown:
+        accepted = sorted(ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names())
+        raise TypeError(f"unknown ConvRAGChatEngine options {unknown}; accepted: {accepted}")
+    return ({k: v for k, v in kwargs.items() if k in ENGINE_OPTIONS},
+            {k: v for k, v in kwargs.items() if k in SYNTH_KWARGS})
+
+
+def from_defaults_names() -> FrozenSet[str]:
+    """Every keyword ``from_defaults`` takes by name (its signature, without ``cls`` and ``**kwargs``)."""
+    params = inspect.signature(ConvRAGChatEngine.from_defaults).parameters.values()
+    return frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD)
+
+

@@ -1,67 +1,58 @@
 """``build_chat_engine(index, **kwargs)``: the engine behind ``ConvRAGIndex.as_chat_engine``.
 
-One kwargs namespace is split by owner: retriever kwargs (``MilvusHybridRetriever.KWARGS``: ``similarity_top_k``,
-``search_type``, ``ranker_type``, ...) go to ``index.as_retriever``; ``node_postprocessors`` to the engine; synthesizer
-kwargs (:data:`SYNTH_KWARGS`) to ``llama_index_convrag.synthesizers.get_response_synthesizer``; engine kwargs
-(:data:`ENGINE_KWARGS`) to :meth:`ConvRAGChatEngine.from_defaults`. Anything else is rejected, naming it and the
-accepted names. ``streaming`` is accepted for LlamaIndex compatibility: the engine streams whenever
-``stream_chat``/``astream_chat`` is called (it builds both a plain and a streaming synthesizer), so it only needs to
-be a bool.
+One kwargs namespace: retriever kwargs (``MilvusHybridRetriever.KWARGS``: ``similarity_top_k``, ``search_type``,
+``ranker_type``, ...) go to ``index.as_retriever``; the rest to :meth:`ConvRAGChatEngine.from_defaults` (its own
+keywords, ``__init__``'s options and ``get_response_synthesizer``'s arguments, all read from their signatures).
+Anything else is rejected, naming it and the accepted names. ``streaming`` is accepted for LlamaIndex compatibility:
+the engine streams whenever ``stream_chat``/``astream_chat`` is called, so it only needs to be a bool.
+
+Without an LLM (none passed, none configured by the environment) only a response mode that needs none
+(``response_mode="extractive"``, ...) builds an engine: retrieval-only turns with extractive answers.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Tuple
 
-from llama_index_convrag.chat.engine import ENGINE_OPTIONS, ConvRAGChatEngine
+from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
+from llama_index_convrag.config import resolve_llm
+from llama_index_convrag.retrievers import MilvusHybridRetriever
+from llama_index_convrag.synthesizers.registry import lookup_mode
 
-SYNTH_KWARGS: FrozenSet[str] = frozenset({
-    "response_mode", "citations", "text_qa_template", "refine_template", "summary_template", "simple_template",
-    "structured_answer_filtering", "empty_response", "early_stop", "use_async",
-})
-ENGINE_KWARGS: FrozenSet[str] = ENGINE_OPTIONS | frozenset({
-    "condense_llm", "conversation_store", "conversation_id", "chat_history", "rewrite_strategy", "rewrite_trigger",
-    "last_n_turns", "max_rewrite_history_tokens", "condense_prompt", "get_chat_history", "count_tokens",
-    "node_postprocessors",
-})
-OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming"})
+OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})
+"""Taken here: ``llm`` (resolved from the environment when absent), ``streaming``, ``chat_mode``."""
+ENGINE_KWARGS: FrozenSet[str] = (ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names()) - OWN_KWARGS - frozenset(
+    {"cls", "retriever", "query_engine", "embed_model"})
+"""What goes to ``from_defaults`` (the retriever and the embedding model come from the index)."""
 
 
 def split_chat_kwargs(
     kwargs: Dict[str, Any], retriever_kwargs: FrozenSet[str]
-) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
-    """``(retriever, synthesizer, engine, own)`` kwargs; raises TypeError naming unknown ones (pure)."""
-    accepted = retriever_kwargs | SYNTH_KWARGS | ENGINE_KWARGS | OWN_KWARGS
+) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
+    """``(retriever, engine, own)`` kwargs; raises TypeError naming unknown ones (pure)."""
+    accepted = retriever_kwargs | ENGINE_KWARGS | OWN_KWARGS
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
         raise TypeError(f"as_chat_engine got unknown kwargs {unknown}; accepted: {sorted(accepted)}")
     pick = lambda names: {k: v for k, v in kwargs.items() if k in names}  # noqa: E731
-    retriever = pick(retriever_kwargs)
-    synth = pick(SYNTH_KWARGS - retriever_kwargs)
-    engine = pick(ENGINE_KWARGS - retriever_kwargs - SYNTH_KWARGS)
     own = pick(OWN_KWARGS)
     if "streaming" in own and not isinstance(own["streaming"], bool):
         raise TypeError(f"streaming must be a bool, got {own['streaming']!r}")
-    return retriever, synth, engine, own
+    return pick(retriever_kwargs), pick(ENGINE_KWARGS - retriever_kwargs), own
 
 
 def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
-    """Our condense-question engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizer."""
-    from llama_index_convrag.config import resolve_llm
-    from llama_index_convrag.retrievers import MilvusHybridRetriever
-    from llama_index_convrag.synthesizers import get_response_synthesizer
-
-    retriever_kw, synth_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
+    """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing)."""
+    retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
     llm = resolve_llm(own.get("llm"))
-    if llm is None:
+    mode = engine_kw.get("response_mode")
+    if llm is None and (mode is None or lookup_mode(mode).requires_llm):
         raise ValueError(
-            "as_chat_engine needs an LLM: pass llm=..., or set OPENAI_API_KEY / OPENAI_BASE_URL "
-            "(use index.as_retriever() for retrieval without an LLM)"
-        )
-    synth_kw.setdefault("citations", True)
-    synthesizer = get_response_synthesizer(llm=llm, streaming=False, **synth_kw)
-    streaming_synthesizer = get_response_synthesizer(llm=llm, streaming=True, **synth_kw)
-    retriever = index.as_retriever(**retriever_kw)
+            "as_chat_engine needs an LLM: pass llm=..., or set OPENAI_API_KEY / OPENAI_BASE_URL; for retrieval-only "
+            f"turns pass a response_mode that needs none (extractive answers: response_mode="
+            f"{'extractive'!r}); got response_mode={mode!r}")
+    engine_kw.setdefault("citations", True)
+    chat_mode = own.get("chat_mode")
     return ConvRAGChatEngine.from_defaults(
-        retriever, llm, synthesizer=synthesizer, streaming_synthesizer=streaming_synthesizer, **engine_kw
-    )
+        index.as_retriever(**retriever_kw), llm, embed_model=index.embed_model if llm is None else None,
+        chat_mode=chat_mode if chat_mode is not None else "condense_question", **engine_kw)

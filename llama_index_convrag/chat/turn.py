@@ -1,32 +1,172 @@
-"""Small pure helpers of one chat turn, shared by the sync and async paths of the engine."""
+"""One chat turn: :class:`Turn` owns the turn's state and the steps that change it.
+
+The engine tells the story (begin -> rewrite -> retrieve -> fit the budget -> answer -> finish); each step that only
+touches the turn is a method here, and the pure helpers below are shared by the sync, async and streaming paths.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+from llama_index.core.chat_engine.types import AgentChatResponse
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.llm import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore
+from llama_index.core.tools import ToolOutput
 
-from llama_index_convrag.chat.budget import message_fit_in
+from llama_index_convrag.chat.budget import TrimReport
+from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
-from llama_index_convrag.chat.rewrite import RewriteResult
+from llama_index_convrag.chat.rewrite import RewriteResult, select_history
+from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
 from llama_index_convrag.rank_trail import get_trail
-from llama_index_convrag.storage.conversation.base import Citation
+from llama_index_convrag.storage.conversation.base import Citation, ConversationStore
 
-fit = message_fit_in
+dispatcher = get_dispatcher(__name__)
+logger = logging.getLogger(__name__)
+Stages = Dict[str, List[NodeWithScore]]
 
 
-def apply_rewrite(record: TurnRecord, result: RewriteResult) -> None:
-    record.retrieval_query = result.query
-    record.rewrite_strategy = result.strategy
-    record.rewrite_used_llm = result.used_llm
-    record.rewrite_latency_ms = result.latency_ms
-    record.rewrite_fallback_reason = result.fallback_reason
-    record.rewrite_skipped_reason = result.skipped_reason
-    record.rewrite_cache_hit = result.cache_hit
+@dataclass
+class Turn:
+    """The state of one turn: its record (persisted), the history it conditions on (``history`` for the rewrite,
+    ``answer_history``: the turns the budget kept for the answer) and the surviving nodes."""
+
+    record: TurnRecord
+    history: List[ChatMessage]
+    history_ids: Optional[List[str]]
+    answer_history: List[ChatMessage] = field(default_factory=list)
+    nodes: List[NodeWithScore] = field(default_factory=list)
+    trim: Optional[TrimReport] = None
+    rewrite: Optional[RewriteResult] = None
+
+    @classmethod
+    def begin(cls, store: ConversationStore, conversation_id: str, message: str, *,
+              chat_history: Optional[Sequence[ChatMessage]], window: Optional[int], streaming: bool) -> "Turn":
+        """Read the history, then store the user message and an assistant placeholder (``pending``).
+
+        An explicit ``chat_history`` (``[]`` included) replaces the stored one; ``window`` keeps only the last
+        ``window`` user turns of the stored history (None: all of it).
+        """
+        if chat_history is not None:
+            history, ids = list(chat_history), None
+        else:
+            stored = store.history(conversation_id)
+            if window is not None:  # only the rewrite window is used: skip converting older messages
+                stored = [stored[i] for i in select_history(stored, window)]  # type: ignore[arg-type]
+            history, ids = [m.to_chat_message() for m in stored], [m.id for m in stored]
+        user, placeholder = store.begin_turn(conversation_id, message)
+        record = TurnRecord(conversation_id=conversation_id, user_message_id=user.id,
+                            assistant_message_id=placeholder.id, original_question=message, streaming=streaming,
+                            started_at=time.time())
+        dispatcher.event(ChatTurnStartEvent(conversation_id=conversation_id, user_message_id=user.id,
+                                            assistant_message_id=placeholder.id, question=message))
+        return cls(record=record, history=history, history_ids=ids)
+
+    @property
+    def question(self) -> str:
+        return self.record.original_question
+
+    @property
+    def retrieval_query(self) -> str:
+        """The rewritten question, or the user's words before (or without) a rewrite."""
+        query = self.record.retrieval_query
+        return query if query is not None else self.record.original_question
+
+    def apply_rewrite(self, result: RewriteResult) -> None:
+        self.rewrite = result
+        rec = self.record
+        rec.retrieval_query, rec.rewrite_strategy, rec.rewrite_used_llm = result.query, result.strategy, result.used_llm
+        rec.rewrite_latency_ms, rec.rewrite_cache_hit = result.latency_ms, result.cache_hit
+        rec.rewrite_fallback_reason, rec.rewrite_skipped_reason = result.fallback_reason, result.skipped_reason
+        if result.fallback_reason is not None:
+            logger.warning("question rewrite fell back to the original question: %s", result.fallback_reason)
+        dispatcher.event(QuestionRewriteEvent(
+            question=rec.original_question, retrieval_query=result.query, strategy=result.strategy,
+            used_llm=result.used_llm, latency_ms=result.latency_ms, fallback_reason=result.fallback_reason,
+            skipped_reason=result.skipped_reason))
+
+    def apply_stages(self, stages: Stages) -> None:
+        """Record the node ids of every retrieval stage; the last stage's nodes go on."""
+        self.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
+        self.nodes = list(stages[list(stages)[-1]])
+
+    def apply_sources(self, nodes: Sequence[NodeWithScore]) -> None:
+        """The nodes an answer was given from, when something other than this turn retrieved them."""
+        self.nodes = list(nodes)
+        self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
+
+    def apply_trim(self, report: Optional[TrimReport]) -> None:
+        """Keep the chunks the budget kept (all of them without a budget) and record the final context."""
+        if report is not None:
+            self.trim = report
+            self.record.trim_report = report.to_dict()
+            logger.debug("context budget for turn %s: %s", self.record.assistant_message_id, self.record.trim_report)
+            dispatcher.event(ContextTrimEvent(report=self.record.trim_report))
+            self.nodes = [self.nodes[i] for i in report.kept_chunks]
+        self.record.retrieved_ids["budget"] = [n.node.node_id for n in self.nodes]
+        self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
+
+    def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
+               response: Any) -> None:
+        """Persist the answer, its citations and the record; finalise the placeholder."""
+        rec = self.record
+        rec.answer = text
+        if rec.status != "no_docs" or status != "complete":
+            rec.status = status
+        rec.error = None if error is None else f"{type(error).__name__}: {error}"
+        rec.finished_at = time.time()
+        citations = build_citations(response, self.nodes) if response is not None else []
+        rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
+        store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
+                          error=rec.error, citations=citations, record=rec.to_dict())
+        dispatcher.event(ChatTurnEndEvent(assistant_message_id=rec.assistant_message_id, status=rec.status,
+                                          error=rec.error))
+
+    def metadata(self, generated_question: bool) -> Dict[str, Any]:
+        """``response.metadata``: ``conversation_id``, ``message_id`` (assistant), ``user_message_id``, ``turn``
+        (the TurnRecord), ``trim_report`` (TrimReport, None when no budget was applied), ``citations`` (dicts), and
+        ``generated_question`` (the retrieval query) only when ``generated_question`` is True."""
+        rec = self.record
+        meta: Dict[str, Any] = {
+            "conversation_id": rec.conversation_id, "message_id": rec.assistant_message_id,
+            "user_message_id": rec.user_message_id, "turn": rec, "trim_report": self.trim,
+            "citations": rec.citations,
+        }
+        if generated_question:
+            meta["generated_question"] = rec.retrieval_query
+        return meta
+
+    def chat_response(self, text: str, response: Any, *, sources: bool,
+                      generated_question: bool) -> AgentChatResponse:
+        """The response of ``chat``/``achat``; ``sources=False`` leaves out source nodes and tool outputs."""
+        tools = [] if not sources or response is None else [ToolOutput(
+            content=text, tool_name="convrag_chat", raw_input={"query": self.record.synthesis_query},
+            raw_output=response)]
+        return AgentChatResponse(response=text, sources=tools, source_nodes=list(self.nodes) if sources else [],
+                                 metadata=self.metadata(generated_question))
+
+    def stream_response(self, finalizer: Finalizer, *, sources: bool, generated_question: bool,
+                        **streams: Any) -> ConvRAGStreamingResponse:
+        """The response of ``stream_chat``/``astream_chat`` (``streams``: its sync or async delta stream)."""
+        rec = self.record
+        return ConvRAGStreamingResponse(
+            source_nodes=list(self.nodes) if sources else [], message_id=rec.assistant_message_id,
+            user_message_id=rec.user_message_id, conversation_id=rec.conversation_id,
+            metadata=self.metadata(generated_question), finalizer=finalizer, **streams)
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------------
+def final_doc_id(nws: NodeWithScore) -> str:
+    """The document id evaluation scores a context node by: its ``ref_doc_id``, else its node id."""
+    ref = nws.node.ref_doc_id
+    return ref if ref is not None else nws.node.node_id
 
 
 def stage_names(postprocessors: Sequence[BaseNodePostprocessor]) -> List[Tuple[str, BaseNodePostprocessor]]:
@@ -69,9 +209,15 @@ def system_text(synthesizer: Any, llm: LLM) -> str:
 
 
 def sync_deltas(response: Any) -> Iterator[str]:
+    """The text deltas of a (streaming or plain) response."""
     if isinstance(response, StreamingResponse) and response.response_gen is not None:
         return response.response_gen
     return iter([str(response)])
+
+
+def read_text(response: Any) -> str:
+    """The whole text of a (streaming or plain) response."""
+    return "".join(sync_deltas(response)) if isinstance(response, StreamingResponse) else str(response)
 
 
 async def aiter_one(text: str) -> AsyncIterator[str]:
@@ -79,6 +225,7 @@ async def aiter_one(text: str) -> AsyncIterator[str]:
 
 
 def async_deltas(response: Any) -> AsyncIterator[str]:
+    """Async twin of :func:`sync_deltas` (sync streams are iterated as they are)."""
     if isinstance(response, AsyncStreamingResponse):
         return response.async_response_gen()
     if isinstance(response, StreamingResponse) and response.response_gen is not None:
@@ -92,6 +239,7 @@ async def _aiter_sync(gen: Iterator[str]) -> AsyncIterator[str]:
 
 
 async def aread_text(response: Any) -> str:
+    """Async twin of :func:`read_text`."""
     if isinstance(response, (AsyncStreamingResponse, StreamingResponse)):
         return "".join([d async for d in async_deltas(response)])
     return str(response)
@@ -124,4 +272,5 @@ def _citation(nws: NodeWithScore, index: int, marker: Optional[int]) -> Citation
                     stage_scores=get_trail(nws), text=nws.node.get_content()[:500])
 
 
-__all__ = ["TurnRecord", "apply_rewrite", "build_citations", "fit", "group_turns", "stage_names", "system_text"]
+__all__ = ["Turn", "aread_text", "async_deltas", "build_citations", "final_doc_id", "group_turns", "read_text",
+           "stage_names", "sync_deltas", "system_text"]

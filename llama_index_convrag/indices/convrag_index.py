@@ -7,27 +7,32 @@ only stores built parts. LlamaIndex ``insert`` / ``delete_ref_doc`` go through :
 
 from __future__ import annotations
 
-import importlib
+import inspect
 from typing import Any, Dict, List, Optional, Sequence
 
-from llama_index.core.chat_engine.types import ChatMode
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import Document, TransformComponent
+from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
 from llama_index.core.storage.storage_context import StorageContext
 from pymilvus import MilvusClient
 
+from llama_index_convrag.chat.defaults import CHAT_MODES
+from llama_index_convrag.chat.engine import ConvRAGChatEngine
+from llama_index_convrag.chat.factory import build_chat_engine
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.indices.milvus_store import ConvRAGMilvusStore
 from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from llama_index_convrag.synthesizers import get_response_synthesizer
 
-ENGINE_KWARGS = frozenset({"response_synthesizer", "node_postprocessors"})
-CHAT_FACTORY = "llama_index_convrag.chat.factory"
-SYNTH_FACTORY = "llama_index_convrag.synthesizers"
+ENGINE_KWARGS = frozenset(inspect.signature(RetrieverQueryEngine.__init__).parameters) - {
+    "self", "retriever", "callback_manager"}
+"""``as_query_engine`` arguments that go to ``RetrieverQueryEngine`` (``response_synthesizer``,
+``node_postprocessors``), read from its signature."""
 
 
 class ConvRAGIndex(VectorStoreIndex):
@@ -141,17 +146,10 @@ class ConvRAGIndex(VectorStoreIndex):
     def as_query_engine(self, **kwargs: Any) -> Any:  # type: ignore[override]
         """``RetrieverQueryEngine`` over :meth:`as_retriever`; needs ``llm=`` or ``response_synthesizer=``.
 
-        Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are ``response_synthesizer``,
-        ``node_postprocessors`` or arguments of the synthesizer factory:
-        ``llama_index_convrag.synthesizers.get_response_synthesizer`` when that module exists, else LlamaIndex
-        core's. There is no fallback to ``Settings.llm``.
+        Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are :data:`ENGINE_KWARGS` or
+        arguments of our ``get_response_synthesizer``. There is no fallback to ``Settings.llm``.
         """
-        import inspect
-
-        from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
-
-        factory = _synthesizer_factory()
-        synth_names = frozenset(inspect.signature(factory).parameters) - {"callback_manager"}
+        synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
         unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
@@ -164,34 +162,18 @@ class ConvRAGIndex(VectorStoreIndex):
         if synth is None:
             if rest.get("llm") is None and rest.get("response_mode") != "no_text":
                 raise ValueError("as_query_engine needs llm= or response_synthesizer= (no Settings.llm fallback)")
-            synth = factory(callback_manager=self._callback_manager, **rest)
+            synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest)
         elif rest:
             raise TypeError(f"response_synthesizer= excludes {sorted(rest)}")
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
                                     node_postprocessors=postprocessors, callback_manager=self._callback_manager)
 
-    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        """``None`` / ``"condense_question"``: our chat engine (``llama_index_convrag.chat.factory``); other modes:
-        LlamaIndex's ``as_chat_engine`` (their kwargs go through :meth:`as_query_engine`/:meth:`as_retriever`)."""
+    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> ConvRAGChatEngine:  # type: ignore[override]
+        """Our chat engine (``llama_index_convrag.chat.factory.build_chat_engine``) for ``chat_mode`` ``None`` /
+        ``"condense_question"``, ``"condense_plus_context"`` or ``"context"``; other modes are refused."""
         mode = getattr(chat_mode, "value", chat_mode)
-        modes = [m.value for m in ChatMode]
-        if mode is not None and mode not in modes:
-            raise ValueError(f"chat_mode must be one of {modes} (or None for ours), got {mode!r}")
-        if mode is None or mode == "condense_question":
-            try:
-                factory = importlib.import_module(CHAT_FACTORY)
-            except ImportError as exc:
-                raise ImportError(f"chat_mode {mode!r} needs {CHAT_FACTORY}.build_chat_engine, "
-                                  f"which could not be imported: {exc}") from exc
-            return factory.build_chat_engine(index=self, **kwargs)
-        return super().as_chat_engine(chat_mode=chat_mode, **kwargs)
+        if mode is not None and mode not in CHAT_MODES:
+            raise ValueError(f"chat_mode must be one of {list(CHAT_MODES)} (or None: condense_question), got {mode!r}")
+        return build_chat_engine(self, chat_mode=mode, **kwargs)
 
 
-def _synthesizer_factory() -> Any:
-    try:
-        module = importlib.import_module(SYNTH_FACTORY)
-        return getattr(module, "get_response_synthesizer")
-    except (ImportError, AttributeError):
-        from llama_index.core.response_synthesizers import get_response_synthesizer
-
-        return get_response_synthesizer

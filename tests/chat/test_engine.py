@@ -306,3 +306,57 @@ def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
         assert len(answers) == 50 and all(m.status == "complete" and m.content == "answer [1]" for m in answers)
         assert all(len(reopened.get_citations(a.id)) == 3 for a in answers)
         assert len(reopened.list_turn_records(f"c{t}")) == 50
+
+
+def test_from_defaults_builds_our_synthesizers(retriever: Any, store: Any) -> None:
+    """One product, one factory: without synthesizer= the engine answers with ours (core's before)."""
+    from llama_index_convrag.synthesizers import BaseSynthesizer as OurSynthesizer
+
+    engine = make(retriever, store, response_mode="refine", citations=True)
+    assert isinstance(engine._synthesizer, OurSynthesizer) and isinstance(engine._streaming_synthesizer,
+                                                                           OurSynthesizer)
+    assert engine._synthesizer.mode == "refine" and engine._streaming_synthesizer._streaming
+    resp = engine.chat("Who directed Inception?")
+    assert [c["marker"] for c in resp.metadata["citations"]] == [1]  # ours maps the [1] marker
+
+
+def test_query_engine_answers_the_rewritten_question(retriever: Any, store: Any) -> None:
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from llama_index_convrag.synthesizers import get_response_synthesizer as ours
+
+    llm, condense = ScriptedLLM.fixed("In 2010 [1]."), ScriptedLLM.fixed(REWRITE)
+    query_engine = RetrieverQueryEngine(retriever, ours(llm=llm, citations=True))
+    engine = ConvRAGChatEngine.from_defaults(query_engine=query_engine, llm=condense, conversation_store=store,
+                                             conversation_id="conv", rewrite_trigger=False)
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("When was it released?")
+    assert (condense.call_count, llm.call_count, resp.response) == (1, 2, "In 2010 [1].")
+    assert REWRITE in llm.prompts[-1] and "When was it released?" not in llm.prompts[-1]
+    record = resp.metadata["turn"]
+    assert record.retrieval_query == record.synthesis_query == REWRITE
+    assert record.retrieved_ids == {"final": [n.node.node_id for n in resp.source_nodes]}
+    assert record.retrieved_ids["final"][0] == "inception"
+    [cite] = store.get_citations(resp.metadata["message_id"])
+    assert (cite.marker, cite.node_id) == (1, "inception")
+
+
+def test_core_argument_names(retriever: Any, store: Any) -> None:
+    from llama_index.core.memory import ChatMemoryBuffer
+    from llama_index.core.prompts import PromptTemplate
+
+    condense = ScriptedLLM.fixed(REWRITE)
+    memory = ChatMemoryBuffer.from_defaults(chat_history=[ChatMessage(role="user", content="Who made Inception?"),
+                                                          ChatMessage(role="assistant", content="Nolan.")])
+    engine = make(retriever, store, condense=condense, memory=memory, return_source_documents=False,
+                  condense_question_prompt=PromptTemplate("H={chat_history} Q={question}"), rewrite_trigger=False)
+    resp = engine.chat("When was it released?")
+    assert condense.prompts == ["H=user: Who made Inception?\nassistant: Nolan. Q=When was it released?"]
+    assert resp.source_nodes == [] and resp.sources == []
+    skip = make(retriever, store, condense=condense, skip_condense=True)
+    assert skip.chat("And it?").metadata["turn"].rewrite_skipped_reason == "strategy none"
+    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['similarity_top_k'\]; accepted: "
+                                        r"\[.*'answer_query_prompt'.*'citations'.*'return_source_documents'"):
+        make(retriever, store, similarity_top_k=3)
+    with pytest.raises(ValueError, match=r"\['system_prompt'\] shape the answers of chat_mode"):
+        make(retriever, store, system_prompt="Be brief.")

@@ -1,22 +1,24 @@
-"""Kwarg splitting of build_chat_engine (pure). The end-to-end as_chat_engine test lands when the retriever and
-synthesizer modules are merged."""
+"""build_chat_engine: kwarg splitting (pure) and as_chat_engine end to end."""
+
+import inspect
 
 import pytest
 
-from llama_index_convrag.chat.factory import ENGINE_KWARGS, SYNTH_KWARGS, split_chat_kwargs
+from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine
+from llama_index_convrag.chat.factory import ENGINE_KWARGS, OWN_KWARGS, split_chat_kwargs
+from llama_index_convrag.synthesizers import get_response_synthesizer
 
 RETRIEVER = frozenset({"similarity_top_k", "search_type", "ranker_type"})
 
 
 def test_splits_by_owner() -> None:
     pp = object()
-    retr, synth, engine, own = split_chat_kwargs(
+    retr, engine, own = split_chat_kwargs(
         {"similarity_top_k": 5, "search_type": "hybrid", "response_mode": "compact", "node_postprocessors": [pp],
-         "rephrase_question": False, "streaming": True, "llm": None}, RETRIEVER)
+         "rephrase_question": False, "streaming": True, "llm": None, "chat_mode": "context"}, RETRIEVER)
     assert retr == {"similarity_top_k": 5, "search_type": "hybrid"}
-    assert synth == {"response_mode": "compact"}
-    assert engine == {"node_postprocessors": [pp], "rephrase_question": False}
-    assert own == {"streaming": True, "llm": None}
+    assert engine == {"response_mode": "compact", "node_postprocessors": [pp], "rephrase_question": False}
+    assert own == {"streaming": True, "llm": None, "chat_mode": "context"}
 
 
 def test_unknown_kwargs_named_with_accepted() -> None:
@@ -29,8 +31,17 @@ def test_streaming_must_be_bool() -> None:
         split_chat_kwargs({"streaming": "yes"}, RETRIEVER)
 
 
-def test_name_sets_disjoint() -> None:
-    assert not (SYNTH_KWARGS & ENGINE_KWARGS)
+def test_accepted_names_come_from_the_signatures() -> None:
+    """No hand-kept lists: every synthesizer argument (tokenizer, output_cls, verbose...) and engine option."""
+    synth = set(inspect.signature(get_response_synthesizer).parameters) - {"llm", "streaming", "callback_manager"}
+    assert SYNTH_KWARGS == synth and {"tokenizer", "output_cls", "verbose"} <= SYNTH_KWARGS
+    init = set(inspect.signature(ConvRAGChatEngine.__init__).parameters)
+    assert ENGINE_OPTIONS < init and {"rephrase_question", "budget_ratio", "reserved_output_tokens"} <= ENGINE_OPTIONS
+    assert not ENGINE_OPTIONS & {"retriever", "llm", "store", "rewriter", "synthesizer"}
+    named = set(inspect.signature(ConvRAGChatEngine.from_defaults).parameters) - {"kwargs", "retriever",
+                                                                                 "query_engine", "embed_model"}
+    assert ENGINE_KWARGS == (SYNTH_KWARGS | ENGINE_OPTIONS | named) - OWN_KWARGS
+    assert not ENGINE_KWARGS & OWN_KWARGS
 
 
 def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, tmp_path) -> None:  # type: ignore

@@ -1,14 +1,10 @@
-import sys
-import types
 from typing import Any
 
 import pytest
-from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import Document
 
 from llama_index_convrag.indices import ConvRAGIndex, ConvRAGMilvusStore
-from llama_index_convrag.indices.convrag_index import CHAT_FACTORY
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.testing import ScriptedLLM
 
@@ -76,28 +72,28 @@ def test_as_query_engine_passes_a_built_synthesizer_and_rejects_unknowns(index):
         index.as_query_engine(similarity_top_k=2)
 
 
-def test_as_chat_engine_default_uses_our_factory(index, monkeypatch):
-    calls = []
-    fake = types.ModuleType(CHAT_FACTORY)
-    fake.build_chat_engine = lambda **kw: calls.append(kw) or "engine"
-    monkeypatch.setitem(sys.modules, CHAT_FACTORY, fake)
-    assert index.as_chat_engine(similarity_top_k=3) == "engine"
-    assert index.as_chat_engine(chat_mode="condense_question") == "engine"
-    assert calls == [{"index": index, "similarity_top_k": 3}, {"index": index}]
+def test_as_chat_engine_serves_our_modes_with_our_retriever(index):
+    from llama_index_convrag.chat import ConvRAGChatEngine
+
+    default = index.as_chat_engine(llm=ScriptedLLM.fixed("hi"), similarity_top_k=1)
+    assert isinstance(default, ConvRAGChatEngine) and isinstance(default._retriever, MilvusHybridRetriever)
+    llm = ScriptedLLM.fixed("They purr [1].", chat_model=True)
+    engine = index.as_chat_engine(chat_mode="condense_plus_context", llm=llm, similarity_top_k=1,
+                                  system_prompt="Answer like a vet.", rewrite_trigger=False)
+    assert isinstance(engine, ConvRAGChatEngine) and isinstance(engine._retriever, MilvusHybridRetriever)
+    assert str(engine.chat("What do cats do?")) == "They purr [1]."
+    [system, user] = llm.calls[-1].messages
+    assert system.role == "system" and "Cats purr and hunt mice at night." in system.content
+    assert system.content.endswith("Answer like a vet.") and user.content == "What do cats do?"
+    engine.chat("And at night?")
+    kinds = [c.kind for c in llm.calls]
+    assert len(kinds) == 3  # answer, condense (history), answer
+    history = [(m.role, m.content) for m in llm.calls[-1].messages[1:]]
+    assert history == [("user", "What do cats do?"), ("assistant", "They purr [1]."), ("user", "And at night?")]
 
 
-def test_as_chat_engine_names_the_missing_factory(index, monkeypatch):
-    monkeypatch.setitem(sys.modules, CHAT_FACTORY, None)  # makes the import fail
-    with pytest.raises(ImportError, match="llama_index_convrag.chat.factory.build_chat_engine"):
-        index.as_chat_engine()
-
-
-def test_other_chat_modes_use_llamaindex(index):
-    engine = index.as_chat_engine(chat_mode="simple", llm=ScriptedLLM.fixed("hi"))
-    assert isinstance(engine, SimpleChatEngine) and str(engine.chat("hello")) == "hi"
-
-
-def test_unknown_chat_mode_names_the_accepted_ones(index):
-    with pytest.raises(ValueError, match=r"chat_mode must be one of \[.*'condense_question'.*\] \(or None for ours\), "
-                                         r"got 'condense_plus'"):
-        index.as_chat_engine(chat_mode="condense_plus", llm=ScriptedLLM.fixed("hi"))
+@pytest.mark.parametrize("mode", ["simple", "react", "best", "condense_plus"])
+def test_other_chat_modes_are_refused_naming_ours(index, mode):
+    with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "
+                                         rf"'context'\] \(or None: condense_question\), got '{mode}'"):
+        index.as_chat_engine(chat_mode=mode, llm=ScriptedLLM.fixed("hi"))
