@@ -4,27 +4,32 @@ A turn stores the user message and an assistant placeholder (status ``pending``)
 stream wrappers finalise the placeholder exactly once: ``complete`` when the deltas run out, ``error`` (with the
 partial text and the error) when the source raises, ``cancelled`` (with the partial text) when the consumer stops
 reading (closes the generator, breaks out of the loop, or calls ``close()`` / ``aclose()`` on the response).
+Generation stops with the reader: nothing is produced (or paid for) after that. The partial text of a cancelled
+answer is what the user saw, so the next turn's history holds it (``ConversationStore.history``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, Generator, Iterator, Optional
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional
 
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 
 logger = logging.getLogger(__name__)
 FinalizeFn = Callable[[str, str, Optional[BaseException]], None]
+DoneCallback = Callable[[str, str], None]
 
 
 class Finalizer:
-    """Calls ``fn(status, text, error)`` once; later calls are ignored. Thread-safe."""
+    """Calls ``fn(status, text, error)`` once, then the done callbacks; later calls are ignored. Thread-safe."""
 
     def __init__(self, fn: FinalizeFn) -> None:
         self._fn = fn
         self._lock = threading.Lock()
+        self._callbacks: List[DoneCallback] = []
         self.status: Optional[str] = None
         self.text = ""
 
@@ -32,12 +37,24 @@ class Finalizer:
     def done(self) -> bool:
         return self.status is not None
 
+    def add_done_callback(self, callback: DoneCallback) -> None:
+        """``callback(status, text)`` once the turn is persisted (at once if it already is)."""
+        with self._lock:
+            if self.status is None:
+                self._callbacks.append(callback)
+                return
+        callback(self.status, self.text)
+
     def __call__(self, status: str, text: str, error: Optional[BaseException] = None) -> None:
         with self._lock:
             if self.status is not None:
                 return
             self.status, self.text = status, text
-        self._fn(status, text, error)
+        try:
+            self._fn(status, text, error)
+        finally:
+            for callback in self._callbacks:
+                callback(status, text)
 
 
 def stream_lifecycle(deltas: Iterator[str], finalize: Finalizer) -> Generator[str, None, None]:
@@ -86,7 +103,9 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
     """A streamed turn. ``message_id`` (the assistant placeholder) is set before the first token.
 
     Read ``response_gen`` (sync) or ``async_response_gen()`` (async) once; stop early with ``close()`` /
-    ``aclose()`` (or just stop iterating) and the placeholder is finalised as ``cancelled``.
+    ``aclose()`` (or just stop iterating) and the placeholder is finalised as ``cancelled``. ``is_done`` turns True
+    once the turn is persisted, whatever its status; ``response`` is then the text (stripped, as core's).
+    ``awrite_response_to_history_task`` (set once ``async_response_gen()`` starts) completes at that moment too.
     """
 
     message_id: str = ""
@@ -100,6 +119,12 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.is_writing_to_memory = False
+        if self.finalizer is not None:
+            self.finalizer.add_done_callback(self._on_persisted)
+
+    def _on_persisted(self, status: str, text: str) -> None:
+        self.response = text.strip()
+        self.is_done = True
 
     @property
     def status(self) -> str:
@@ -117,20 +142,18 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
             for delta in stream:
                 self.unformatted_response += delta
                 yield delta
-            self.response = self.unformatted_response
-            self.is_done = True
         finally:
             self.close()
 
     async def async_response_gen(self) -> AsyncGenerator[str, None]:  # type: ignore[override]
         if self.async_stream is None:
             raise ValueError("this response was produced by stream_chat(); iterate response_gen")
+        if self.finalizer is not None and self.awrite_response_to_history_task is None:
+            self.awrite_response_to_history_task = asyncio.ensure_future(_persisted(self.finalizer))
         try:
             async for delta in self.async_stream:
                 self.unformatted_response += delta
                 yield delta
-            self.response = self.unformatted_response
-            self.is_done = True
         finally:
             await self.aclose()
 
@@ -159,3 +182,22 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
                 finalizer("cancelled", self.unformatted_response)
             except Exception:  # noqa: BLE001 - never raise from a finaliser; the message stays 'streaming'
                 logger.exception("could not finalise abandoned stream %s", self.message_id)
+
+
+async def _persisted(finalizer: Finalizer) -> str:
+    """Wait (on the running loop) until ``finalizer`` has run; return the status."""
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[str]" = loop.create_future()
+
+    def resolve(status: str, text: str) -> None:
+        def set_result() -> None:
+            if not done.done():
+                done.set_result(status)
+
+        try:
+            loop.call_soon_threadsafe(set_result)
+        except RuntimeError:  # the loop is closed: nobody awaits any more
+            pass
+
+    finalizer.add_done_callback(resolve)
+    return await done

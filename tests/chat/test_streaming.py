@@ -213,3 +213,37 @@ def test_failure_before_first_token_finalises_error(store: Any) -> None:
     msgs = store.get_conversation("conv")
     assert [(m.role, m.status) for m in msgs] == [("user", "complete"), ("assistant", "error")] * 2
     assert msgs[1].error == "ConnectionError: milvus down"
+
+
+def test_next_turn_sees_the_partial_text_of_a_stopped_answer(retriever: Any, store: Any) -> None:
+    """The user saw 'Inception ' before stopping the stream: the follow-up is rewritten (and answered) with it."""
+    condense = ScriptedLLM.fixed("When was Inception released?")
+    engine = ConvRAGChatEngine.from_defaults(retriever, ScriptedLLM.fixed(ANSWER), condense_llm=condense,
+                                             conversation_store=store, conversation_id="conv",
+                                             rewrite_trigger=False)
+    first = engine.stream_chat("Who directed Inception?")
+    for _ in first.response_gen:
+        break
+    assert (first.status, first.is_done, first.response) == ("cancelled", True, "Inception")
+    assert [(m.role, m.content) for m in engine.chat_history] == [
+        ("user", "Who directed Inception?"), ("assistant", "Inception ")]
+    engine.chat("When was it released?")
+    assert "user: Who directed Inception?\nassistant: Inception \n" in condense.prompts[0]
+
+
+def test_a_stream_stopped_before_any_text_leaves_no_answer_in_history(retriever: Any, store: Any) -> None:
+    engine = make(retriever, store)
+    engine.stream_chat("Who directed Inception?").close()
+    assert [(m.role, m.status) for m in store.get_conversation("conv")] == [("user", "complete"),
+                                                                            ("assistant", "cancelled")]
+    assert [m.role for m in engine.chat_history] == ["user"]
+
+
+async def test_async_task_completes_when_the_stopped_turn_is_stored(retriever: Any, store: Any) -> None:
+    engine = make(retriever, store)
+    resp = await engine.astream_chat("Who directed Inception?")
+    async for _ in resp.async_response_gen():
+        break
+    assert await resp.awrite_response_to_history_task == "cancelled"
+    assert [(m.role, m.content) for m in engine.chat_history] == [
+        ("user", "Who directed Inception?"), ("assistant", "Inception ")]

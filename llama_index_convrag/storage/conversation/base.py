@@ -146,9 +146,10 @@ class ConversationStore(BaseChatStore):
         self.finalize_message(message_id, content=content, status=status, error=error)
 
     def history(self, conversation_id: str) -> List[Message]:
-        """The messages to condition on: every non-assistant message and only complete assistant answers."""
+        """The messages to condition on: every non-assistant message, complete answers, and the partial text of
+        answers whose stream the reader stopped (``cancelled``; the user saw it). Failed and pending answers are not."""
         return [m for m in self.get_conversation(conversation_id)
-                if m.role != "assistant" or m.status == "complete"]
+                if m.role != "assistant" or m.status == "complete" or (m.status == "cancelled" and m.content != "")]
 
     # --- BaseChatStore -------------------------------------------------------------------------
     def set_messages(self, key: str, messages: List[ChatMessage]) -> None:

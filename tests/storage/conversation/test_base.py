@@ -34,6 +34,16 @@ def test_turn_lifecycle_and_history(make_store: Make) -> None:
     assert reopened.schema_version() == 2
 
 
+def test_history_keeps_the_partial_text_of_a_stopped_answer(make_store: Make) -> None:
+    store = make_store()
+    _, stopped = store.begin_turn("c1", "Who directed Inception?")
+    store.finalize_message(stopped.id, content="Christopher", status="cancelled")
+    _, empty = store.begin_turn("c1", "And Tenet?")
+    store.finalize_message(empty.id, content="", status="cancelled")
+    assert [(m.role, m.content) for m in store.history("c1")] == [
+        ("user", "Who directed Inception?"), ("assistant", "Christopher"), ("user", "And Tenet?")]
+
+
 def test_citations_by_message_id_after_reopen(make_store: Make) -> None:
     store = make_store()
     _, a = store.begin_turn("c", "q")
