@@ -15,8 +15,8 @@ from llama_index_convrag.synthesizers import get_response_synthesizer
 
 CHAT_MODES = ("condense_question", "condense_plus_context", "context")
 """The chat modes this engine serves (``as_chat_engine(chat_mode=...)`` accepts these and ``None``)."""
-NO_LLM_RESPONSE_MODE = "context_only"
-"""The response mode of ``llm=None`` turns (needs no LLM)."""
+NO_LLM_RESPONSE_MODE = "extractive"
+"""The response mode of ``llm=None`` turns: extractive answers (the retrieved sentences closest to the question)."""
 NO_LLM_REWRITE_STRATEGY = "concat"
 """The rewrite strategy of ``llm=None`` turns (needs no LLM)."""
 

@@ -360,3 +360,32 @@ def test_core_argument_names(retriever: Any, store: Any) -> None:
         make(retriever, store, similarity_top_k=3)
     with pytest.raises(ValueError, match=r"\['system_prompt'\] shape the answers of chat_mode"):
         make(retriever, store, system_prompt="Be brief.")
+
+
+def test_llm_none_retrieval_only_extractive_turns(retriever: Any, store: Any, embed_model: Any) -> None:
+    engine = ConvRAGChatEngine.from_defaults(retriever, None, embed_model=embed_model, conversation_store=store,
+                                             conversation_id="conv")
+    assert engine._synthesizer.mode == "extractive" and engine._rewriter.strategy == "concat"
+    first = engine.chat("Who directed Inception?")
+    assert "Inception is a 2010 science fiction film directed by Christopher Nolan. [1]" in first.response
+    assert first.metadata["trim_report"] is None and first.metadata["turn"].retrieved_ids["final"][0] == "inception"
+    second = engine.chat("And when was it released?")
+    assert second.metadata["turn"].retrieval_query == "Who directed Inception?\nAnd when was it released?"
+    stored = store.get_citations(second.metadata["message_id"])
+    assert [c.marker for c in stored] == [c["marker"] for c in second.metadata["citations"]] and stored
+    assert [(m.role, m.status) for m in store.get_conversation("conv")] == [("user", "complete"),
+                                                                           ("assistant", "complete")] * 2
+
+
+def test_llm_none_failed_turn_keeps_user_message(store: Any, embed_model: Any) -> None:
+    class Broken(FixedRetriever):
+        def _retrieve(self, query_bundle: Any) -> Any:
+            raise ConnectionError("milvus down")
+
+    engine = ConvRAGChatEngine.from_defaults(Broken([]), None, embed_model=embed_model, conversation_store=store,
+                                             conversation_id="conv")
+    with pytest.raises(ConnectionError):
+        engine.chat("Who directed Inception?")
+    [user, assistant] = store.get_conversation("conv")
+    assert (user.content, assistant.status, assistant.error) == ("Who directed Inception?", "error",
+                                                                 "ConnectionError: milvus down")
