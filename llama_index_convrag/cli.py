@@ -2,7 +2,7 @@
 
 Commands: ``ingest``, ``ask``, ``chat``, ``eval retrieval``, ``eval conversation``, ``bench embed``, ``bench list``
 (each has ``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``--base-url``)
-``ask`` and ``chat`` run retrieval-only and show the top passages with citations.
+``ask`` and ``chat`` run retrieval-only: extractive answers citing the top passages.
 
 Exit codes (scripts can rely on them):
 

@@ -14,6 +14,7 @@ from typing import Any, Dict, List
 import pytest
 from PIL import Image
 
+from llama_index_convrag.chat import TurnRecord
 from llama_index_convrag.cli import main
 from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.ingest import create_collection, default_spec
@@ -165,15 +166,19 @@ def test_ask_retrieval_only_follow_up_concat_and_store(capsys, docs, where, tmp_
     assert first["conversation_id"] == second["conversation_id"]
     assert [c["marker"] for c in first["citations"]] == [1, 2]
     assert first["citations"][0]["file"] == "tea.txt" and first["citations"][0]["chunk"] == 0
-    assert first["answer"] is None and first["sources"][0].endswith("docs/tea.txt")
+    assert "Green tea should steep for two minutes in water at eighty degrees." in first["answer"]
+    assert first["citations"][0]["cited_as"] is not None and first["sources"][0].endswith("docs/tea.txt")
     reopened = SQLiteConversationStore(store)
     messages = reopened.get_conversation(first["conversation_id"])
     assert [(m.role, m.status) for m in messages] == [("user", "complete"), ("assistant", "complete")] * 2
     assert messages[2].content == "And what about it with black leaves?"  # stored as typed, not the rewrite
+    assert messages[3].content == second["answer"]
     cites = reopened.get_citations(second["message_id"])
-    assert [c.marker for c in cites] == [1, 2] and cites[0].node_id == second["citations"][0]["node_id"]
-    record = reopened.get_turn_record(second["message_id"])
-    assert record["mode"] == "retrieval-only" and record["retrieval_query"] == second["retrieval_query"]
+    cited = {c["node_id"]: c["cited_as"] for c in second["citations"] if c["cited_as"] is not None}
+    assert cites and {c.node_id: c.marker for c in cites} == cited
+    record = TurnRecord.from_dict(reopened.get_turn_record(second["message_id"]))  # the engine's own record
+    assert (record.rewrite_strategy, record.rewrite_used_llm) == ("concat", False)
+    assert record.retrieval_query == second["retrieval_query"] and record.answer == second["answer"]
     reopened.close()
 
 
@@ -183,9 +188,9 @@ def test_ask_text_output(capsys, docs, where, tmp_path):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "query> How do I bake sourdough?"
-    assert lines[1].startswith("(retrieval only: no LLM configured")
-    assert lines[2].startswith("[1] bread.txt:0 0.")
-    assert lines[3].startswith("    Sourdough bread needs a starter")
+    assert lines[1].startswith("answer> ") and "Bake the loaf at 230 degrees for forty minutes" in lines[1]
+    assert lines[2].startswith("(retrieval only: extractive answer, no LLM configured")
+    assert lines[3].startswith("[1] bread.txt:0 0.") and lines[3].endswith(" (cited)")
     assert lines[4] == f"sources: {docs.resolve() / 'bread.txt'}"
     assert "mode: retrieval-only" in err and "ingest: 3 added" in err
 

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -214,10 +214,3 @@ class QuestionRewriter(PromptMixin):
     def _fallback(self, question: str, start: float, reason: str) -> RewriteResult:
         return RewriteResult(question, "llm", used_llm=True, latency_ms=(time.perf_counter() - start) * 1000,
                              fallback_reason=reason)
-
-
-def history_ids_of(messages: Sequence[Any]) -> List[str]:
-    """Stored message ids (``Message.id``) for cache keys."""
-    return [m.id for m in messages]
-
-

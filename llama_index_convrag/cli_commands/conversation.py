@@ -1,16 +1,14 @@
 """``convrag ingest``, ``convrag ask`` and ``convrag chat``.
 
-With an LLM configured a turn goes through ``ConvRAGIndex.as_chat_engine`` (our condense-question engine: LLM
-rewrite, retrieval, cited answer, persisted). Without one the turn is retrieval-only: follow-ups are rewritten with
-the no-LLM ``concat`` strategy of :class:`QuestionRewriter`, the top passages are shown with citations, and the turn
-(question, passages as citations, a turn record) is persisted in the same conversation store.
+Every turn goes through ``ConvRAGIndex.as_chat_engine`` (our chat engine: rewrite, retrieval, cited answer, the
+turn persisted in the conversation store); this module only prints it. With an LLM configured the rewrite and the
+answer use it; without one the turn is retrieval-only: the no-LLM rewrite and an extractive answer (the retrieved
+sentences closest to the question, cited), with the passages shown as its sources.
 """
 
 from __future__ import annotations
 
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -19,6 +17,7 @@ from llama_index_convrag.cli_commands.common import (EXIT_INPUT, CLIError, Outpu
                                                      require_collection, resolve_llm)
 
 SNIPPET_CHARS = 240
+RETRIEVAL_ONLY = "retrieval-only"
 
 
 # --- ingest ------------------------------------------------------------------------------------------------
@@ -89,57 +88,12 @@ def _sources(citations: Iterable[Dict[str, Any]]) -> List[str]:
     return list(seen)
 
 
-class RetrievalOnlySession:
-    """No LLM: concat rewrite -> retrieve -> passages, persisted as a turn in the conversation store."""
-
-    mode = "retrieval-only"
-
-    def __init__(self, retriever: Any, store: Any, conversation_id: Optional[str] = None) -> None:
-        from llama_index_convrag.chat import QuestionRewriter
-
-        self.retriever = retriever
-        self.store = store
-        self.rewriter = QuestionRewriter(strategy="concat")
-        self.conversation_id = conversation_id if conversation_id is not None else uuid.uuid4().hex
-
-    def reset(self) -> None:
-        self.conversation_id = uuid.uuid4().hex
-
-    def turn(self, question: str, out: Output, stream: bool = False) -> Dict[str, Any]:
-        history = [m.to_chat_message() for m in self.store.history(self.conversation_id)]
-        user, placeholder = self.store.begin_turn(self.conversation_id, question)
-        started = time.perf_counter()
-        rewrite = self.rewriter.rewrite(question, history)
-        nodes = self.retriever.retrieve(rewrite.query)
-        citations = [_node_info(i, n) for i, n in enumerate(nodes, start=1)]
-        self._persist(question, placeholder.id, rewrite, nodes, citations, time.perf_counter() - started)
-        return {"conversation_id": self.conversation_id, "message_id": placeholder.id, "question": question,
-                "retrieval_query": rewrite.query, "rewrite": rewrite.strategy if rewrite.skipped_reason is None
-                else f"none ({rewrite.skipped_reason})", "answer": None, "citations": citations,
-                "sources": _sources(citations)}
-
-    def _persist(self, question: str, message_id: str, rewrite: Any, nodes: List[Any],
-                 citations: List[Dict[str, Any]], seconds: float) -> None:
-        from llama_index_convrag.storage.conversation import Citation
-
-        content = "\n".join(f"[{c['marker']}] {c['source']}:{c['chunk']}" for c in citations) or "(no passages)"
-        rows = [Citation(node_id=n.node.node_id, source_index=i, marker=i + 1, ref_doc_id=n.node.ref_doc_id,
-                         score=n.score, text=n.node.get_content()[:500]) for i, n in enumerate(nodes)]
-        record = {"mode": "retrieval-only", "original_question": question, "retrieval_query": rewrite.query,
-                  "rewrite_strategy": rewrite.strategy, "skipped_reason": rewrite.skipped_reason,
-                  "retrieved_ids": {"final": [n.node.node_id for n in nodes]}, "latency_s": seconds,
-                  "status": "complete"}
-        self.store.finish_turn(self.conversation_id, message_id, content=content, status="complete", error=None,
-                               citations=rows, record=record)
-
-
 class EngineSession:
-    """With an LLM: our chat engine from ``index.as_chat_engine`` (streams when asked)."""
+    """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked)."""
 
-    mode = "llm"
-
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, mode: str) -> None:
         self.engine = engine
+        self.mode = mode
 
     @property
     def conversation_id(self) -> str:
@@ -152,7 +106,7 @@ class EngineSession:
         try:
             if stream and not out.json_mode:
                 response = self.engine.stream_chat(question)
-                out.text(f"query> {one_line(response.metadata.get('generated_question', question))}")
+                out.text(f"query> {one_line(response.metadata['turn'].retrieval_query)}")
                 out.text("answer> ", end="")
                 for delta in response.response_gen:
                     out.text(delta, end="")
@@ -167,40 +121,39 @@ class EngineSession:
                 raise mapped from exc
             raise
         citations = [_node_info(i, n) for i, n in enumerate(response.source_nodes, start=1)]
-        record = meta.get("turn")
-        stored = record.citations if record is not None and record.citations else meta.get("citations") or []
-        markers = {c.get("source_index"): c.get("marker") for c in stored if isinstance(c, dict)}
+        record = meta["turn"]
+        markers = {c["source_index"]: c["marker"] for c in record.citations}
         for i, c in enumerate(citations):
             c["cited_as"] = markers.get(i)
-        return {"conversation_id": meta.get("conversation_id"), "message_id": meta.get("message_id"),
-                "question": question, "retrieval_query": meta.get("generated_question", question),
-                "rewrite": getattr(meta.get("turn"), "rewrite_strategy", None), "answer": answer,
+        rewrite = record.rewrite_strategy if record.rewrite_skipped_reason is None else \
+            f"none ({record.rewrite_skipped_reason})"
+        return {"conversation_id": meta["conversation_id"], "message_id": meta["message_id"], "question": question,
+                "retrieval_query": record.retrieval_query, "rewrite": rewrite, "answer": answer,
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode}
 
 
-def print_turn(turn: Dict[str, Any], out: Output) -> None:
+def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
     if out.json_mode:
         return
     if not turn.get("streamed"):
         out.text(f"query> {one_line(turn['retrieval_query'])}")
-        if turn["answer"] is not None:
-            out.text(f"answer> {turn['answer']}")
-    if turn["answer"] is None:
-        out.text("(retrieval only: no LLM configured; set OPENAI_API_KEY or --base-url for answers)")
+        out.text(f"answer> {turn['answer']}")
+    if mode == RETRIEVAL_ONLY:
+        out.text("(retrieval only: extractive answer, no LLM configured; set OPENAI_API_KEY or --base-url for "
+                 "generated answers)")
     if not turn["citations"]:
         out.text("no passages found")
     for c in turn["citations"]:
         score = f"{c['score']:.4f}" if c["score"] is not None else "-"
         cited = " (cited)" if c.get("cited_as") is not None else ""
         out.text(f"[{c['marker']}] {c['file']}:{c['chunk']} {score}{cited}")
-        if turn["answer"] is None and not out.quiet:
-            out.text(f"    {c['text']}")
     out.text("sources: " + (", ".join(turn["sources"]) if turn["sources"] else "-"))
     out.text()
 
 
 # --- session building ------------------------------------------------------------------------------------
 def _session(args: Any, out: Output, path: Optional[str]) -> Any:
+    from llama_index_convrag.chat.defaults import NO_LLM_RESPONSE_MODE
     from llama_index_convrag.indices import ConvRAGIndex
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
 
@@ -223,12 +176,9 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     retriever_kw = {"similarity_top_k": args.top_k, "search_type": args.search_type}
     if args.search_type == "hybrid":
         retriever_kw["ranker_type"] = args.ranker
-    if llm is None:
-        session: Any = RetrievalOnlySession(index.as_retriever(**retriever_kw), store)
-    else:
-        engine = index.as_chat_engine(llm=llm, conversation_store=store, return_generated_question=True,
-                                      **retriever_kw)
-        session = EngineSession(engine)
+    answers: Dict[str, Any] = {"llm": llm} if llm is not None else {"response_mode": NO_LLM_RESPONSE_MODE}
+    engine = index.as_chat_engine(conversation_store=store, **answers, **retriever_kw)
+    session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY)
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id} "
              f"in {store_path}")
     return session, report
@@ -239,7 +189,7 @@ def cmd_ask(args: Any, out: Output) -> int:
     turns = []
     for question in [args.question, *(args.follow_up or [])]:
         turn = session.turn(question, out)
-        print_turn(turn, out)
+        print_turn(turn, out, session.mode)
         turns.append(turn)
     if out.json_mode:
         out.json({"mode": session.mode, "collection": args.collection,
@@ -273,7 +223,7 @@ def cmd_chat(args: Any, out: Output) -> int:
             out.note(f"new conversation {session.conversation_id}")
             continue
         turn = session.turn(question, out, stream=stream)
-        print_turn(turn, out)
+        print_turn(turn, out, session.mode)
         turns.append(turn)
     if out.json_mode:
         out.json({"mode": session.mode, "collection": args.collection, "turns": turns})
