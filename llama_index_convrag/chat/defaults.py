@@ -29,7 +29,9 @@ def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_cha
         raise ValueError("a retriever needs synthesizer= (or context_chat=) to answer")
 
 
-def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, context_refine_prompt: Any) -> str:
+def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, context_refine_prompt: Any,
+                    llm: Optional[LLM]) -> str:
+    """The chat mode's name; the prompts given must be ones that mode (with or without an LLM) uses."""
     mode = getattr(chat_mode, "value", chat_mode)
     if mode not in CHAT_MODES:
         raise ValueError(f"chat_mode must be one of {list(CHAT_MODES)}, got {mode!r}")
@@ -38,6 +40,8 @@ def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, con
     if mode == "condense_question" and given:
         raise ValueError(f"{given} shape the answers of chat_mode 'condense_plus_context' or 'context'; "
                          "'condense_question' answers with the synthesizer's templates (text_qa_template=...)")
+    if llm is None and given:
+        raise ValueError(f"{given} are prompts for an LLM; with llm=None the answers are extractive (no prompt)")
     return mode
 
 

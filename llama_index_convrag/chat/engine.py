@@ -146,7 +146,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and answers to :data:`NO_LLM_RESPONSE_MODE`.
         """
         options, synth_kw = split_engine_kwargs(kwargs)
-        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt)
+        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
         options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
         condense = pick_one("condense_prompt", condense_prompt, "condense_question_prompt", condense_question_prompt)
         seed = seed_messages(chat_history, memory)

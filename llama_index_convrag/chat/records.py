@@ -6,7 +6,11 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
-TURN_STATUSES = ("pending", "complete", "no_docs", "error", "cancelled")
+from llama_index_convrag.storage.conversation.base import STATUSES
+
+TURN_STATUSES = frozenset(STATUSES | {"no_docs"})
+"""A turn's status: its assistant message's (``ConversationStore`` statuses), or ``no_docs`` (nothing retrieved,
+the fixed reply was given; the message itself is ``complete``)."""
 
 
 @dataclass

@@ -11,13 +11,18 @@ from llama_index_convrag.testing import ScriptedLLM
 
 def test_chat_modes_and_their_prompts() -> None:
     assert CHAT_MODES == ("condense_question", "condense_plus_context", "context")
-    assert check_chat_mode("context", "Be brief.", None, None) == "context"
+    llm = ScriptedLLM.fixed("x")
+    assert check_chat_mode("context", "Be brief.", None, None, llm) == "context"
+    assert check_chat_mode("condense_plus_context", None, None, None, None) == "condense_plus_context"
     with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "
                                          r"'context'\], got 'react'"):
-        check_chat_mode("react", None, None, None)
+        check_chat_mode("react", None, None, None, llm)
     with pytest.raises(ValueError, match=r"\['system_prompt', 'context_prompt'\] shape the answers of chat_mode "
                                          r"'condense_plus_context' or 'context'"):
-        check_chat_mode("condense_question", "Be brief.", "{context_str}", None)
+        check_chat_mode("condense_question", "Be brief.", "{context_str}", None, llm)
+    with pytest.raises(ValueError, match=r"\['system_prompt'\] are prompts for an LLM; with llm=None the answers "
+                                         r"are extractive"):
+        check_chat_mode("context", "Be brief.", None, None, None)
 
 
 def test_parts_exactly_one_source_of_answers() -> None:

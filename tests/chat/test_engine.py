@@ -389,3 +389,26 @@ def test_llm_none_failed_turn_keeps_user_message(store: Any, embed_model: Any) -
     [user, assistant] = store.get_conversation("conv")
     assert (user.content, assistant.status, assistant.error) == ("Who directed Inception?", "error",
                                                                  "ConnectionError: milvus down")
+
+
+def test_context_mode_answers_with_history_under_the_budget(retriever: Any, store: Any) -> None:
+    """chat_mode='context': no rewrite; the LLM sees the context system message, the kept turns, the user's words."""
+    llm = ScriptedLLM.fixed("Nolan directed it [1].", chat_model=True)
+    heavy_pads = lambda text: sum(1000 if w == "pad" else 1 for w in text.split())  # noqa: E731
+    engine = ConvRAGChatEngine.from_defaults(retriever, llm, chat_mode="context", system_prompt="Be brief.",
+                                             context_prompt="Context:\n{context_str}\n", conversation_store=store,
+                                             conversation_id="conv", count_tokens=heavy_pads,
+                                             chat_history=[ChatMessage(role="user", content="pad pad pad pad"),
+                                                           ChatMessage(role="assistant", content="Noted.")])
+    engine.chat("Who directed Inception?")
+    resp = engine.chat("And when was it released?")
+    record = resp.metadata["turn"]
+    assert (record.rewrite_strategy, record.rewrite_skipped_reason) == ("none", "strategy none")
+    assert record.retrieval_query == record.synthesis_query == "And when was it released?"
+    system, *turns = llm.calls[-1].messages
+    assert system.role == "system" and system.content.startswith("Context:\n") and system.content.endswith("Be brief.")
+    assert "Inception is a 2010 science fiction film" in system.content
+    assert [(m.role, m.content) for m in turns] == [
+        ("user", "Who directed Inception?"), ("assistant", "Nolan directed it [1]."),
+        ("user", "And when was it released?")]
+    assert [d["section"] for d in resp.metadata["trim_report"].to_dict()["dropped"]] == ["history"]
