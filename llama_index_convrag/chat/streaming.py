@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional
 
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
@@ -119,12 +121,8 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.is_writing_to_memory = False
-        if self.finalizer is not None:
-            self.finalizer.add_done_callback(self._on_persisted)
-
-    def _on_persisted(self, status: str, text: str) -> None:
-        self.response = text.strip()
-        self.is_done = True
+        if self.finalizer is not None:  # a weak reference: a dropped response is finalised at once (no cycle)
+            self.finalizer.add_done_callback(partial(_mark_persisted, weakref.ref(self)))
 
     @property
     def status(self) -> str:
@@ -182,6 +180,13 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
                 finalizer("cancelled", self.unformatted_response)
             except Exception:  # noqa: BLE001 - never raise from a finaliser; the message stays 'streaming'
                 logger.exception("could not finalise abandoned stream %s", self.message_id)
+
+
+def _mark_persisted(ref: "weakref.ref[ConvRAGStreamingResponse]", status: str, text: str) -> None:
+    response = ref()
+    if response is not None:
+        response.response = text.strip()
+        response.is_done = True
 
 
 async def _persisted(finalizer: Finalizer) -> str:

@@ -247,3 +247,16 @@ async def test_async_task_completes_when_the_stopped_turn_is_stored(retriever: A
     assert await resp.awrite_response_to_history_task == "cancelled"
     assert [(m.role, m.content) for m in engine.chat_history] == [
         ("user", "Who directed Inception?"), ("assistant", "Inception ")]
+
+
+def test_dropped_response_is_cancelled_without_waiting_for_the_garbage_collector(retriever: Any, store: Any) -> None:
+    import gc
+
+    gc.disable()
+    try:
+        resp = make(retriever, store).stream_chat("Who directed Inception?")
+        mid = resp.message_id
+        del resp
+        assert placeholder(store, mid).status == "cancelled"
+    finally:
+        gc.enable()
