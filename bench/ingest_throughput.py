@@ -26,7 +26,7 @@ from pymilvus import MilvusClient  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.ingest.pipeline import ingest  # noqa: E402
-from llama_index_convrag.ingest.schema import create_collection, default_spec  # noqa: E402
+from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

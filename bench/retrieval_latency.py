@@ -31,7 +31,7 @@ from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
-from llama_index_convrag.ingest.schema import create_collection, default_spec  # noqa: E402
+from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever  # noqa: E402
 
 BM25 = {"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}

@@ -29,7 +29,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
-from llama_index_convrag.ingest.schema import create_collection, default_spec  # noqa: E402
+from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever  # noqa: E402
 
 log = logging.getLogger("bench.quality")

@@ -1,7 +1,7 @@
 """llama-index-convrag: conversational RAG for LlamaIndex over Milvus.
 
-The ``ingest`` function lives in ``llama_index_convrag.ingest`` (the subpackage of that name would shadow it here).
-Public names are imported lazily so that ``import llama_index_convrag`` (and ``convrag --help``) stays fast.
+The ``ingest`` function is exported here as ``ingest_files`` (``llama_index_convrag.ingest`` is the subpackage; its
+``ingest`` function keeps working). Every error the package raises on purpose is a ``ConvRAGError``. Public names are imported lazily so that ``import llama_index_convrag`` (and ``convrag --help``) stays fast.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _EXPORTS: Dict[str, str] = {
     # index, ingestion, retrieval
     "ConvRAGIndex": "llama_index_convrag.indices",
     "IngestReport": "llama_index_convrag.ingest",
+    "ingest_files": "llama_index_convrag.ingest",
     "MilvusHybridRetriever": "llama_index_convrag.retrievers",
     # synthesis
     "get_response_synthesizer": "llama_index_convrag.synthesizers",
@@ -34,10 +35,15 @@ _EXPORTS: Dict[str, str] = {
     # storage, models, config
     "SQLiteConversationStore": "llama_index_convrag.storage.conversation",
     "LocalMiniLMEmbedding": "llama_index_convrag.embeddings",
-    "MilvusTarget": "llama_index_convrag.config",
+    "MilvusTarget": "llama_index_convrag.milvus.client",
+    "resolve_milvus": "llama_index_convrag.milvus.client",
     "resolve_llm": "llama_index_convrag.config",
     "resolve_embed_model": "llama_index_convrag.config",
-    "resolve_milvus": "llama_index_convrag.config",
+    # errors (one tree under ConvRAGError)
+    **{name: "llama_index_convrag.errors" for name in (
+        "ConvRAGError", "BudgetExceededError", "ConfigurationError", "ConversationStoreError", "FileParseError",
+        "MilvusConnectionError", "ReaderError", "RerankHTTPError", "ScorerError", "UnsupportedFileError",
+    )},
 }
 
 __all__ = sorted(_EXPORTS)
@@ -58,10 +64,23 @@ def __dir__() -> list:
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.chat import ConvRAGChatEngine, TrimReport, TurnRecord, message_fit_in, needs_rewrite
-    from llama_index_convrag.config import MilvusTarget, resolve_embed_model, resolve_llm, resolve_milvus
+    from llama_index_convrag.config import resolve_embed_model, resolve_llm
     from llama_index_convrag.embeddings import LocalMiniLMEmbedding
+    from llama_index_convrag.errors import (
+        BudgetExceededError,
+        ConfigurationError,
+        ConversationStoreError,
+        ConvRAGError,
+        FileParseError,
+        MilvusConnectionError,
+        ReaderError,
+        RerankHTTPError,
+        ScorerError,
+        UnsupportedFileError,
+    )
     from llama_index_convrag.indices import ConvRAGIndex
-    from llama_index_convrag.ingest import IngestReport
+    from llama_index_convrag.ingest import IngestReport, ingest_files
+    from llama_index_convrag.milvus.client import MilvusTarget, resolve_milvus
     from llama_index_convrag.postprocessors import (
         BudgetedCoverageSelector,
         MMRPostprocessor,

@@ -1,27 +1,29 @@
-"""Resolve the LLM, the embedding model and the Milvus URI: explicit arguments, then environment, then defaults.
+"""Resolve the LLM and the embedding model: explicit arguments, then environment, then defaults.
 
 Nothing here builds an OpenAI client unless an API key or a base URL was given (as an argument or in the
-environment). With neither, :func:`resolve_llm` returns ``None`` and callers run retrieval-only.
+environment). With neither, :func:`resolve_llm` returns ``None`` and callers run retrieval-only. Milvus targets
+moved to :mod:`llama_index_convrag.milvus.client`; their old names here still resolve (lazily).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.llms.llm import LLM
 from llama_index.llms.openai import OpenAI
 
+from llama_index_convrag._env import pick
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+from llama_index_convrag.errors import ConfigurationError
+
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_LLM_MODEL = "CONVRAG_LLM_MODEL"
 ENV_EMBED_MODEL = "CONVRAG_EMBED_MODEL"
-ENV_MILVUS_URI = "CONVRAG_MILVUS_URI"
-ENV_MILVUS_TOKEN = "CONVRAG_MILVUS_TOKEN"
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_OPENAI_EMBED_MODEL = "text-embedding-3-small"
@@ -54,13 +56,6 @@ class OpenAICompatible(OpenAI):
         )
 
 
-def _pick(arg: Optional[str], env: Mapping[str, str], name: str) -> Optional[str]:
-    if arg is not None:
-        return arg
-    value = env.get(name)
-    return value if value else None
-
-
 def resolve_llm(
     llm: Optional[LLM] = None,
     *,
@@ -74,11 +69,11 @@ def resolve_llm(
     if llm is not None:
         return llm
     env = os.environ if env is None else env
-    key = _pick(api_key, env, ENV_API_KEY)
-    url = _pick(base_url, env, ENV_BASE_URL)
+    key = pick(api_key, env, ENV_API_KEY)
+    url = pick(base_url, env, ENV_BASE_URL)
     if key is None and url is None:
         return None
-    name = _pick(model, env, ENV_LLM_MODEL)
+    name = pick(model, env, ENV_LLM_MODEL)
     if url is None:
         return OpenAI(model=name if name is not None else DEFAULT_OPENAI_MODEL, api_key=key)
     return OpenAICompatible(
@@ -105,20 +100,18 @@ def resolve_embed_model(
     if embed_model is not None:
         return embed_model
     env = os.environ if env is None else env
-    spec = _pick(spec, env, ENV_EMBED_MODEL)
+    spec = pick(spec, env, ENV_EMBED_MODEL)
     provider, _, name = (spec if spec is not None else LOCAL_EMBED).partition(":")
     if provider not in EMBED_PROVIDERS:
-        raise ValueError(f"embedding provider must be one of {list(EMBED_PROVIDERS)}, got {provider!r}")
+        raise ConfigurationError(f"embedding provider must be one of {list(EMBED_PROVIDERS)}, got {provider!r}")
     if provider == LOCAL_EMBED:
-        from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-
         return LocalMiniLMEmbedding()
     from llama_index.embeddings.openai import OpenAIEmbedding
 
-    key = _pick(api_key, env, ENV_API_KEY)
-    url = _pick(base_url, env, ENV_BASE_URL)
+    key = pick(api_key, env, ENV_API_KEY)
+    url = pick(base_url, env, ENV_BASE_URL)
     if key is None and url is None:
-        raise ValueError(
+        raise ConfigurationError(
             f"embedding spec {spec!r} needs {ENV_API_KEY} or {ENV_BASE_URL} (or api_key/base_url arguments)"
         )
     return OpenAIEmbedding(
@@ -128,31 +121,12 @@ def resolve_embed_model(
     )
 
 
-@dataclass(frozen=True)
-class MilvusTarget:
-    """Where the vectors live: a Milvus Lite file or a Milvus server URI."""
-
-    uri: str
-    token: Optional[str] = None
-
-    @property
-    def is_lite(self) -> bool:
-        return not self.uri.startswith(("http://", "https://", "tcp://", "unix:"))
+#: Names that moved to :mod:`llama_index_convrag.milvus.client` and stay importable from here.
+_MOVED_TO_MILVUS = frozenset({"MilvusTarget", "resolve_milvus", "default_milvus_uri", "ENV_MILVUS_URI",
+                              "ENV_MILVUS_TOKEN"})
 
 
-def default_milvus_uri() -> str:
-    """``./convrag.db`` in the working directory: visible, per project, and easy to delete."""
-    return str(Path.cwd() / "convrag.db")
-
-
-def resolve_milvus(
-    uri: Optional[str] = None, token: Optional[str] = None, env: Optional[Mapping[str, str]] = None
-) -> MilvusTarget:
-    """Milvus URI and token from arguments, then ``CONVRAG_MILVUS_URI``/``_TOKEN``, then ``./convrag.db``."""
-    env = os.environ if env is None else env
-    resolved = _pick(uri, env, ENV_MILVUS_URI)
-    if resolved is None:
-        resolved = default_milvus_uri()
-    if not resolved.strip():
-        raise ValueError(f"Milvus URI must be a file path or http(s)://host:port, got {resolved!r}")
-    return MilvusTarget(uri=resolved, token=_pick(token, env, ENV_MILVUS_TOKEN))
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_MILVUS:
+        return getattr(importlib.import_module("llama_index_convrag.milvus.client"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,8 @@ from typing import Any, Iterator, List
 import numpy as np
 import pytest
 
-from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.milvus.client import LITE_GRPC_OPTIONS, MilvusTarget, connect_milvus
 from llama_index_convrag.testing import LocalOpenAIServer
 
 def _find_shared_data() -> Path:
@@ -92,8 +91,6 @@ def lite_grpc_options() -> Iterator[None]:
     """
     from pymilvus.client.async_grpc_handler import AsyncGrpcHandler
     from pymilvus.client.grpc_handler import GrpcHandler
-
-    from llama_index_convrag.storage.milvus import LITE_GRPC_OPTIONS
 
     originals = {cls: cls.__init__ for cls in (GrpcHandler, AsyncGrpcHandler)}
 

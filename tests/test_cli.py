@@ -16,8 +16,8 @@ from PIL import Image
 
 from llama_index_convrag.chat import TurnRecord
 from llama_index_convrag.cli import main
-from llama_index_convrag.config import MilvusTarget
-from llama_index_convrag.ingest import create_collection, default_spec
+from llama_index_convrag.milvus.client import MilvusTarget
+from llama_index_convrag.milvus.schema import create_collection, default_spec
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 
 REPO = Path(__file__).resolve().parents[1]

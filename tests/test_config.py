@@ -6,7 +6,6 @@ from llama_index_convrag.config import (
     OpenAICompatible,
     resolve_embed_model,
     resolve_llm,
-    resolve_milvus,
 )
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from tests.fakes import ScriptedLLM
@@ -59,17 +58,3 @@ def test_embed_openai_without_credentials_is_an_error():
 def test_unknown_embed_provider_names_value_and_choices():
     with pytest.raises(ValueError, match=r"one of \['local', 'openai'\], got 'cohere'"):
         resolve_embed_model(spec="cohere:embed", env={})
-
-
-def test_milvus_resolution_order(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert resolve_milvus(env={}).uri == str(tmp_path / "convrag.db")
-    assert resolve_milvus(env={"CONVRAG_MILVUS_URI": "http://h:19530"}).uri == "http://h:19530"
-    target = resolve_milvus("x.db", token="t", env={"CONVRAG_MILVUS_URI": "http://h:19530"})
-    assert (target.uri, target.token, target.is_lite) == ("x.db", "t", True)
-    assert resolve_milvus(env={"CONVRAG_MILVUS_URI": "https://h"}).is_lite is False
-
-
-def test_blank_milvus_uri_is_rejected():
-    with pytest.raises(ValueError, match="got '  '"):
-        resolve_milvus("  ", env={})

@@ -19,14 +19,33 @@ Usage::
 Or ``index.as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=5, ...)`` on a ``ConvRAGIndex``.
 """
 
-from llama_index_convrag.chat.budget import BudgetExceededError, TrimReport, message_fit_in
-from llama_index_convrag.chat.engine import ConvRAGChatEngine
-from llama_index_convrag.chat.records import TurnRecord
-from llama_index_convrag.chat.rewrite import QuestionRewriter, RewriteResult
-from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
-from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
+from __future__ import annotations
 
-__all__ = [
-    "BudgetExceededError", "ConvRAGChatEngine", "ConvRAGStreamingResponse", "QuestionRewriter", "RewriteResult",
-    "TriggerDecision", "TrimReport", "TurnRecord", "message_fit_in", "needs_rewrite",
-]
+from typing import TYPE_CHECKING, Dict
+
+from llama_index_convrag._lazy import lazy_exports
+
+#: public name -> module of this package that defines it (imported on first access)
+_EXPORTS: Dict[str, str] = {
+    "BudgetExceededError": "budget",
+    "ConvRAGChatEngine": "engine",
+    "ConvRAGStreamingResponse": "streaming",
+    "message_fit_in": "budget",
+    "needs_rewrite": "triggers",
+    "QuestionRewriter": "rewrite",
+    "RewriteResult": "rewrite",
+    "TriggerDecision": "triggers",
+    "TrimReport": "budget",
+    "TurnRecord": "records",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.chat.budget import BudgetExceededError, TrimReport, message_fit_in
+    from llama_index_convrag.chat.engine import ConvRAGChatEngine
+    from llama_index_convrag.chat.records import TurnRecord
+    from llama_index_convrag.chat.rewrite import QuestionRewriter, RewriteResult
+    from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
+    from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite

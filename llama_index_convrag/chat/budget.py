@@ -13,12 +13,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from llama_index_convrag.errors import BudgetExceededError
+
 TokenCounter = Callable[[str], int]
 DEFAULT_BUDGET_RATIO = 0.95
-
-
-class BudgetExceededError(ValueError):
-    """The parts that are never trimmed (system prompt, question, extra variables) do not fit by themselves."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any, Dict, FrozenSet, Tuple
 
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
 from llama_index_convrag.config import resolve_llm
-from llama_index_convrag.retrievers import MilvusHybridRetriever
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers.registry import lookup_mode
 
 OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})

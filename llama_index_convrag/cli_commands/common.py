@@ -71,8 +71,7 @@ class Output:
 
 def connect(uri: Optional[str]) -> Any:
     """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
-    from llama_index_convrag.config import resolve_milvus
-    from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus
+    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus, resolve_milvus
 
     try:
         target = resolve_milvus(uri)
@@ -116,7 +115,7 @@ def model_dimension(model: Any) -> int:
 
 def check_dimension(client: Any, collection: str, model: Any) -> None:
     """Exit 6 when ``collection`` exists with a dense dimension different from the model's."""
-    from llama_index_convrag.ingest.schema import detect_spec
+    from llama_index_convrag.milvus.schema import detect_spec
 
     if not client.has_collection(collection):
         return

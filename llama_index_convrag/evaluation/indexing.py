@@ -14,7 +14,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pymilvus import MilvusClient
 
 from llama_index_convrag.evaluation.datasets import Document
-from llama_index_convrag.ingest.schema import create_collection, default_spec, detect_spec
+from llama_index_convrag.milvus.schema import create_collection, default_spec, detect_spec
 
 logger = logging.getLogger(__name__)
 

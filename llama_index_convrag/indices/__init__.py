@@ -1,6 +1,20 @@
-"""Indices over Milvus collections."""
+"""Indices over Milvus collections (``ConvRAGMilvusStore`` lives in :mod:`llama_index_convrag.milvus.vector_store`)."""
 
-from llama_index_convrag.indices.convrag_index import ConvRAGIndex
-from llama_index_convrag.indices.milvus_store import ConvRAGMilvusStore
+from __future__ import annotations
 
-__all__ = ["ConvRAGIndex", "ConvRAGMilvusStore"]
+from typing import TYPE_CHECKING, Dict
+
+from llama_index_convrag._lazy import lazy_exports
+
+#: public name -> module that defines it (imported on first access)
+_EXPORTS: Dict[str, str] = {
+    "ConvRAGIndex": "convrag_index",
+    "ConvRAGMilvusStore": "llama_index_convrag.milvus.vector_store",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.indices.convrag_index import ConvRAGIndex
+    from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore

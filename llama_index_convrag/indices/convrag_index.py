@@ -14,18 +14,18 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
+from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
 from pymilvus import MilvusClient
 
 from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ConvRAGChatEngine
 from llama_index_convrag.chat.factory import build_chat_engine
-from llama_index_convrag.config import MilvusTarget
-from llama_index_convrag.indices.milvus_store import ConvRAGMilvusStore
 from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
+from llama_index_convrag.milvus.client import MilvusTarget
+from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
+from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
@@ -175,5 +175,3 @@ class ConvRAGIndex(VectorStoreIndex):
         if mode is not None and mode not in CHAT_MODES:
             raise ValueError(f"chat_mode must be one of {list(CHAT_MODES)} (or None: condense_question), got {mode!r}")
         return build_chat_engine(self, chat_mode=mode, **kwargs)
-
-

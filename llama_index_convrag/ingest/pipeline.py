@@ -24,9 +24,10 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode
 from pymilvus import MilvusClient
 
-from llama_index_convrag.config import MilvusTarget
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
-from llama_index_convrag.ingest.schema import (
+from llama_index_convrag.milvus.client import MilvusTarget
+from llama_index_convrag.milvus.filters import quote_string
+from llama_index_convrag.milvus.schema import (
     HIDDEN_METADATA_KEYS,
     CollectionSpec,
     create_collection,
@@ -34,7 +35,6 @@ from llama_index_convrag.ingest.schema import (
     detect_spec,
     open_client,
 )
-from llama_index_convrag.retrievers.filters import quote_string
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)

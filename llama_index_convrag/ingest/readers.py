@@ -13,12 +13,14 @@ from typing import Callable, Dict, List, Optional
 
 from llama_index.core.schema import Document
 
+from llama_index_convrag.errors import FileParseError, UnsupportedFileError
+
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
 HTML_SUFFIXES = (".html", ".htm")
 
 
-class UnsupportedFile(Exception):
-    """The file type has no reader here (the message says why)."""
+#: The old name of :class:`~llama_index_convrag.errors.UnsupportedFileError`.
+UnsupportedFile = UnsupportedFileError
 
 
 class _TextExtractor(HTMLParser):
@@ -110,8 +112,8 @@ READERS: Dict[str, Callable[[Path], List[Document]]] = {
 def read_file(path: Path) -> List[Document]:
     """Documents of one file (one per PDF page).
 
-    Raises :class:`UnsupportedFile` with the reason when there is no reader, and ``ValueError`` naming the file
-    when its parser fails on it (a corrupt PDF, a DOCX that is not a zip, ...).
+    Raises :class:`UnsupportedFileError` with the reason when there is no reader, and :class:`FileParseError` (a
+    ``ValueError``) naming the file when its parser fails on it (a corrupt PDF, a DOCX that is not a zip, ...).
     """
     reader = READERS.get(path.suffix.lower())
     if reader is None:
@@ -122,4 +124,4 @@ def read_file(path: Path) -> List[Document]:
     except (UnsupportedFile, OSError):
         raise
     except Exception as exc:  # parsers raise their own types (pypdf.errors.PdfReadError, zipfile.BadZipFile, ...)
-        raise ValueError(f"cannot parse {path.name!r}: {type(exc).__name__}: {exc}") from exc
+        raise FileParseError(f"cannot parse {path.name!r}: {type(exc).__name__}: {exc}") from exc

@@ -21,6 +21,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_convrag.postprocessors.events import RerankFallbackEvent
 from llama_index_convrag.postprocessors.scorers.base import Scorer, check_scores
+from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
 from llama_index_convrag.rank_trail import add_stage
 
 dispatcher = get_dispatcher(__name__)
@@ -104,8 +105,6 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
     ) -> "ModelRerank":
         """Offline default: the embedding scorer over full chunk text with ``embed_model`` (local MiniLM if None)."""
         if scorer is None:
-            from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
-
             scorer = EmbeddingScorer.from_defaults(embed_model)
         elif embed_model is not None:
             raise ValueError("pass either scorer or embed_model (used only to build the default scorer), not both")

@@ -30,12 +30,11 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
-from llama_index_convrag.config import MilvusTarget
-from llama_index_convrag.ingest.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
+from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
+from llama_index_convrag.milvus.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
 from llama_index_convrag.rank_trail import add_stage, get_trail
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
-from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus_async
 
 dispatcher = get_dispatcher(__name__)
 

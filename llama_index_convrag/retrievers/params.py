@@ -19,8 +19,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llama_index_convrag.ingest.schema import BM25, DENSE, CollectionSpec
-from llama_index_convrag.retrievers.filters import filters_to_expr
+from llama_index_convrag.milvus.filters import filters_to_expr
+from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
 
 SEARCH_TYPES = ("dense", "sparse", "hybrid")
 RANKER_TYPES = ("rrf", "weighted", "model")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Type, Union
+from typing import Dict, List, Type, Union
 
+from llama_index_convrag.synthesizers.base import BaseSynthesizer
 from llama_index_convrag.synthesizers.types import ResponseMode
-
-if TYPE_CHECKING:
-    from llama_index_convrag.synthesizers.base import BaseSynthesizer
 
 _REGISTRY: Dict[str, "Type[BaseSynthesizer]"] = {}
 
@@ -22,8 +20,6 @@ def register_mode(mode: Union[str, ResponseMode], cls: "Type[BaseSynthesizer]", 
     ``cls`` must subclass our :class:`~llama_index_convrag.synthesizers.base.BaseSynthesizer` (its
     ``from_config`` builds it from the factory's arguments). Re-registering a name needs ``replace=True``.
     """
-    from llama_index_convrag.synthesizers.base import BaseSynthesizer
-
     if not (isinstance(cls, type) and issubclass(cls, BaseSynthesizer)):
         raise TypeError(f"cls must subclass llama_index_convrag.synthesizers.BaseSynthesizer, got {cls!r}")
     key = _key(mode)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from llama_index_convrag.testing.scripted_llm import split_deltas
+
 ChatResponder = Callable[[Dict[str, Any]], Dict[str, Any]]
 EmbedFn = Callable[[Sequence[str]], List[List[float]]]
 RerankFn = Callable[[str, Sequence[str]], List[float]]
@@ -149,8 +151,6 @@ def _stream_chunks(body: Dict[str, Any], reply: Dict[str, Any]) -> List[Dict[str
                  "function": {"name": call["name"], "arguments": call["arguments"]}}]}}]})
         finish = "tool_calls"
     else:
-        from llama_index_convrag.testing.scripted_llm import split_deltas
-
         for delta in split_deltas(reply.get("content") or ""):
             chunks.append({**base, "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}]})
         finish = "stop"

@@ -42,7 +42,7 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     assert "no reader for '.png'" in unsupported["photo.png"]
     failed = {Path(p).name: reason for p, reason in first.failed}
     assert set(failed) == {"report.pdf"}
-    assert failed["report.pdf"].startswith("ValueError: cannot parse 'report.pdf'")
+    assert failed["report.pdf"].startswith("FileParseError: cannot parse 'report.pdf'")
     stored = rows(milvus_client, collection_name)
     assert first.chunks == len(stored) > 3
     long_chunks = [r for r in stored if r["doc_id"].endswith("long.txt")]

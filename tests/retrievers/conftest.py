@@ -6,7 +6,7 @@ from typing import Any, Iterator, List
 
 import pytest
 
-from llama_index_convrag.ingest.schema import create_collection, default_spec
+from llama_index_convrag.milvus.schema import create_collection, default_spec
 
 PASSAGES: List[dict] = [
     {"id": "p01", "doc": "cats", "text": "Cats are small carnivorous mammals often kept as house pets.", "meta": {"topic": "animals", "year": 2001, "tags": ["pets", "cats"]}},

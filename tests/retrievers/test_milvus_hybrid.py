@@ -7,10 +7,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 from pymilvus import AnnSearchRequest, RRFRanker
 
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
-from llama_index_convrag.storage.milvus import MilvusConnectionError
 
 QUERY = "Which pets hunt mice?"
 BM25_PARAMS = {"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}

@@ -2,7 +2,7 @@ import pytest
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
-from llama_index_convrag.ingest.schema import BM25, DENSE, CollectionSpec, VectorField
+from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec, VectorField
 from llama_index_convrag.retrievers.params import validate_params
 
 SPEC = CollectionSpec(vector_fields=(VectorField("embedding", DENSE, "COSINE", 4),

@@ -11,9 +11,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import List, Sequence
 
-
-class ScorerError(RuntimeError):
-    """A scorer could not produce scores (bad reply, transport failure, missing model)."""
+from llama_index_convrag.errors import ScorerError
 
 
 class Scorer(ABC):

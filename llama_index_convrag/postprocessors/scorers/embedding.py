@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.postprocessors.scorers.base import Scorer
 
 POOLINGS = ("max", "mean")
@@ -78,8 +79,6 @@ class EmbeddingScorer(Scorer):
     def from_defaults(cls, embed_model: Optional[BaseEmbedding] = None, **kwargs: object) -> "EmbeddingScorer":
         """The local MiniLM model unless ``embed_model`` is given (never a hosted model by surprise)."""
         if embed_model is None:
-            from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-
             embed_model = LocalMiniLMEmbedding()
         return cls(embed_model, **kwargs)  # type: ignore[arg-type]
 

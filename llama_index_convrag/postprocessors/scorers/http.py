@@ -16,16 +16,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import httpx
 
-from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
+from llama_index_convrag.errors import RerankHTTPError
+from llama_index_convrag.postprocessors.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
-
-
-class RerankHTTPError(ScorerError):
-    """The rerank server failed, timed out, or answered in a shape we cannot read."""
 
 
 def build_payload(model: str, query: str, texts: Sequence[str]) -> Dict[str, Any]:

@@ -1,11 +1,28 @@
 """Conversation stores: messages with status, citations per assistant message, and turn records."""
 
-from llama_index_convrag.storage.conversation.base import (
-    Citation,
-    ConversationStore,
-    ConversationStoreError,
-    Message,
-)
-from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
+from __future__ import annotations
 
-__all__ = ["Citation", "ConversationStore", "ConversationStoreError", "Message", "SQLiteConversationStore"]
+from typing import TYPE_CHECKING, Dict
+
+from llama_index_convrag._lazy import lazy_exports
+
+#: public name -> module of this package that defines it (imported on first access)
+_EXPORTS: Dict[str, str] = {
+    "Citation": "base",
+    "ConversationStore": "base",
+    "ConversationStoreError": "base",
+    "Message": "base",
+    "SQLiteConversationStore": "sqlite",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.storage.conversation.base import (
+        Citation,
+        ConversationStore,
+        ConversationStoreError,
+        Message,
+    )
+    from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore

@@ -16,13 +16,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
+from llama_index_convrag.errors import ConversationStoreError
+
 STATUSES = frozenset({"pending", "complete", "error", "cancelled"})
 """``pending``: an assistant placeholder not yet finalised (being generated or streamed); the others are final."""
 FINAL_STATUSES = frozenset({"complete", "error", "cancelled"})
-
-
-class ConversationStoreError(RuntimeError):
-    """The store file or database cannot be used as-is (corrupted, foreign, or newer schema)."""
 
 
 def new_id() -> str:

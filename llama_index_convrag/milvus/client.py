@@ -1,4 +1,5 @@
-"""Open Milvus clients (Milvus Lite file or server URI) with errors that name the URI."""
+"""Where the vectors live and how to reach them: :class:`MilvusTarget`, its resolution from arguments and
+environment, and cached Milvus clients (Milvus Lite file or server URI) with errors that name the URI."""
 
 from __future__ import annotations
 
@@ -6,12 +7,48 @@ import contextlib
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, Mapping, Optional, Tuple
 
 from pymilvus import AsyncMilvusClient, MilvusClient
 
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag._env import pick
+from llama_index_convrag.errors import ConfigurationError, MilvusConnectionError
+
+ENV_MILVUS_URI = "CONVRAG_MILVUS_URI"
+ENV_MILVUS_TOKEN = "CONVRAG_MILVUS_TOKEN"
+
+
+@dataclass(frozen=True)
+class MilvusTarget:
+    """Where the vectors live: a Milvus Lite file or a Milvus server URI."""
+
+    uri: str
+    token: Optional[str] = None
+
+    @property
+    def is_lite(self) -> bool:
+        return not self.uri.startswith(("http://", "https://", "tcp://", "unix:"))
+
+
+def default_milvus_uri() -> str:
+    """``./convrag.db`` in the working directory: visible, per project, and easy to delete."""
+    return str(Path.cwd() / "convrag.db")
+
+
+def resolve_milvus(
+    uri: Optional[str] = None, token: Optional[str] = None, env: Optional[Mapping[str, str]] = None
+) -> MilvusTarget:
+    """Milvus URI and token from arguments, then ``CONVRAG_MILVUS_URI``/``_TOKEN``, then ``./convrag.db``."""
+    env = os.environ if env is None else env
+    resolved = pick(uri, env, ENV_MILVUS_URI)
+    if resolved is None:
+        resolved = default_milvus_uri()
+    if not resolved.strip():
+        raise ConfigurationError(f"Milvus URI must be a file path or http(s)://host:port, got {resolved!r}")
+    return MilvusTarget(uri=resolved, token=pick(token, env, ENV_MILVUS_TOKEN))
+
 
 _LOCK = threading.Lock()
 _CLIENTS: Dict[Tuple[str, Optional[str]], MilvusClient] = {}
@@ -33,10 +70,6 @@ def client_kwargs(target: MilvusTarget, timeout: float) -> Dict[str, object]:
     if target.is_lite:
         kwargs["grpc_options"] = dict(LITE_GRPC_OPTIONS)
     return kwargs
-
-
-class MilvusConnectionError(ConnectionError):
-    """Milvus could not be reached at the given URI."""
 
 
 def _check_lite_path(uri: str) -> None:

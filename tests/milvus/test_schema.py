@@ -4,7 +4,7 @@ import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from pymilvus import DataType, Function, FunctionType
 
-from llama_index_convrag.ingest.schema import (
+from llama_index_convrag.milvus.schema import (
     BM25,
     DENSE,
     CollectionSpec,

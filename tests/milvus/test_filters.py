@@ -3,8 +3,8 @@ from typing import Any
 import pytest
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
-from llama_index_convrag.ingest.schema import CollectionSpec, create_collection, default_spec
-from llama_index_convrag.retrievers.filters import filters_to_expr, quote_string
+from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec
+from llama_index_convrag.milvus.filters import filters_to_expr, quote_string
 
 SPEC = CollectionSpec()
 HOSTILE = ['a"b', "a\\b", '" or 1==1 or "', "line\nbreak", "it's", "tab\there", "trail\\", '\\"',

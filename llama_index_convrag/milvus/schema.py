@@ -9,13 +9,15 @@ collections made by ``llama-index-vector-stores-milvus`` (``MilvusVectorStore(en
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from pymilvus import DataType, Function, FunctionType, MilvusClient
 
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
+from llama_index_convrag.milvus.filters import quote_string
 
 DENSE = "dense"
 BM25 = "bm25"
@@ -90,11 +92,8 @@ class CollectionSpec:
     def metadata_ref(self, key: str) -> str:
         """The filter expression that addresses metadata ``key`` (escaped; control characters in keys are refused:
         Milvus' JSON path lookup does not match them, measured on Milvus Lite 2.5.1)."""
-        from llama_index_convrag.retrievers.filters import quote_string
-
         if any(ord(ch) < 32 for ch in key):
             raise ValueError(f"metadata key {key!r} contains a control character; Milvus cannot address it")
-
         if key in self.scalar_metadata_fields:
             return key
         if self.metadata_field is not None:
@@ -254,15 +253,11 @@ def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) 
         return client
     if target is None:
         raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
-    from llama_index_convrag.storage.milvus import connect_milvus
-
     return connect_milvus(target)
 
 
 def node_from_entity(spec: CollectionSpec, pk: Any, entity: Mapping[str, Any]) -> TextNode:
     """A ``TextNode`` from a Milvus row: id = primary key as a string, ``ref_doc_id`` = the document id."""
-    import json
-
     metadata: Dict[str, Any] = {}
     if spec.node_content_field is not None and entity.get(spec.node_content_field):
         try:

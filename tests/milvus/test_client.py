@@ -1,8 +1,16 @@
 import pytest
 from pymilvus import DataType
 
-from llama_index_convrag.config import MilvusTarget
-from llama_index_convrag.storage.milvus import MilvusConnectionError, connect_milvus
+from llama_index_convrag.milvus.client import (
+    LITE_GRPC_OPTIONS,
+    MilvusConnectionError,
+    MilvusTarget,
+    client_kwargs,
+    connect_milvus,
+    connect_milvus_async,
+    resolve_milvus,
+    server_log_path,
+)
 
 
 def test_same_target_reuses_client(milvus_target, milvus_client):
@@ -32,8 +40,6 @@ def test_collection_fixture_gives_a_real_collection(milvus_client, collection_na
 
 
 def test_lite_clients_do_not_ping_while_idle():
-    from llama_index_convrag.storage.milvus import LITE_GRPC_OPTIONS, client_kwargs
-
     lite = client_kwargs(MilvusTarget("/tmp/x.db"), 5.0)
     assert lite == {"uri": "/tmp/x.db", "timeout": 5.0, "grpc_options": LITE_GRPC_OPTIONS}
     assert LITE_GRPC_OPTIONS["grpc.keepalive_permit_without_calls"] is False
@@ -42,8 +48,6 @@ def test_lite_clients_do_not_ping_while_idle():
 
 
 async def test_async_client_on_lite_file(milvus_target, milvus_client, collection_name):
-    from llama_index_convrag.storage.milvus import connect_milvus_async
-
     milvus_client.create_collection(collection_name, dimension=2)
     client = connect_milvus_async(milvus_target)
     assert collection_name in await client.list_collections()
@@ -51,8 +55,6 @@ async def test_async_client_on_lite_file(milvus_target, milvus_client, collectio
 
 
 def test_lite_server_log_goes_to_a_file_not_stderr(tmp_path, capfd):
-    from llama_index_convrag.storage.milvus import server_log_path
-
     target = MilvusTarget(str(tmp_path / "quiet.db"))
     client = connect_milvus(target)
     client.create_collection("c", dimension=2)
@@ -61,3 +63,17 @@ def test_lite_server_log_goes_to_a_file_not_stderr(tmp_path, capfd):
     assert server_log_path(target) == tmp_path / "quiet.db.server.log"
     assert server_log_path(target).exists()
     assert "tantivy" not in capfd.readouterr().err
+
+
+def test_milvus_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_milvus(env={}).uri == str(tmp_path / "convrag.db")
+    assert resolve_milvus(env={"CONVRAG_MILVUS_URI": "http://h:19530"}).uri == "http://h:19530"
+    target = resolve_milvus("x.db", token="t", env={"CONVRAG_MILVUS_URI": "http://h:19530"})
+    assert (target.uri, target.token, target.is_lite) == ("x.db", "t", True)
+    assert resolve_milvus(env={"CONVRAG_MILVUS_URI": "https://h"}).is_lite is False
+
+
+def test_blank_milvus_uri_is_rejected():
+    with pytest.raises(ValueError, match="got '  '"):
+        resolve_milvus("  ", env={})

@@ -19,8 +19,8 @@ from llama_index.core.vector_stores.types import (
 )
 from pymilvus import MilvusClient
 
-from llama_index_convrag.ingest.schema import CollectionSpec, node_from_entity
-from llama_index_convrag.retrievers.filters import combine, filters_to_expr, quote_string
+from llama_index_convrag.milvus.filters import combine, filters_to_expr, quote_string
+from llama_index_convrag.milvus.schema import CollectionSpec, node_from_entity
 
 DEFAULT_INSERT_BATCH = 256
 

@@ -1,0 +1,61 @@
+"""Every error this package raises on purpose, under one base: ``except ConvRAGError`` catches them all.
+
+Each class also subclasses the builtin that callers caught before the tree existed (``ValueError``,
+``ConnectionError``, ``RuntimeError``), so existing ``except`` clauses keep working. Pure: no imports.
+"""
+
+from __future__ import annotations
+
+
+class ConvRAGError(Exception):
+    """Base of every error raised by ``llama_index_convrag``."""
+
+
+class ConfigurationError(ConvRAGError, ValueError):
+    """A setting (argument or environment variable) names an unknown provider, an empty URI or misses a key."""
+
+
+class BudgetExceededError(ConvRAGError, ValueError):
+    """The parts that are never trimmed (system prompt, question, extra variables) do not fit by themselves."""
+
+
+class ScorerError(ConvRAGError, RuntimeError):
+    """A scorer could not produce scores (bad reply, transport failure, missing model)."""
+
+
+class RerankHTTPError(ScorerError):
+    """The rerank server failed, timed out, or answered in a shape we cannot read."""
+
+
+class ReaderError(ConvRAGError):
+    """A file could not be turned into documents."""
+
+
+class UnsupportedFileError(ReaderError):
+    """No reader for the file's type, or its optional parser is not installed (the message says which)."""
+
+
+class FileParseError(ReaderError, ValueError):
+    """A reader exists for the file but the file could not be parsed (the message names the file)."""
+
+
+class ConversationStoreError(ConvRAGError, RuntimeError):
+    """The store file or database cannot be used as-is (corrupted, foreign, or newer schema)."""
+
+
+class MilvusConnectionError(ConvRAGError, ConnectionError):
+    """Milvus could not be reached at the given URI."""
+
+
+__all__ = [
+    "BudgetExceededError",
+    "ConfigurationError",
+    "ConvRAGError",
+    "ConversationStoreError",
+    "FileParseError",
+    "MilvusConnectionError",
+    "ReaderError",
+    "RerankHTTPError",
+    "ScorerError",
+    "UnsupportedFileError",
+]
