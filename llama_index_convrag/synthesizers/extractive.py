@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode
 
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Steps, SynthesizerConfig
 from llama_index_convrag.synthesizers.calls import EmbedRequest
@@ -27,9 +28,7 @@ Embeddings = Tuple[List[float], List[List[float]]]
 
 
 def default_embed_model() -> BaseEmbedding:
-    """The documented default: the local MiniLM model (imported here so other modes never load it)."""
-    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-
+    """The documented default: the local MiniLM model (its ONNX session loads on first use)."""
     return LocalMiniLMEmbedding()
 
 
