@@ -26,9 +26,8 @@ from typing import Callable, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_UNEXPECTED, EXIT_USAGE, CLIError,
                                                      Output)
+from llama_index_convrag.retrievers.modes import FUSION_TYPES, SEARCH_TYPES
 
-SEARCH_TYPES = ("dense", "sparse", "hybrid")
-RANKERS = ("rrf", "weighted")
 DEFAULT_COLLECTION = "convrag"
 
 MAIN_EPILOG = f"""examples:
@@ -84,7 +83,7 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
 def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
-    parser.add_argument("--ranker", choices=RANKERS, default="weighted",
+    parser.add_argument("--ranker", choices=FUSION_TYPES, default="weighted",
                         help="hybrid fusion (default weighted: per-query min-max normalised, best on SciFact)")
     parser.add_argument("--store", default=None,
                         help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")

@@ -14,7 +14,8 @@ from llama_index.core.schema import NodeWithScore
 TRAIL_KEY = "convrag_rank_trail"
 
 
-def _hide(node: Any, key: str) -> None:
+def hide_key(node: Any, key: str) -> None:
+    """Keep metadata ``key`` of ``node`` out of LLM prompts and embeddings."""
     for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
         keys = getattr(node, attr)
         if key not in keys:
@@ -31,7 +32,7 @@ def add_stage(
     entry.update(details)
     trail = nws.node.metadata.setdefault(TRAIL_KEY, [])
     trail.append(entry)
-    _hide(nws.node, TRAIL_KEY)
+    hide_key(nws.node, TRAIL_KEY)
     return nws
 
 

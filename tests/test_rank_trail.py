@@ -1,7 +1,7 @@
 import pytest
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-from llama_index_convrag.rank_trail import TRAIL_KEY, add_stage, get_trail, mark_ranked
+from llama_index_convrag.rank_trail import TRAIL_KEY, add_stage, get_trail, hide_key, mark_ranked
 
 
 def _n(text, score):
@@ -29,3 +29,11 @@ def test_mark_ranked_uses_positions():
 def test_rank_must_be_positive():
     with pytest.raises(ValueError, match="got 0"):
         add_stage(_n("a", 1.0), "x", 0, 1.0)
+
+
+def test_hide_key_keeps_a_key_out_of_prompts_and_embeddings_once():
+    node = TextNode(text="t", metadata={"k": 1})
+    hide_key(node, "k")
+    hide_key(node, "k")
+    assert node.excluded_llm_metadata_keys == ["k"] and node.excluded_embed_metadata_keys == ["k"]
+    assert "k" not in node.get_content(metadata_mode=MetadataMode.LLM)

@@ -22,7 +22,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index_convrag.postprocessors.events import RerankFallbackEvent
 from llama_index_convrag.postprocessors.scorers.base import Scorer, check_scores
 from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
-from llama_index_convrag.rank_trail import add_stage
+from llama_index_convrag.rank_trail import add_stage, hide_key
 
 dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
@@ -42,13 +42,6 @@ def rank_by_score(scores: Sequence[float], top_n: Optional[int], threshold: Opti
 
 def batched(items: Sequence[str], size: int) -> List[Sequence[str]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _hide_key(nws: NodeWithScore, key: str) -> None:
-    for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
-        keys = getattr(nws.node, attr)
-        if key not in keys:
-            keys.append(key)
 
 
 class ModelRerank(BaseNodePostprocessor, PromptMixin):
@@ -148,7 +141,7 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         for rank, prev in enumerate(kept, start=1):
             nws = NodeWithScore(node=prev.node, score=prev.score)
             nws.node.metadata[FALLBACK_KEY] = error
-            _hide_key(nws, FALLBACK_KEY)
+            hide_key(nws.node, FALLBACK_KEY)
             add_stage(nws, STAGE, rank, prev.score, scorer=self.scorer.name, prev_rank=rank, prev_score=prev.score,
                       fallback=True)
             out.append(nws)

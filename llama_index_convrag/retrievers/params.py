@@ -21,10 +21,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_convrag.milvus.filters import filters_to_expr
 from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
-
-SEARCH_TYPES = ("dense", "sparse", "hybrid")
-RANKER_TYPES = ("rrf", "weighted", "model")
-PRE_RANKER_TYPES = ("rrf", "weighted")
+from llama_index_convrag.retrievers.modes import PRE_RANKER_TYPES, RANKER_TYPES, SEARCH_TYPES
 DEFAULT_RRF_K = 60
 DEFAULT_PRE_TOPK = 10
 WEIGHTED_MIN_DEPTH = 100
