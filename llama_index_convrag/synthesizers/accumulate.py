@@ -9,28 +9,20 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
-
-from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT
-from llama_index_convrag.synthesizers.base import (
-    DEFAULT_PADDING,
-    BaseSynthesizer,
-    CallRequest,
-    RunState,
-    Steps,
-)
+from llama_index_convrag.synthesizers.base import DEFAULT_PADDING, CallRequest, RunState, Shape, Steps
+from llama_index_convrag.synthesizers.qa_templates import QATemplates
 from llama_index_convrag.synthesizers.types import ResponseMode
 
 DEFAULT_SEPARATOR = "\n---------------------\n"
 
 
-class Accumulate(BaseSynthesizer):
-    """One call per chunk (split if it overflows); answers joined with ``separator``."""
+class Accumulate(QATemplates):
+    """One call per chunk (split if it overflows); answers joined with ``separator`` (a constructor argument, or
+    per call: ``get_response(..., separator=" | ")`` / ``synthesize(..., separator=...)``, as core)."""
 
     mode = ResponseMode.ACCUMULATE.value
     supports_structured_filtering = True
-
-    template_defaults = {"text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT)}
+    response_options = frozenset({"separator"})
 
     def __init__(
         self,
@@ -42,19 +34,23 @@ class Accumulate(BaseSynthesizer):
         super().__init__(llm, **common)
         self._separator = separator
 
-    def _budget_for(self, run: RunState) -> int:
-        return self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])
+    def _shapes(self) -> List[Shape]:
+        return [(self._qa, self._ctx(""), DEFAULT_PADDING)]
 
-    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
-        budget = self._budget_for(run)
-        return [window for chunk in chunks for window in self._pack([chunk], budget)]
+    def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
+        return self._fit(run, self._shapes(), chunks, per_chunk=True)
+
+    @staticmethod
+    def flatten_list(md_array: List[List[Any]]) -> List[Any]:
+        """Core's helper: a list of lists, flattened."""
+        return [item for sublist in md_array for item in sublist]
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
         windows = self._windows(run, chunks)
         if not windows:
             return self._empty_response
         requests = [
-            CallRequest(self._text_qa_template, run.fill(context_str=w), structured=self._structured) for w in windows
+            CallRequest(self._qa, run.fill(**self._ctx(w)), structured=self._structured) for w in windows
         ]
         replies = yield requests
         if self._structured:
@@ -63,4 +59,5 @@ class Accumulate(BaseSynthesizer):
             answers = [r if r else self._empty_response for r in replies]
         if not answers:
             return self._empty_response
-        return self._separator.join(f"Response {i}: {a}" for i, a in enumerate(answers, start=1))
+        separator = run.options.get("separator", self._separator)
+        return separator.join(f"Response {i}: {a}" for i, a in enumerate(answers, start=1))

@@ -27,16 +27,20 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.bridge.pydantic import BaseModel, ValidationError
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
-from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
+from llama_index.core.prompts.utils import is_chat_model
 from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.prompt_utils import get_biggest_chat_prompt
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
+from llama_index.core.utilities.token_counting import TokenCounter
 
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.calls import (
@@ -47,6 +51,7 @@ from llama_index_convrag.synthesizers.calls import (
     template_variables,
 )
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
+from llama_index_convrag.synthesizers.resolve import NoLLM, resolve_prompt_helpers
 from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
 from llama_index_convrag.synthesizers.packing import (
     TiktokenTokenizer,
@@ -69,6 +74,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PADDING = 5
 TemplateDefaults = Dict[str, Tuple[BasePromptTemplate, BasePromptTemplate]]
+Shape = Tuple[BasePromptTemplate, Dict[str, Any], int]  # a call's template, its context variables, its padding
 
 __all__ = ["BaseSynthesizer", "CallRequest", "RunState", "Steps", "SynthesizerConfig", "DEFAULT_PADDING"]
 
@@ -81,8 +87,12 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     supports_structured_filtering: ClassVar[bool] = False
     supports_early_stop: ClassVar[bool] = False
     uses_embed_model: ClassVar[bool] = False
+    # keyword arguments of get_response/synthesize that are options of the mode, not template variables
+    response_options: ClassVar[frozenset] = frozenset()
     # how a node's text is read for the prompt (core's choice: with the metadata the LLM should see)
     metadata_mode: ClassVar[MetadataMode] = MetadataMode.LLM
+    # False: no nodes -> the empty response without any call; True: the mode answers from the query alone
+    answers_without_nodes: ClassVar[bool] = False
     # role -> (default template, default with citations); each role is a keyword of __init__ and of the factory
     template_defaults: ClassVar[TemplateDefaults] = {}
 
@@ -92,9 +102,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         *,
         callback_manager: Optional[CallbackManager] = None,
         prompt_helper: Optional[PromptHelper] = None,
+        chat_prompt_helper: Optional[ChatPromptHelper] = None,
         streaming: bool = False,
         output_cls: Optional[Type[BaseModel]] = None,
         empty_response: str = DEFAULT_EMPTY_RESPONSE,
+        multimodal: bool = False,
         citations: bool = False,
         verbose: bool = False,
         tokenizer: Optional[Tokenizer] = None,
@@ -103,25 +115,29 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         program_factory: Optional[ProgramFactory] = None,
         **templates: Optional[BasePromptTemplate],
     ) -> None:
-        # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given.
-        if self.requires_llm and llm is None:
+        # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given. A mode that
+        # calls no LLM, or whose calls all go through a given program_factory, needs none.
+        if self.requires_llm and llm is None and program_factory is None:
             raise ValueError(f"{type(self).__name__} needs an LLM: pass llm=... (no default LLM is built)")
-        if streaming and output_cls is not None:
-            raise ValueError("streaming=True cannot be combined with output_cls")
         if not isinstance(empty_response, str):
             raise ValueError(f"empty_response must be a str, got {empty_response!r}")
-        self._llm = llm  # type: ignore[assignment]
-        self._callback_manager = callback_manager if callback_manager is not None else Settings.callback_manager
-        if callback_manager is not None and llm is not None:
-            llm.callback_manager = callback_manager
-        if prompt_helper is None and llm is not None:
-            prompt_helper = PromptHelper.from_llm_metadata(llm.metadata)
-        self._prompt_helper = prompt_helper  # type: ignore[assignment]
-        self._chat_prompt_helper = None  # type: ignore[assignment]
-        self._multimodal = False
-        self._streaming = streaming
-        self._output_cls = output_cls
-        self._empty_response = empty_response
+        if multimodal and (llm is None or not is_chat_model(llm)):
+            raise ValueError("Multimodal synthesis requires a chat LLM.")
+        if multimodal and citations:
+            raise ValueError("citations=True is not supported with multimodal=True yet")
+        prompt_helper, chat_prompt_helper = resolve_prompt_helpers(llm, prompt_helper, chat_prompt_helper)
+        super().__init__(
+            llm=llm if llm is not None else NoLLM(),  # never Settings.llm: core's __init__ reads it when llm is None
+            callback_manager=callback_manager if callback_manager is not None else Settings.callback_manager,
+            prompt_helper=prompt_helper,
+            chat_prompt_helper=chat_prompt_helper,
+            streaming=streaming,
+            output_cls=output_cls,
+            empty_response=empty_response,
+            multimodal=multimodal,
+        )
+        self._llm = llm  # type: ignore[assignment]  # None for modes that make no LLM call
+        self._empty_response = empty_response  # core's ``empty_response or ...`` would lose an explicit ""
         self._citations = citations
         self._verbose = verbose
         self._tokenizer: Tokenizer = tokenizer if tokenizer is not None else TiktokenTokenizer()
@@ -130,15 +146,18 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self._configure_filtering(structured_answer_filtering, program_factory)
 
     def _set_templates(self, given: Dict[str, Optional[BasePromptTemplate]]) -> None:
+        """Validate the template keywords; each mode assigns its named attributes in :meth:`_assign_templates`."""
         unknown = sorted(set(given) - set(self.template_defaults))
         if unknown:
             raise TypeError(
                 f"{type(self).__name__} got unknown keyword arguments {unknown}; its templates are "
                 f"{sorted(self.template_defaults)}"
             )
+        chosen = {}
         for role, (plain, cited) in self.template_defaults.items():
             template = given.get(role)
-            setattr(self, f"_{role}", template if template is not None else (cited if self._citations else plain))
+            chosen[role] = template if template is not None else (cited if self._citations else plain)
+        self._update_prompts(chosen)
 
     def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:
         """Structured answer filtering: every call returns ``{query_satisfied, answer}`` (see ``structured.py``)."""
@@ -163,13 +182,13 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         return cls(config.llm, **cls.config_kwargs(config))
 
     # prompts ---------------------------------------------------------------------------------
+    # Each mode keeps its templates in named attributes (``self._text_qa_template`` ...) and implements
+    # ``_get_prompts`` / ``_update_prompts`` over them, as core's synthesizers do.
     def _get_prompts(self) -> PromptDictType:
-        return {role: getattr(self, f"_{role}") for role in self.template_defaults}
+        return {}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
-        for role, template in prompts.items():
-            if role in self.template_defaults:
-                setattr(self, f"_{role}", template)
+        """No templates (modes without an LLM call)."""
 
     @property
     def callback_manager(self) -> CallbackManager:
@@ -209,7 +228,13 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     def _format(self, template: BasePromptTemplate, kwargs: Dict[str, Any]) -> str:
         return template.format(llm=self._llm, **kwargs)
 
-    def _budget(self, run: RunState, shapes: Iterable[Tuple[BasePromptTemplate, Dict[str, Any], int]]) -> int:
+    def _prompt_tokens(self, template: BasePromptTemplate, kwargs: Dict[str, Any]) -> int:
+        """Tokens of one filled prompt (messages with images are estimated as core estimates them)."""
+        if self._multimodal:
+            return TokenCounter().estimate_tokens_in_messages(template.format_messages(llm=self._llm, **kwargs))
+        return self.count_tokens(self._format(template, kwargs))
+
+    def _budget(self, run: RunState, shapes: Iterable[Shape]) -> int:
         """Context tokens per call: the window minus the biggest ``prompt + padding``, each prompt measured *with
         the query and the extra variables filled* (core measures them empty)."""
         overhead = max(self.count_tokens(self._format(t, run.fill(**context))) + pad for t, context, pad in shapes)
@@ -219,7 +244,38 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     def _pack(self, chunks: Sequence[str], budget: int) -> List[str]:
         return pack_texts(render_chunks(chunks), budget, self._tokenizer)
 
-    def _prepare_chunks(self, chunks: Sequence[str]) -> List[str]:
+    def _fit(self, run: RunState, shapes: List[Shape], chunks: Sequence[Any], per_chunk: bool = False) -> List[Any]:
+        """Pack ``chunks`` into windows that fit every call shape ``(template, context, padding)``; ``per_chunk``
+        only splits chunks that overflow. Messages (multimodal) are packed by the chat prompt helper, measured on
+        the biggest template with the query and extras filled."""
+        if not self._multimodal:
+            budget = self._budget(run, shapes)
+            if per_chunk:
+                return [window for chunk in chunks for window in self._pack([chunk], budget)]
+            return self._pack(chunks, budget)
+        filled = [
+            t.partial_format(**run.fill(**{k: v for k, v in ctx.items() if k != "context_messages"}))
+            for t, ctx, _ in shapes
+        ]
+        prompt, padding = get_biggest_chat_prompt(filled), max(pad for _, _, pad in shapes)
+        helper = self._chat_prompt_helper
+        if per_chunk:
+            return [m for chunk in chunks for m in helper.repack(prompt, [chunk], padding=padding, llm=self._llm)]
+        return helper.repack(prompt, list(chunks), padding=padding, llm=self._llm)
+
+    def _pick(self, text_template: BasePromptTemplate, content_template: BasePromptTemplate) -> BasePromptTemplate:
+        """The template of this medium: text, or message content blocks (multimodal)."""
+        return content_template if self._multimodal else text_template
+
+    def _ctx(self, window: Any, name: str = "context_str") -> Dict[str, Any]:
+        """The context variable of one call: ``{name: text}``, or ``{"context_messages": [message]}``."""
+        return {"context_messages": [window] if window != "" else []} if self._multimodal else {name: window}
+
+    def _as_chunk(self, text: str) -> Any:
+        """A text (an intermediate answer) as a chunk of this medium."""
+        return ChatMessage(content=text) if self._multimodal else text
+
+    def _prepare_chunks(self, chunks: Sequence[Any]) -> List[Any]:
         return cite.number_chunks(chunks) if self._citations else list(chunks)
 
     # the mode --------------------------------------------------------------------------------
@@ -229,7 +285,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     # calls -----------------------------------------------------------------------------------
     def _record(self, run: RunState, template: BasePromptTemplate, request: CallRequest) -> None:
-        tokens = self.count_tokens(self._format(template, request.kwargs))
+        tokens = self._prompt_tokens(template, request.kwargs)
         dispatcher.event(
             SynthesisLLMCallEvent(
                 mode=self.mode, call_index=run.llm_calls, prompt_tokens=tokens, structured=request.structured
@@ -261,7 +317,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if request.stream:
             return self._llm.stream(request.template, **request.kwargs)
         if self._output_cls is not None:
-            return self._llm.structured_predict(self._output_cls, request.template, **request.kwargs).model_dump_json()
+            own = own_copy(request.template, self._llm)  # structured_predict sets an output parser on the prompt it gets
+            return self._llm.structured_predict(self._output_cls, own, **request.kwargs).model_dump_json()
         return self._llm.predict(request.template, **request.kwargs)
 
     async def _acall(self, run: RunState, request: CallRequest) -> Any:
@@ -276,7 +333,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if request.stream:
             return await self._llm.astream(request.template, **request.kwargs)
         if self._output_cls is not None:
-            out = await self._llm.astructured_predict(self._output_cls, request.template, **request.kwargs)
+            own = own_copy(request.template, self._llm)
+            out = await self._llm.astructured_predict(self._output_cls, own, **request.kwargs)
             return out.model_dump_json()
         return await self._llm.apredict(request.template, **request.kwargs)
 
@@ -309,8 +367,10 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     # public: get_response --------------------------------------------------------------------
     def _new_run(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, List[str]]:
-        unused = self.check_variables(extra_vars)
-        return RunState(query_str=query_str, extras=dict(extra_vars)), unused
+        options = {k: v for k, v in extra_vars.items() if k in self.response_options}
+        extras = {k: v for k, v in extra_vars.items() if k not in self.response_options}
+        unused = self.check_variables(extras)
+        return RunState(query_str=query_str, extras=extras, options=options), unused
 
     @dispatcher.span
     def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:
@@ -326,6 +386,29 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         run, _ = self._new_run(query_str, extra_vars)
         steps = self._steps(run, self._prepare_chunks(text_chunks))
         return self._finish(await self._adrive(run, steps), is_async=True)
+
+    def _check_messages(self, name: str) -> None:
+        if not self._multimodal:
+            raise NotImplementedError(
+                f"{name} needs a synthesizer built with multimodal=True (and a chat LLM); "
+                f"{type(self).__name__} was built with multimodal=False: use get_response for text chunks"
+            )
+
+    @dispatcher.span
+    def get_response_from_messages(
+        self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        """The answer over message chunks (text, image, audio blocks), with ``multimodal=True``."""
+        self._check_messages("get_response_from_messages")
+        return self.get_response(query_str, message_chunks, **extra_vars)  # type: ignore[arg-type]
+
+    @dispatcher.span
+    async def aget_response_from_messages(
+        self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
+    ) -> RESPONSE_TEXT_TYPE:
+        """Async twin of :meth:`get_response_from_messages`."""
+        self._check_messages("aget_response_from_messages")
+        return await self.aget_response(query_str, message_chunks, **extra_vars)  # type: ignore[arg-type]
 
     def _finish(self, result: Any, is_async: bool) -> Any:
         if isinstance(result, str) and self._output_cls is not None:
@@ -346,10 +429,15 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         dispatcher.event(SynthesizeStartEvent(query=bundle))
         run, unused = self._new_run(bundle.query_str, extra_vars)
         steps = None
-        if len(nodes) > 0:
-            chunks = [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
+        if len(nodes) > 0 or self.answers_without_nodes:
+            chunks = self._chunks_of(nodes)
             steps = self._steps(run, self._prepare_chunks(chunks))
         return bundle, run, unused, steps
+
+    def _chunks_of(self, nodes: Sequence[NodeWithScore]) -> List[Any]:
+        if self._multimodal:
+            return [ChatMessage(blocks=n.node.get_content_blocks(metadata_mode=self.metadata_mode)) for n in nodes]
+        return [n.node.get_content(metadata_mode=self.metadata_mode) for n in nodes]
 
     def _cb_event(self, bundle: QueryBundle) -> Any:
         return self._callback_manager.event(CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str})

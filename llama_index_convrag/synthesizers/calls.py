@@ -7,7 +7,7 @@ from typing import Any, Dict, Generator, List, Union
 
 from llama_index.core.prompts import BasePromptTemplate, SelectorPromptTemplate
 
-KNOWN_VARIABLES = frozenset({"query_str", "context_str", "context_msg", "existing_answer"})
+KNOWN_VARIABLES = frozenset({"query_str", "context_str", "context_msg", "existing_answer", "context_messages"})
 
 
 @dataclass
@@ -30,6 +30,7 @@ class RunState:
     prompt_tokens: int = 0
     llm_calls_saved: int = 0
     skipped_chunks: List[Dict[str, Any]] = field(default_factory=list)
+    options: Dict[str, Any] = field(default_factory=dict)  # per-call mode options (accumulate's ``separator``)
 
     def fill(self, **context: Any) -> Dict[str, Any]:
         """Every variable of a call: the query, the extras, and this call's context."""

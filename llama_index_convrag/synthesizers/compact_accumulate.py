@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 from llama_index_convrag.synthesizers.accumulate import Accumulate
 from llama_index_convrag.synthesizers.base import RunState
@@ -14,5 +14,5 @@ class CompactAndAccumulate(Accumulate):
 
     mode = ResponseMode.COMPACT_ACCUMULATE.value
 
-    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
-        return self._pack(chunks, self._budget_for(run))
+    def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
+        return self._fit(run, self._shapes(), chunks)

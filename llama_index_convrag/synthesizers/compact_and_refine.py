@@ -7,7 +7,7 @@ overlap, so the call count sits at that bound.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 from llama_index_convrag.synthesizers.base import RunState
 from llama_index_convrag.synthesizers.refine import Refine
@@ -19,6 +19,6 @@ class CompactAndRefine(Refine):
 
     mode = ResponseMode.COMPACT.value
 
-    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
-        """Pack with room kept for the existing answer (core's 500 tokens), so refine steps rarely re-split."""
-        return self._pack(chunks, self._initial_budget(run))
+    def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
+        """Pack with room kept for the existing answer, so refine steps rarely re-split."""
+        return self._fit(run, self._compact_shapes(), chunks)

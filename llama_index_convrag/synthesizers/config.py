@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Type
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 
@@ -24,10 +24,14 @@ class SynthesizerConfig:
 
     llm: Optional[LLM] = None
     prompt_helper: Optional[PromptHelper] = None
+    chat_prompt_helper: Optional[ChatPromptHelper] = None
     text_qa_template: Optional[BasePromptTemplate] = None
     refine_template: Optional[BasePromptTemplate] = None
     summary_template: Optional[BasePromptTemplate] = None
     simple_template: Optional[BasePromptTemplate] = None
+    chat_content_qa_template: Optional[BasePromptTemplate] = None
+    chat_content_refine_template: Optional[BasePromptTemplate] = None
+    chat_summary_template: Optional[BasePromptTemplate] = None
     callback_manager: Optional[CallbackManager] = None
     use_async: bool = False
     streaming: bool = False
@@ -35,6 +39,7 @@ class SynthesizerConfig:
     output_cls: Optional[Type[BaseModel]] = None
     program_factory: Optional[ProgramFactory] = None
     verbose: bool = False
+    multimodal: bool = False
     empty_response: str = DEFAULT_EMPTY_RESPONSE
     citations: bool = False
     early_stop: bool = False
@@ -46,6 +51,8 @@ class SynthesizerConfig:
         return {
             "callback_manager": self.callback_manager,
             "prompt_helper": self.prompt_helper,
+            "chat_prompt_helper": self.chat_prompt_helper,
+            "multimodal": self.multimodal,
             "streaming": self.streaming,
             "output_cls": self.output_cls,
             "empty_response": self.empty_response,

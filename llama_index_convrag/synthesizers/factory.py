@@ -1,6 +1,7 @@
 """``get_response_synthesizer``: core's signature and defaults, backed by the mode registry.
 
-LLM resolution (decided here, documented): an explicit ``llm`` wins; otherwise, for a mode that calls an LLM,
+Prompt helpers: the one passed, else the one set explicitly on ``Settings`` (``Settings.prompt_helper = ...``), else
+one from the LLM's metadata (as core). LLM resolution (decided here, documented): an explicit ``llm`` wins; otherwise, for a mode that calls an LLM,
 ``Settings.llm`` is used only if the user set it explicitly (``Settings._llm is not None``); otherwise a
 ``ValueError`` says how to pass one. Core's factory reads ``Settings.llm``, which silently builds a default OpenAI
 client; we never do. ``no_text`` and ``context_only`` need no LLM at all.
@@ -13,7 +14,7 @@ from typing import Callable, Optional, Type, Union
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import BaseModel
 from llama_index.core.callbacks.base import CallbackManager
-from llama_index.core.indices.prompt_helper import PromptHelper
+from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
@@ -33,10 +34,14 @@ def _modes_where(flag: str) -> list:
 def get_response_synthesizer(
     llm: Optional[LLM] = None,
     prompt_helper: Optional[PromptHelper] = None,
+    chat_prompt_helper: Optional[ChatPromptHelper] = None,
     text_qa_template: Optional[BasePromptTemplate] = None,
     refine_template: Optional[BasePromptTemplate] = None,
     summary_template: Optional[BasePromptTemplate] = None,
     simple_template: Optional[BasePromptTemplate] = None,
+    chat_content_qa_template: Optional[BasePromptTemplate] = None,
+    chat_content_refine_template: Optional[BasePromptTemplate] = None,
+    chat_summary_template: Optional[BasePromptTemplate] = None,
     response_mode: Union[ResponseMode, str] = ResponseMode.COMPACT,
     callback_manager: Optional[CallbackManager] = None,
     use_async: bool = False,
@@ -45,6 +50,7 @@ def get_response_synthesizer(
     output_cls: Optional[Type[BaseModel]] = None,
     program_factory: Optional[Callable[[BasePromptTemplate], BasePydanticProgram]] = None,
     verbose: bool = False,
+    multimodal: bool = False,
     *,
     empty_response: str = DEFAULT_EMPTY_RESPONSE,
     citations: bool = False,
@@ -71,7 +77,7 @@ def get_response_synthesizer(
         raise ValueError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
     if embed_model is not None and not cls.uses_embed_model:
         raise ValueError(f"embed_model is used by {_modes_where('uses_embed_model')}, not {mode!r}")
-    if llm is None and cls.requires_llm:
+    if llm is None and cls.requires_llm and program_factory is None:
         if Settings._llm is None:
             raise ValueError(
                 f"response_mode {mode!r} needs an LLM: pass llm=... (for example "
@@ -82,10 +88,14 @@ def get_response_synthesizer(
     config = SynthesizerConfig(
         llm=llm,
         prompt_helper=prompt_helper,
+        chat_prompt_helper=chat_prompt_helper,
         text_qa_template=text_qa_template,
         refine_template=refine_template,
         summary_template=summary_template,
         simple_template=simple_template,
+        chat_content_qa_template=chat_content_qa_template,
+        chat_content_refine_template=chat_content_refine_template,
+        chat_summary_template=chat_summary_template,
         callback_manager=callback_manager,
         use_async=use_async,
         streaming=streaming,
@@ -93,6 +103,7 @@ def get_response_synthesizer(
         output_cls=output_cls,
         program_factory=program_factory,
         verbose=verbose,
+        multimodal=multimodal,
         empty_response=empty_response,
         citations=citations,
         early_stop=early_stop,

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional
 
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_QA_PROMPT, CHAT_CONTENT_REFINE_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TEXT_QA_PROMPT_SEL
+from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -22,6 +25,7 @@ from llama_index_convrag.synthesizers.base import (
     BaseSynthesizer,
     CallRequest,
     RunState,
+    Shape,
     Steps,
     SynthesizerConfig,
 )
@@ -44,7 +48,13 @@ class Refine(BaseSynthesizer):
     template_defaults = {
         "text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT),
         "refine_template": (DEFAULT_REFINE_PROMPT_SEL, CITATION_REFINE_PROMPT),
+        "chat_content_qa_template": (CHAT_CONTENT_QA_PROMPT, CHAT_CONTENT_QA_PROMPT),
+        "chat_content_refine_template": (CHAT_CONTENT_REFINE_PROMPT, CHAT_CONTENT_REFINE_PROMPT),
     }
+    _text_qa_template: BasePromptTemplate
+    _refine_template: BasePromptTemplate
+    _chat_content_qa_template: BasePromptTemplate
+    _chat_content_refine_template: BasePromptTemplate
 
     def __init__(
         self,
@@ -60,32 +70,59 @@ class Refine(BaseSynthesizer):
         self._early_stop = early_stop
         self._response_padding_size = response_padding_size
 
+    def _get_prompts(self) -> PromptDictType:
+        return {
+            "text_qa_template": self._text_qa_template,
+            "refine_template": self._refine_template,
+            "chat_content_qa_template": self._chat_content_qa_template,
+            "chat_content_refine_template": self._chat_content_refine_template,
+        }
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "text_qa_template" in prompts:
+            self._text_qa_template = prompts["text_qa_template"]
+        if "refine_template" in prompts:
+            self._refine_template = prompts["refine_template"]
+        if "chat_content_qa_template" in prompts:
+            self._chat_content_qa_template = prompts["chat_content_qa_template"]
+        if "chat_content_refine_template" in prompts:
+            self._chat_content_refine_template = prompts["chat_content_refine_template"]
+
+    @property
+    def _qa(self) -> BasePromptTemplate:
+        return self._pick(self._text_qa_template, self._chat_content_qa_template)
+
+    @property
+    def _refine(self) -> BasePromptTemplate:
+        return self._pick(self._refine_template, self._chat_content_refine_template)
+
     @classmethod
     def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
         return {**super().config_kwargs(config), "early_stop": config.early_stop}
 
-    def _initial_budget(self, run: RunState) -> int:
+    def _compact_shapes(self) -> List[Shape]:
         """Compact's window: the refine prompt keeps room for the existing answer, which the LLM wrote within
         ``num_output`` tokens, so the reserve is ``min(response_padding_size, num_output)`` (core always keeps 500).
         An answer longer than that (an LLM ignoring its limit) is still safe: ``_refit`` splits the window again."""
-        reserve = min(self._response_padding_size, self._prompt_helper.num_output)
-        shapes = [
-            (self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING),
-            (self._refine_template, {"context_msg": "", "existing_answer": ""}, reserve + DEFAULT_PADDING),
+        helper = self._chat_prompt_helper if self._multimodal else self._prompt_helper
+        reserve = min(self._response_padding_size, helper.num_output)
+        return [
+            (self._qa, self._ctx("", "context_str"), DEFAULT_PADDING),
+            (self._refine, {**self._ctx("", "context_msg"), "existing_answer": ""}, reserve + DEFAULT_PADDING),
         ]
-        return self._budget(run, shapes)
 
-    def _windows(self, run: RunState, chunks: List[str]) -> List[str]:
+    def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
         """Refine: one window per chunk, split now only if it overflows the QA prompt.
 
         Core pre-splits every chunk with 500 tokens reserved for an answer that may be ten tokens long; here each
         refine step refits its chunk against the actual existing answer instead (``_refit``).
         """
-        budget = self._budget(run, [(self._text_qa_template, {"context_str": ""}, DEFAULT_PADDING)])
-        return [window for chunk in chunks for window in self._pack([chunk], budget)]
+        return self._fit(run, [(self._qa, self._ctx("", "context_str"), DEFAULT_PADDING)], chunks, per_chunk=True)
 
-    def _refit(self, run: RunState, answer: str, chunk: str) -> List[str]:
-        """Split ``chunk`` again if it no longer fits next to the actual existing answer."""
+    def _refit(self, run: RunState, answer: str, chunk: Any) -> List[Any]:
+        """Split a text ``chunk`` again if it no longer fits next to the actual existing answer."""
+        if self._multimodal:
+            return [chunk]  # packed by the chat prompt helper with room for the answer already
         shape = (self._refine_template, {"context_msg": "", "existing_answer": answer}, DEFAULT_PADDING)
         budget = self._budget(run, [shape])
         if self.count_tokens(chunk) <= budget:
@@ -98,13 +135,13 @@ class Refine(BaseSynthesizer):
         while windows:
             chunk = windows.popleft()
             if answer is None:
-                template, context = self._text_qa_template, {"context_str": chunk}
+                template, context = self._qa, self._ctx(chunk, "context_str")
             else:
                 pieces = self._refit(run, answer, chunk)
                 if len(pieces) > 1:
                     windows.extendleft(reversed(pieces))
                     continue
-                template, context = self._refine_template, {"existing_answer": answer, "context_msg": chunk}
+                template, context = self._refine, {"existing_answer": answer, **self._ctx(chunk, "context_msg")}
             last = not windows
             stream = self._streaming and last and not self._structured and self._output_cls is None
             reply = yield CallRequest(template, run.fill(**context), structured=self._structured, stream=stream)

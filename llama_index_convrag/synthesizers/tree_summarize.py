@@ -6,9 +6,12 @@ The summaries of one level are independent, so they run in parallel with ``use_a
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_TREE_SUMMARIZE_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TREE_SUMMARIZE_PROMPT_SEL
+from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import CITATION_TREE_SUMMARIZE_PROMPT
 from llama_index_convrag.synthesizers.base import (
@@ -26,25 +29,42 @@ class TreeSummarize(BaseSynthesizer):
 
     mode = ResponseMode.TREE_SUMMARIZE.value
 
-    template_defaults = {"summary_template": (DEFAULT_TREE_SUMMARIZE_PROMPT_SEL, CITATION_TREE_SUMMARIZE_PROMPT)}
+    template_defaults = {
+        "summary_template": (DEFAULT_TREE_SUMMARIZE_PROMPT_SEL, CITATION_TREE_SUMMARIZE_PROMPT),
+        "chat_summary_template": (CHAT_CONTENT_TREE_SUMMARIZE_PROMPT, CHAT_CONTENT_TREE_SUMMARIZE_PROMPT),
+    }
+    _summary_template: BasePromptTemplate
+    _chat_summary_template: BasePromptTemplate
 
-    def _steps(self, run: RunState, chunks: List[str]) -> Steps:
-        budget = self._budget(run, [(self._summary_template, {"context_str": ""}, DEFAULT_PADDING)])
-        windows = self._pack(chunks, budget)
+    def _get_prompts(self) -> PromptDictType:
+        return {"summary_template": self._summary_template, "chat_summary_template": self._chat_summary_template}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "summary_template" in prompts:
+            self._summary_template = prompts["summary_template"]
+        if "chat_summary_template" in prompts:
+            self._chat_summary_template = prompts["chat_summary_template"]
+
+    def _steps(self, run: RunState, chunks: List[Any]) -> Steps:
+        template = self._pick(self._summary_template, self._chat_summary_template)
+        shapes = [(template, self._ctx(""), DEFAULT_PADDING)]
+        windows = self._fit(run, shapes, chunks)
         if not windows:
             return self._empty_response
         while len(windows) > 1:
-            summaries = yield [CallRequest(self._summary_template, run.fill(context_str=w)) for w in windows]
-            repacked = self._pack([str(s) for s in summaries], budget)
+            summaries = yield [CallRequest(template, run.fill(**self._ctx(w))) for w in windows]
+            repacked = self._fit(run, shapes, [self._as_chunk(self._summary_text(s)) for s in summaries])
             if len(repacked) >= len(windows):
                 raise ValueError(
                     f"tree_summarize cannot converge: {len(windows)} windows gave summaries that fill "
-                    f"{len(repacked)} windows of {budget} tokens; lower the LLM's num_output or raise context_window"
+                    f"{len(repacked)} windows; lower the LLM's num_output or raise context_window"
                 )
             windows = repacked
         final = yield CallRequest(
-            self._summary_template,
-            run.fill(context_str=windows[0]),
-            stream=self._streaming and self._output_cls is None,
+            template, run.fill(**self._ctx(windows[0])), stream=self._streaming and self._output_cls is None
         )
         return final
+
+    @staticmethod
+    def _summary_text(summary: Any) -> str:
+        return summary.model_dump_json() if hasattr(summary, "model_dump_json") else str(summary)

@@ -45,3 +45,14 @@ def test_structured_filtering_keeps_satisfied_answers_and_reports_bad_replies():
     assert llm.call_count == 3 and all(c.tools == ["StructuredRefineResponse"] for c in llm.calls)
     assert response.response == "Response 1: C3"
     assert [s["call_index"] for s in response.metadata["skipped_chunks"]] == [1]
+
+
+async def test_separator_per_call_as_core():
+    """Issue 11 bug 3: get_response(..., separator=" | ") ignored the separator (it was taken for a template
+    variable and reported unused)."""
+    llm = ScriptedLLM.cycle(["a", "b"])
+    synth = get_response_synthesizer(llm=llm, response_mode="accumulate")
+    assert synth.get_response("q?", ["x", "y"], separator=" | ") == "Response 1: a | Response 2: b"
+    response = await synth.asynthesize("q?", make_nodes(["x", "y"]), separator=" / ")
+    assert response.response == "Response 1: a / Response 2: b"
+    assert response.metadata["unused_variables"] == []

@@ -114,8 +114,10 @@ def test_output_cls_gives_a_pydantic_response(three_nodes):
     response = get_response_synthesizer(llm=llm, output_cls=Verdict).synthesize("q?", three_nodes)
     assert isinstance(response, PydanticResponse)
     assert response.response == Verdict(answer="yes", confident=True)
-    with pytest.raises(ValueError, match="streaming=True cannot be combined with output_cls"):
-        get_response_synthesizer(llm=llm, output_cls=Verdict, streaming=True)
+    # as core: streaming with output_cls gives the structured answer (nothing to stream)
+    streamed = get_response_synthesizer(llm=llm, output_cls=Verdict, streaming=True).synthesize("q?", three_nodes)
+    assert isinstance(streamed, PydanticResponse)
+    assert streamed.response == Verdict(answer="yes", confident=True)
 
 
 def test_prompt_tokens_sum_every_prompt(three_nodes):
@@ -127,7 +129,9 @@ def test_prompt_tokens_sum_every_prompt(three_nodes):
 def test_prompts_are_exposed_and_updatable(three_nodes):
     llm = ScriptedLLM.echo()
     synth = get_response_synthesizer(llm=llm)
-    assert sorted(synth.get_prompts()) == ["refine_template", "text_qa_template"]
+    assert sorted(synth.get_prompts()) == [  # core's names, the multimodal twins included
+        "chat_content_qa_template", "chat_content_refine_template", "refine_template", "text_qa_template"
+    ]
     synth.update_prompts({"text_qa_template": PromptTemplate("{context_str}|{query_str}")})
     synth.synthesize("q?", three_nodes)
     assert llm.prompts == ["alpha fact\n\nbeta fact\n\ngamma fact|q?"]
@@ -170,3 +174,47 @@ async def test_streaming_over_http_sync_and_async(openai_server, three_nodes):
     assert [n.node.node_id for n in aresponse.source_nodes] == ["n0", "n1", "n2"]
     assert aresponse.metadata["citations"] == [{"marker": 1, "node_id": "n0", "source_index": 0}]
     assert [r.body["stream"] for r in openai_server.requests] == [True, True]
+
+
+def test_output_cls_never_mutates_core_shared_default_prompts(three_nodes):
+    """Issue 11 bug 1: structured_predict attached a JSON output parser to DEFAULT_TEXT_QA_PROMPT (and the selectors)
+    for the whole process; afterwards any streaming synthesis, core's own included, raised."""
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.prompts.default_prompt_selectors import (
+        DEFAULT_REFINE_PROMPT_SEL,
+        DEFAULT_TEXT_QA_PROMPT_SEL,
+        DEFAULT_TREE_SUMMARIZE_PROMPT_SEL,
+    )
+    from llama_index.core.response_synthesizers import get_response_synthesizer as core_factory
+
+    shared = [DEFAULT_TEXT_QA_PROMPT_SEL, DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TREE_SUMMARIZE_PROMPT_SEL]
+    variants = [t for sel in shared for t in [sel.default_template, *(c for _, c in sel.conditionals or [])]]
+    for mode in ("compact", "refine", "tree_summarize", "simple_summarize", "accumulate"):
+        # a text-completion LLM: structured_predict then builds a program that sets output_parser on its prompt
+        llm = ScriptedLLM.fixed('{"answer": "yes", "confident": true}', function_calling=False)
+        synth = get_response_synthesizer(llm=llm, response_mode=mode, output_cls=Verdict)
+        answer = synth.synthesize("q?", three_nodes).response
+        if mode == "accumulate":  # joins one structured answer per chunk, as core
+            assert answer.startswith('Response 1: {"answer":"yes","confident":true}'), answer
+        else:
+            assert answer == Verdict(answer="yes", confident=True), mode
+    assert [t.output_parser for t in variants] == [None] * len(variants)
+    stream = core_factory(llm=MockLLM(), streaming=True).synthesize("q?", three_nodes)
+    assert "".join(stream.response_gen)  # core's streaming still works in this process
+
+
+def test_every_mode_accepts_multimodal_and_chat_prompt_helper():
+    """Issue 11 bug 5: every class rejected multimodal= (even False) and chat_prompt_helper=."""
+    from llama_index.core.indices.prompt_helper import ChatPromptHelper
+
+    from llama_index_convrag.synthesizers import registered_modes
+    from llama_index_convrag.synthesizers.registry import lookup_mode
+
+    helper = ChatPromptHelper(context_window=999)
+    for mode in registered_modes():
+        cls = lookup_mode(mode)
+        llm = ScriptedLLM.echo(chat_model=True) if cls.requires_llm else None
+        synth = get_response_synthesizer(llm=llm, response_mode=mode, multimodal=False, chat_prompt_helper=helper)
+        assert synth._multimodal is False and synth._chat_prompt_helper is helper, mode
+    with pytest.raises(ValueError, match="Multimodal synthesis requires a chat LLM."):
+        get_response_synthesizer(llm=ScriptedLLM.echo(), multimodal=True)

@@ -12,9 +12,10 @@ from llama_index_convrag.synthesizers import CompactAndRefine, ResponseMode, get
 from llama_index_convrag.testing import ScriptedLLM
 
 CORE_PARAMS = [
-    "llm", "prompt_helper", "text_qa_template", "refine_template", "summary_template", "simple_template",
+    "llm", "prompt_helper", "chat_prompt_helper", "text_qa_template", "refine_template", "summary_template",
+    "simple_template", "chat_content_qa_template", "chat_content_refine_template", "chat_summary_template",
     "response_mode", "callback_manager", "use_async", "streaming", "structured_answer_filtering", "output_cls",
-    "program_factory", "verbose",
+    "program_factory", "verbose", "multimodal",
 ]
 
 
@@ -22,7 +23,7 @@ def test_signature_and_defaults_match_core():
     ours = inspect.signature(get_response_synthesizer).parameters
     core = inspect.signature(core_factory).parameters
     positional = [n for n, p in ours.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    assert positional == CORE_PARAMS
+    assert positional == CORE_PARAMS == list(core)  # same names in the same positional order
     assert all(ours[n].default == core[n].default for n in CORE_PARAMS)
     assert ours["response_mode"].default == ResponseMode.COMPACT
     additions = [n for n, p in ours.items() if p.kind is p.KEYWORD_ONLY]
@@ -93,3 +94,32 @@ async def test_every_mode_through_a_query_engine_on_milvus_lite(milvus_target, c
         llm=llm, similarity_top_k=2, response_synthesizer=get_response_synthesizer(llm=ScriptedLLM.fixed("async"))
     ).aquery("Where is the Eiffel Tower?")
     assert aresponse.response == "async" and aresponse.source_nodes[0].node.node_id == "f0"
+
+
+def test_explicitly_set_settings_prompt_helper_is_honoured():
+    """Issue 11 bug 4: an explicitly set Settings.prompt_helper was ignored (3900 used instead of 16384)."""
+    from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
+
+    helper, chat_helper = PromptHelper(context_window=16384), ChatPromptHelper(context_window=12000)
+    Settings.prompt_helper = helper
+    Settings.chat_prompt_helper = chat_helper
+    try:
+        synth = get_response_synthesizer(llm=ScriptedLLM.echo(context_window=8192))
+        assert synth._prompt_helper is helper and synth._chat_prompt_helper is chat_helper
+        explicit = PromptHelper(context_window=1000)
+        assert get_response_synthesizer(llm=ScriptedLLM.echo(), prompt_helper=explicit)._prompt_helper is explicit
+    finally:
+        Settings._prompt_helper = None
+        Settings._chat_prompt_helper = None
+    assert get_response_synthesizer(llm=ScriptedLLM.echo(context_window=8192))._prompt_helper.context_window == 8192
+    with pytest.raises(ValueError, match="needs an LLM"):  # still no silent Settings.llm
+        get_response_synthesizer()
+
+
+def test_core_positional_order_reaches_the_right_parameters():
+    """Issue 11 bug 5: chat_prompt_helper is core's third positional parameter."""
+    from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
+
+    llm, helper, chat_helper = ScriptedLLM.echo(), PromptHelper(context_window=5000), ChatPromptHelper()
+    synth = get_response_synthesizer(llm, helper, chat_helper)
+    assert synth._prompt_helper is helper and synth._chat_prompt_helper is chat_helper
