@@ -309,13 +309,14 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if request.structured:
             program, template = self._program(request.template)
             self._record(run, template, request)
-            reply, error = run_program(program, request.kwargs)
+            reply, error = run_program(program, request.kwargs, stream=request.stream)
             if error is not None:
                 self._skip(run, error)
             return reply
         self._record(run, request.template, request)
         if request.stream:
-            return self._llm.stream(request.template, **request.kwargs)
+            gen = self._llm.stream(request.template, **request.kwargs)
+            return "".join(gen) if request.consume else gen
         if self._output_cls is not None:
             own = own_copy(request.template, self._llm)  # structured_predict sets an output parser on the prompt it gets
             return self._llm.structured_predict(self._output_cls, own, **request.kwargs).model_dump_json()
@@ -325,13 +326,14 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if request.structured:
             program, template = self._program(request.template)
             self._record(run, template, request)
-            reply, error = await arun_program(program, request.kwargs)
+            reply, error = await arun_program(program, request.kwargs, stream=request.stream)
             if error is not None:
                 self._skip(run, error)
             return reply
         self._record(run, request.template, request)
         if request.stream:
-            return await self._llm.astream(request.template, **request.kwargs)
+            agen = await self._llm.astream(request.template, **request.kwargs)
+            return "".join([delta async for delta in agen]) if request.consume else agen
         if self._output_cls is not None:
             own = own_copy(request.template, self._llm)
             out = await self._llm.astructured_predict(self._output_cls, own, **request.kwargs)
@@ -416,7 +418,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 return self._output_cls.model_validate_json(result)
             except (ValidationError, ValueError, TypeError):
                 return result
-        if isinstance(result, str) and self._streaming:
+        if isinstance(result, str) and self._streaming and not self._structured:
+            # (structured answers were streamed and parsed already: core returns them as a plain Response)
             return agen_of(result) if is_async else gen_of(result)
         return result
 

@@ -18,6 +18,7 @@ class CallRequest:
     kwargs: Dict[str, Any]
     structured: bool = False
     stream: bool = False
+    consume: bool = False  # with stream: collect the streamed text (an intermediate step of a streaming run)
 
 
 @dataclass

@@ -142,9 +142,13 @@ class Refine(BaseSynthesizer):
                     windows.extendleft(reversed(pieces))
                     continue
                 template, context = self._refine, {"existing_answer": answer, **self._ctx(chunk, "context_msg")}
-            last = not windows
-            stream = self._streaming and last and not self._structured and self._output_cls is None
-            reply = yield CallRequest(template, run.fill(**context), structured=self._structured, stream=stream)
+            # streaming (as core): every call streams; the last is handed on, earlier ones and structured replies are
+            # collected (intermediate answers feed the next refine prompt)
+            stream = self._streaming and self._output_cls is None
+            consume = bool(windows) and not self._structured
+            reply = yield CallRequest(
+                template, run.fill(**context), structured=self._structured, stream=stream, consume=consume
+            )
             if self._structured:
                 if reply is None or not reply.query_satisfied:
                     continue  # skipped (reported by the driver) or not relevant

@@ -58,22 +58,40 @@ def _check(output: Any) -> Tuple[Optional[StructuredRefineResponse], Optional[st
     return None, f"expected a StructuredRefineResponse, got {type(output).__name__}: {str(output)[:200]!r}"
 
 
+def _last(partials: Any) -> Any:
+    """The last partial object a streaming program produced (the complete one)."""
+    last = None
+    for partial in partials:
+        last = partial
+    return last
+
+
+async def _alast(partials: Any) -> Any:
+    last = None
+    async for partial in partials:
+        last = partial
+    return last
+
+
 def run_program(
-    program: BasePydanticProgram, kwargs: Dict[str, Any]
+    program: BasePydanticProgram, kwargs: Dict[str, Any], stream: bool = False
 ) -> Tuple[Optional[StructuredRefineResponse], Optional[str]]:
-    """``(reply, None)`` or ``(None, error)`` when the reply could not be parsed."""
+    """``(reply, None)`` or ``(None, error)`` when the reply could not be parsed. ``stream``: the program streams
+    (``stream_call``, as core does with ``streaming=True``) and its last, complete object is the reply."""
     try:
-        return _check(program(**kwargs))
+        return _check(_last(program.stream_call(**kwargs)) if stream else program(**kwargs))
     except PARSE_ERRORS as exc:
         logger.warning("structured reply could not be parsed: %s", exc)
         return None, f"{type(exc).__name__}: {exc}"[:500]
 
 
 async def arun_program(
-    program: BasePydanticProgram, kwargs: Dict[str, Any]
+    program: BasePydanticProgram, kwargs: Dict[str, Any], stream: bool = False
 ) -> Tuple[Optional[StructuredRefineResponse], Optional[str]]:
     """Async twin of :func:`run_program`."""
     try:
+        if stream:
+            return _check(await _alast(await program.astream_call(**kwargs)))
         return _check(await program.acall(**kwargs))
     except PARSE_ERRORS as exc:
         logger.warning("structured reply could not be parsed: %s", exc)

@@ -62,13 +62,16 @@ def test_all_blank_chunks_make_no_call():
     assert response.response == "Empty Response" and llm.call_count == 0
 
 
-def test_sync_streaming_streams_only_the_last_refine_call(three_nodes):
+def test_sync_streaming_hands_on_only_the_last_refine_call(three_nodes):
+    """As core: every refine call streams; the intermediate answers are collected (they feed the next prompt) and
+    only the last stream reaches the reader."""
     llm = ScriptedLLM.cycle(["A1", "A2", "final answer here"])
     response = get_response_synthesizer(llm=llm, response_mode="refine", streaming=True).synthesize("q?", three_nodes)
     assert isinstance(response, StreamingResponse)
     assert [n.node.node_id for n in response.source_nodes] == ["n0", "n1", "n2"]
     assert list(response.response_gen) == ["final ", "answer ", "here"]
-    assert [c.kind for c in llm.calls] == ["complete", "complete", "stream_complete"]
+    assert [c.kind for c in llm.calls] == ["stream_complete"] * 3
+    assert "A2" in llm.prompts[2]  # the collected intermediate answer fed the last refine prompt
     assert response.metadata["llm_calls"] == 3
 
 
