@@ -27,6 +27,9 @@ def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_cha
                          f"the retrieval query); got retriever={retriever!r}, query_engine={query_engine!r}")
     if retriever is not None and synthesizer is None and context_chat is None:
         raise ValueError("a retriever needs synthesizer= (or context_chat=) to answer")
+    if context_chat is not None and (synthesizer is not None or query_engine is not None):
+        raise ValueError("chat modes 'condense_plus_context' and 'context' answer with the retriever's context and "
+                         "their prompts: pass a retriever without synthesizer= or query_engine=")
 
 
 def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, context_refine_prompt: Any,

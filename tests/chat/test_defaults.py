@@ -32,6 +32,8 @@ def test_parts_exactly_one_source_of_answers() -> None:
         check_parts(object(), object(), object(), None)
     with pytest.raises(ValueError, match=r"a retriever needs synthesizer="):
         check_parts(object(), None, None, None)
+    with pytest.raises(ValueError, match=r"pass a retriever without synthesizer= or query_engine="):
+        check_parts(object(), object(), None, object())
 
 
 def test_aliases_agree_or_fail() -> None:
