@@ -1,18 +1,25 @@
-"""Our ``BaseSynthesizer``: core's template method plus extra variables, counted budgets, citations and a ledger.
+"""Our ``BaseSynthesizer``: a subclass of core's (``super().__init__`` sets core's state) that drives every mode.
 
-Subclasses write one generator, ``_steps(run, chunks)``, that *yields* LLM call requests (one, or a list that may
-run in parallel) and *returns* the answer. A sync and an async driver execute the same generator, so every mode's
-logic exists once for ``get_response`` and ``aget_response``. The drivers count calls and prompt tokens, skip and
-report unparsable structured replies, and stream the last call when asked.
+Template method: the base drives, a mode supplies its steps. A mode writes one generator, ``_steps(run, chunks)``,
+that *yields* LLM call requests (one, or a list that may run in parallel) and *returns* the answer; a sync and an
+async driver execute the same generator, so every mode's logic exists once for ``get_response`` and
+``aget_response`` (and, for ``multimodal=True``, ``get_response_from_messages``: the chunks are then messages).
+The drivers count calls and prompt tokens, skip and report unparsable structured replies, and stream when asked.
 
-Response ``metadata`` keeps core's ``{node_id: node.metadata}`` entries and adds ``llm_calls``, ``prompt_tokens``
-(tokens of every prompt sent, counted with the packing tokenizer), ``skipped_chunks``, ``unused_variables`` and,
-when enabled, ``citations`` and ``llm_calls_saved``.
+``synthesize`` / ``asynthesize`` keep core's contract (events, callback, empty input, response types) and are
+written here rather than inherited because they also check the extra variables before any call, answer from the
+query alone where the mode does (generation), and build the response ``metadata`` ledger: core's
+``{node_id: node.metadata}`` entries plus ``llm_calls``, ``prompt_tokens`` (every prompt sent, counted with the
+packing tokenizer), ``skipped_chunks``, ``unused_variables`` and, when enabled, ``citations`` and ``llm_calls_saved``.
+
+Prompts live in named attributes of each mode (``self._text_qa_template``, ...) behind ``_get_prompts`` /
+``_update_prompts``, as in core.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 import logging
 from typing import Any, AsyncGenerator, ClassVar, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, Type
 
@@ -70,6 +77,10 @@ from llama_index_convrag.synthesizers.structured import (
 )
 
 dispatcher = get_dispatcher(__name__)
+
+# The run (ledger) of the synthesize call in progress: message-chunk methods called inside it, a compact mode's and
+# then its base's, count into the same ledger.
+_ACTIVE_RUN: ContextVar[Optional[RunState]] = ContextVar("convrag_synthesis_run", default=None)
 logger = logging.getLogger(__name__)
 
 DEFAULT_PADDING = 5
@@ -369,6 +380,9 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     # public: get_response --------------------------------------------------------------------
     def _new_run(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, List[str]]:
+        active = _ACTIVE_RUN.get()
+        if active is not None:
+            return active, []  # inside synthesize: its ledger, extras already checked
         options = {k: v for k, v in extra_vars.items() if k in self.response_options}
         extras = {k: v for k, v in extra_vars.items() if k not in self.response_options}
         unused = self.check_variables(extras)
@@ -388,6 +402,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         run, _ = self._new_run(query_str, extra_vars)
         steps = self._steps(run, self._prepare_chunks(text_chunks))
         return self._finish(await self._adrive(run, steps), is_async=True)
+
+    def _within(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, Any]:
+        """The ledger to count into (the active synthesize run, or a new one) and the token to reset it with."""
+        run, _ = self._new_run(query_str, extra_vars)
+        return run, _ACTIVE_RUN.set(run)
 
     def _check_messages(self, name: str) -> None:
         if not self._multimodal:
@@ -425,17 +444,41 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     # public: synthesize ----------------------------------------------------------------------
     def _begin(self, query: QueryType, nodes: Sequence[NodeWithScore], extra_vars: Dict[str, Any]) -> Tuple[
-        QueryBundle, RunState, List[str], Optional[Steps]
+        QueryBundle, RunState, List[str], Optional[List[Any]]
     ]:
-        """Validate the extras (before any LLM call) and plan the steps; ``None`` steps for no nodes."""
+        """Validate the extras (before any LLM call) and read the chunks; ``None`` chunks: nothing to answer from."""
         bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
         dispatcher.event(SynthesizeStartEvent(query=bundle))
         run, unused = self._new_run(bundle.query_str, extra_vars)
-        steps = None
-        if len(nodes) > 0 or self.answers_without_nodes:
-            chunks = self._chunks_of(nodes)
-            steps = self._steps(run, self._prepare_chunks(chunks))
-        return bundle, run, unused, steps
+        chunks = self._chunks_of(nodes) if len(nodes) > 0 or self.answers_without_nodes else None
+        return bundle, run, unused, chunks
+
+    def _respond(self, run: RunState, chunks: Optional[List[Any]], extra_vars: Dict[str, Any]) -> Any:
+        """The answer: text chunks drive the mode's steps; message chunks go through ``get_response_from_messages``
+        (as core routes them), in this run's ledger."""
+        if chunks is None:
+            return self._empty_response
+        if not self._multimodal:
+            return self._drive(run, self._steps(run, self._prepare_chunks(chunks)))
+        token = _ACTIVE_RUN.set(run)
+        try:
+            return self.get_response_from_messages(query_str=run.query_str, message_chunks=chunks, **extra_vars)
+        finally:
+            _ACTIVE_RUN.reset(token)
+
+    async def _arespond(self, run: RunState, chunks: Optional[List[Any]], extra_vars: Dict[str, Any]) -> Any:
+        """Async twin of :meth:`_respond`."""
+        if chunks is None:
+            return self._empty_response
+        if not self._multimodal:
+            return await self._adrive(run, self._steps(run, self._prepare_chunks(chunks)))
+        token = _ACTIVE_RUN.set(run)
+        try:
+            return await self.aget_response_from_messages(
+                query_str=run.query_str, message_chunks=chunks, **extra_vars
+            )
+        finally:
+            _ACTIVE_RUN.reset(token)
 
     def _chunks_of(self, nodes: Sequence[NodeWithScore]) -> List[Any]:
         if self._multimodal:
@@ -459,9 +502,9 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         **extra_vars: Any,
     ) -> RESPONSE_TYPE:
         """Answer ``query`` from ``nodes``; ``extra_vars`` fill extra template variables (checked first)."""
-        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        bundle, run, unused, chunks = self._begin(query, nodes, extra_vars)
         with self._cb_event(bundle) as event:
-            result = self._finish(self._empty_response if steps is None else self._drive(run, steps), is_async=False)
+            result = self._finish(self._respond(run, chunks, extra_vars), is_async=False)
             response = self._build_response(result, run, nodes, additional_source_nodes, unused)
             return self._end(event, bundle, response)
 
@@ -474,9 +517,9 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         **extra_vars: Any,
     ) -> RESPONSE_TYPE:
         """Async twin of :meth:`synthesize`."""
-        bundle, run, unused, steps = self._begin(query, nodes, extra_vars)
+        bundle, run, unused, chunks = self._begin(query, nodes, extra_vars)
         with self._cb_event(bundle) as event:
-            result = self._finish(self._empty_response if steps is None else await self._adrive(run, steps), True)
+            result = self._finish(await self._arespond(run, chunks, extra_vars), is_async=True)
             response = self._build_response(result, run, nodes, additional_source_nodes, unused)
             return self._end(event, bundle, response)
 
