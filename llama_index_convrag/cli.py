@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_UNEXPECTED, EXIT_USAGE, CLIError,
                                                      Output)
-from llama_index_convrag.retrievers.modes import FUSION_TYPES, SEARCH_TYPES
+from llama_index_convrag.retrievers.modes import DEFAULT_RANKER_TYPE, FUSION_TYPES, SEARCH_TYPES
 
 DEFAULT_COLLECTION = "convrag"
 
@@ -83,8 +83,9 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
 def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
-    parser.add_argument("--ranker", choices=FUSION_TYPES, default="weighted",
-                        help="hybrid fusion (default weighted: per-query min-max normalised, best on SciFact)")
+    parser.add_argument("--ranker", choices=FUSION_TYPES, default=DEFAULT_RANKER_TYPE,
+                        help=f"hybrid fusion (default {DEFAULT_RANKER_TYPE}: per-query min-max normalised, the "
+                             "library default; best on SciFact, Cranfield and CAsT)")
     parser.add_argument("--store", default=None,
                         help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")
     _llm_options(parser)

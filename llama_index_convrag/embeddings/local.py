@@ -18,6 +18,10 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 EMBED_DIM = 384
+#: Word pieces the network can position (its position-embedding table); the trained window is 256.
+POSITION_LIMIT = 512
+#: [CLS] and [SEP], added to every input.
+SPECIAL_TOKENS = 2
 
 _LOCK = threading.Lock()
 _SESSIONS: Dict[Tuple[str, int], Any] = {}
@@ -60,6 +64,7 @@ def _load_session(model_path: str, num_threads: int) -> Any:
 
 
 def _load_tokenizer(tokenizer_path: str, max_length: int) -> Any:
+    """One tokenizer per (file, truncation length); ``max_length=0`` does not truncate."""
     key = (tokenizer_path, max_length)
     with _LOCK:
         if key not in _TOKENIZERS:
@@ -68,7 +73,10 @@ def _load_tokenizer(tokenizer_path: str, max_length: int) -> Any:
             if not Path(tokenizer_path).is_file():
                 raise FileNotFoundError(f"tokenizer file not found: {tokenizer_path!r}")
             tok = Tokenizer.from_file(tokenizer_path)
-            tok.enable_truncation(max_length=max_length)
+            if max_length > 0:
+                tok.enable_truncation(max_length=max_length)
+            else:
+                tok.no_truncation()
             tok.no_padding()
             _TOKENIZERS[key] = tok
         return _TOKENIZERS[key]
@@ -94,7 +102,9 @@ class LocalMiniLMEmbedding(BaseEmbedding):
 
     model_name: str = Field(default=DEFAULT_MODEL_NAME, description="Name recorded with the vectors.")
     embed_batch_size: int = Field(default=32, gt=0, le=2048, description="Texts per ONNX run.")
-    max_length: int = Field(default=256, gt=0, le=512, description="Token limit per text.")
+    max_length: int = Field(default=256, gt=2, le=POSITION_LIMIT,
+                            description="The model's input window in word pieces, [CLS] and [SEP] included; "
+                                        "longer texts are truncated (see max_input_tokens).")
     num_threads: int = Field(default=0, ge=0, description="ONNX intra-op threads; 0 lets ORT decide.")
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
@@ -110,6 +120,31 @@ class LocalMiniLMEmbedding(BaseEmbedding):
     @property
     def dimension(self) -> int:
         return EMBED_DIM
+
+    @property
+    def max_input_tokens(self) -> int:
+        """The input window in word pieces (specials included); text past it is not seen by :meth:`embed`."""
+        return self.max_length
+
+    @property
+    def special_tokens(self) -> int:
+        """Tokens added to every input ([CLS], [SEP]); a window holds ``max_input_tokens - special_tokens`` of text."""
+        return SPECIAL_TOKENS
+
+    def count_tokens(self, texts: Sequence[str]) -> List[int]:
+        """Untruncated word-piece counts, specials included (compare with :attr:`max_input_tokens`)."""
+        tok = _load_tokenizer(self.tokenizer_path, 0)
+        return [len(e.ids) for e in tok.encode_batch(list(texts))]
+
+    def token_spans(self, text: str) -> Tuple[List[Tuple[int, int]], List[bool]]:
+        """Character spans of the text's word pieces (specials excluded) and whether each starts a word."""
+        enc = _load_tokenizer(self.tokenizer_path, 0).encode(text)
+        spans, starts = [], []
+        for token, offsets, special in zip(enc.tokens, enc.offsets, enc.special_tokens_mask):
+            if not special:
+                spans.append((int(offsets[0]), int(offsets[1])))
+                starts.append(not token.startswith("##"))
+        return spans, starts
 
     def _resolved_model_path(self) -> str:
         return str(self.model_path) if self.model_path is not None else str(default_model_path())

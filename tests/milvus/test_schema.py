@@ -54,7 +54,8 @@ def test_detect_llamaindex_milvus_vector_store_layout_and_retrieve(milvus_target
     assert spec.fields_by_name["embedding"].metric == "IP"
     assert spec.metadata_field is None and spec.node_content_field == "_node_content"
     r = MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=embed_model,
-                                            client=milvus_client, search_type="hybrid", similarity_top_k=2)
+                                            client=milvus_client, search_type="hybrid", ranker_type="rrf",
+                                            similarity_top_k=2)
     got = r.retrieve("full text search with BM25")
     assert got[0].node_id == "n1" and got[0].node.ref_doc_id == "doc1"
     assert got[0].node.metadata["source"] == "s1" and got[0].node.text == TEXTS[1]

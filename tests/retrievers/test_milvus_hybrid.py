@@ -49,7 +49,7 @@ def ids(nodes: List[NodeWithScore]) -> List[str]:
 
 
 def test_dense_equals_raw_pymilvus_and_requests_no_vectors(make, milvus_client, embed_model, corpus_collection):
-    nodes = make(similarity_top_k=5).retrieve(QUERY)
+    nodes = make(search_type="dense", similarity_top_k=5).retrieve(QUERY)
     raw = milvus_client.search(corpus_collection, data=[embed_model.get_query_embedding(QUERY)], anns_field="embedding",
                                limit=5, search_params={"metric_type": "COSINE", "params": {}}, output_fields=["text"])[0]
     assert ids(nodes) == [h["id"] for h in raw]
@@ -73,14 +73,15 @@ def test_sparse_sends_raw_text_to_bm25(make, milvus_client, corpus_collection):
 def test_hybrid_rrf_equals_raw_hybrid_search_and_explain_gives_same_ranking(make, milvus_client, embed_model,
                                                                               corpus_collection):
     q = "BM25 keyword search"
-    nodes = make(search_type="hybrid", similarity_top_k=4, ranker_params={"k": 20}).retrieve(q)
+    nodes = make(search_type="hybrid", ranker_type="rrf", similarity_top_k=4, ranker_params={"k": 20}).retrieve(q)
     reqs = [AnnSearchRequest(data=[embed_model.get_query_embedding(q)], anns_field="embedding",
                              param={"metric_type": "COSINE", "params": {}}, limit=4),
             AnnSearchRequest(data=[q], anns_field="sparse_embedding", param=BM25_PARAMS, limit=4)]
     raw = milvus_client.hybrid_search(corpus_collection, reqs, RRFRanker(20), limit=4)[0]
     assert ids(nodes) == [h["id"] for h in raw]
     assert [s["stage"] for s in get_trail(nodes[0])] == ["fusion:rrf"]
-    explained = make(search_type="hybrid", similarity_top_k=4, ranker_params={"k": 20}, explain=True).retrieve(q)
+    explained = make(search_type="hybrid", ranker_type="rrf", similarity_top_k=4, ranker_params={"k": 20},
+                     explain=True).retrieve(q)
     assert ids(explained) == ids(nodes)
     assert [round(n.score, 6) for n in explained] == [round(h["distance"], 6) for h in raw]
     stages = [s["stage"] for s in get_trail(explained[0])]
@@ -89,7 +90,7 @@ def test_hybrid_rrf_equals_raw_hybrid_search_and_explain_gives_same_ranking(make
 
 def test_weighted_weights_change_the_ranking(make):
     q = "small pets like cats and kittens"
-    dense_only = make(similarity_top_k=5).retrieve(q)
+    dense_only = make(search_type="dense", similarity_top_k=5).retrieve(q)
     sparse_only = make(search_type="sparse", similarity_top_k=5).retrieve(q)
     w_dense = make(search_type="hybrid", ranker_type="weighted", ranker_params={"weights": [1.0, 0.0]},
                    similarity_top_k=5).retrieve(q)
@@ -114,7 +115,7 @@ def test_weighted_default_depth_is_100(make):
 def test_model_rerank_gets_pre_topk_candidates_and_query_bundle(make, embed_model):
     reranker = EmbeddingRerank(embed_model)
     r = make(search_type="hybrid", ranker_type="model", similarity_top_k=2,
-             ranker_params={"model": reranker, "pre_topk": 6})
+             ranker_params={"model": reranker, "pre_topk": 6, "pre_ranker_type": "rrf"})
     nodes = r.retrieve(QUERY)
     assert len(reranker._calls) == 1
     query, candidates = reranker._calls[0]
@@ -155,8 +156,9 @@ def test_live_schema_validation_names_fields(make):
         make(search_type="hybrid", search_fields=["embedding", "title"])
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(search_type="sparse"), dict(search_type="hybrid"),
-                                dict(search_type="hybrid", explain=True),
+@pytest.mark.parametrize("kw", [dict(search_type="dense"), dict(search_type="sparse"),
+                                dict(search_type="hybrid", ranker_type="rrf"),
+                                dict(search_type="hybrid", ranker_type="rrf", explain=True),
                                 dict(search_type="hybrid", ranker_type="weighted")])
 async def test_async_matches_sync(make, kw):
     r = make(similarity_top_k=4, **kw)
@@ -206,3 +208,42 @@ def test_two_stage_with_the_package_model_rerank(make):
     rerank = trail[-1]
     assert rerank["stage"] == "rerank" and rerank["rank"] == 1 and rerank["score"] == pytest.approx(nodes[0].score)
     assert rerank["prev_rank"] >= 1 and rerank["scorer"]
+
+
+def test_default_is_weighted_hybrid_over_100_candidates_per_field(make):
+    r = make(similarity_top_k=4)
+    assert r.params.search_type == "hybrid" and r.params.ranker_type == "weighted"
+    assert r.params.fusion_depth == 100 and r.params.ranker_params == {"weights": (0.5, 0.5)}
+    explicit = make(search_type="hybrid", ranker_type="weighted", ranker_params={"weights": [0.5, 0.5]},
+                    fusion_depth=100, similarity_top_k=4)
+    assert ids(r.retrieve(QUERY)) == ids(explicit.retrieve(QUERY))
+    assert get_trail(r.retrieve(QUERY)[0])[-1]["stage"] == "fusion:weighted"
+
+
+def test_unobserved_retrieve_equals_the_instrumented_path(make):
+    """With a span handler attached, core's retrieve (span, events) runs and returns the same nodes."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    from llama_index_convrag.retrievers.milvus_hybrid import observed
+
+    class Collect(BaseEventHandler):
+        events: list = []
+
+        def handle(self, event, **kwargs) -> None:
+            self.events.append(type(event).__name__)
+
+    r = make(similarity_top_k=4)
+    assert not observed(r.callback_manager)
+    quiet = r.retrieve(QUERY)
+    root = get_dispatcher()
+    handler = Collect()
+    root.add_event_handler(handler)
+    try:
+        assert observed(r.callback_manager)
+        loud = r.retrieve(QUERY)
+    finally:
+        root.event_handlers.remove(handler)
+    assert ids(loud) == ids(quiet) and [n.score for n in loud] == [n.score for n in quiet]
+    assert handler.events[:1] == ["RetrievalStartEvent"] and "RetrievalEndEvent" in handler.events
+    assert not observed(r.callback_manager)
