@@ -76,7 +76,7 @@ def window_vectors(model: LocalMiniLMEmbedding, name: str, wtexts: List[List[str
     """Per text, the vectors of windows covering it (window 0 is the truncated text, i.e. ``first``)."""
     spans = wtexts
     extra = [w for ws in wtexts for w in ws[1:]]
-    log.info("%s: %d texts, %d extra windows", name, len(texts), len(extra))
+    log.info("%s: %d texts, %d extra windows", name, len(wtexts), len(extra))
     ev = cached_embeddings(model, extra, f"{name}_windows{WINDOW_OVERLAP}") if extra else np.zeros((0, 384))
     out, pos = [], 0
     for i, sp in enumerate(spans):

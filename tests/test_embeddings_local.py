@@ -77,3 +77,13 @@ def test_missing_model_file_names_the_path():
 def test_bad_batch_size_is_rejected():
     with pytest.raises(ValueError, match="embed_batch_size"):
         LocalMiniLMEmbedding(embed_batch_size=0)
+
+
+def test_window_is_stated_and_token_counts_are_untruncated(embed_model):
+    from llama_index_convrag.embeddings.windows import model_window
+
+    assert model_window(embed_model) == embed_model.max_input_tokens == embed_model.max_length == 256
+    long = "word " * 600
+    assert embed_model.count_tokens([long, "hello world"]) == [602, 4]
+    spans, starts = embed_model.token_spans("embedding models")
+    assert [("embedding models")[a:b] for a, b in spans][:1] == ["em"] and starts[0] and not starts[1]

@@ -10,6 +10,7 @@ never dropped; if they alone exceed the budget, :class:`BudgetExceededError` nam
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -56,6 +57,27 @@ class TrimReport:
         data = {k: v for k, v in data.items() if k != "total"}
         data["dropped"] = [Dropped(**d) for d in data.get("dropped", [])]
         return cls(**data)
+
+
+class CachedTokenCounter:
+    """A token counter that remembers the counts of recent texts (history turns are counted once, not every turn)."""
+
+    def __init__(self, count_tokens: TokenCounter, max_size: int = 4096) -> None:
+        if max_size < 1:
+            raise ValueError(f"max_size must be >= 1, got {max_size!r}")
+        self.count_tokens = count_tokens
+        self.max_size = max_size
+        self._counts: "OrderedDict[str, int]" = OrderedDict()
+
+    def __call__(self, text: str) -> int:
+        n = self._counts.get(text)
+        if n is None:
+            n = self._counts[text] = self.count_tokens(text)
+            if len(self._counts) > self.max_size:
+                self._counts.popitem(last=False)
+        else:
+            self._counts.move_to_end(text)
+        return n
 
 
 def compute_budget(context_window: int, reserved_output: int, budget_ratio: float = DEFAULT_BUDGET_RATIO) -> int:
@@ -109,19 +131,22 @@ def message_fit_in(
             dropped.append(Dropped("context", i, chunk_tokens[i], f"max_tokens_limit {max_context_tokens}"))
     kept_history = list(range(len(history)))
 
-    def total() -> int:
-        return (sum(fixed.values()) + sum(hist_tokens[i] for i in kept_history)
-                + sum(chunk_tokens[i] for i in kept_chunks))
-
-    while total() > budget and kept_history:
-        i = kept_history.pop(0)
-        dropped.append(Dropped("history", i, hist_tokens[i], f"budget {budget}: oldest turn first"))
-    while total() > budget and kept_chunks:
+    hist_total = sum(hist_tokens)
+    chunk_total = sum(chunk_tokens[i] for i in kept_chunks)
+    fixed_total = sum(fixed.values())
+    first = 0  # history turns before ``first`` are dropped (running totals: linear in the history length)
+    while fixed_total + hist_total + chunk_total > budget and first < len(history):
+        hist_total -= hist_tokens[first]
+        dropped.append(Dropped("history", first, hist_tokens[first], f"budget {budget}: oldest turn first"))
+        first += 1
+    kept_history = kept_history[first:]
+    while fixed_total + hist_total + chunk_total > budget and kept_chunks:
         i = kept_chunks.pop()
+        chunk_total -= chunk_tokens[i]
         dropped.append(Dropped("context", i, chunk_tokens[i], f"budget {budget}: lowest-ranked chunk first"))
     tokens = dict(fixed)
-    tokens["history"] = sum(hist_tokens[i] for i in kept_history)
-    tokens["context"] = sum(chunk_tokens[i] for i in kept_chunks)
+    tokens["history"] = hist_total
+    tokens["context"] = chunk_total
     return TrimReport(budget=budget, context_window=context_window, reserved_output=reserved_output,
                       budget_ratio=budget_ratio, tokens=tokens, kept_history=kept_history, kept_chunks=kept_chunks,
                       dropped=dropped)

@@ -33,7 +33,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
-from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, TokenCounter, message_fit_in
+from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
 from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers, pick_one,
                                                rewrite_strategy_for, seed_messages)
@@ -102,7 +102,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self.reserved_output_tokens = (
             reserved_output_tokens if reserved_output_tokens is not None else (num_output if num_output > 0 else 256)
         )
-        self._count_tokens = count_tokens if count_tokens is not None else rewriter.count_tokens
+        # cached: each history turn is counted once, not on every later turn
+        self._count_tokens = CachedTokenCounter(count_tokens if count_tokens is not None else rewriter.count_tokens)
 
     @classmethod
     def from_defaults(

@@ -70,3 +70,13 @@ def window_spans(text: str, embed_model: Any, overlap: int) -> List[Span]:
             e -= 1
         out.append((spans[s][0] if s > 0 else 0, spans[e - 1][1] if e < n else len(text)))
     return out
+
+
+def count_over_window(embed_model: Any, texts: Sequence[str]) -> Tuple[Optional[int], int]:
+    """``(window, n)``: the model's window and how many ``texts`` exceed it (``(None, 0)`` when the model states no
+    window or cannot count its tokens; the caller then cannot tell and should say so)."""
+    window = model_window(embed_model)
+    counter = getattr(embed_model, "count_tokens", None)
+    if window is None or not callable(counter):
+        return None, 0
+    return window, sum(1 for n in counter(list(texts)) if n > window)

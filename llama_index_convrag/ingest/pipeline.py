@@ -6,6 +6,10 @@
 * Chunk primary keys are deterministic: ``sha1(doc_id, content_hash, chunk index)``; ``chunk_count`` in metadata
   lets an interrupted run be detected (a document with missing chunks is re-ingested).
 * Files without a reader (or whose optional parser is missing) are listed in ``IngestReport.unsupported``.
+* The embedding model's window is read from the model (``max_input_tokens``, never assumed): chunks longer than it
+  are counted in ``IngestReport.over_window`` and logged as a warning (their dense vector sees only the first
+  ``embed_window`` tokens; BM25 sees the whole chunk). A model that states no window is warned about once.
+* Inserting a batch overlaps with embedding the next one (one background insert at a time, in order).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -24,6 +29,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode
 from pymilvus import MilvusClient
 
+from llama_index_convrag.embeddings.windows import count_over_window
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.filters import quote_string
@@ -61,6 +67,8 @@ class IngestReport:
     embed_seconds: float = 0.0
     insert_seconds: float = 0.0
     total_seconds: float = 0.0
+    embed_window: Optional[int] = None
+    over_window: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -84,6 +92,9 @@ class IngestReport:
             f"{self.chunks} chunks; embedding {self.embed_seconds:.1f} s, insert {self.insert_seconds:.1f} s, "
             f"total {self.total_seconds:.1f} s",
         ]
+        if self.over_window:
+            lines.append(f"  {self.over_window} of {self.chunks} chunks exceed the embedding model's window of "
+                         f"{self.embed_window} tokens (dense vectors see their start only)")
         lines += [f"  unsupported: {p} ({r})" for p, r in self.unsupported]
         lines += [f"  failed: {p} ({r})" for p, r in self.failed]
         return "\n".join(lines)
@@ -159,6 +170,8 @@ class Ingestor:
         self.batch_size = batch_size
         self.field_texts = dict(field_texts or {})
         self.show_progress = show_progress
+        self._inserter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convrag-insert")
+        self._inserting: Optional[Future] = None
 
     @classmethod
     def from_defaults(
@@ -254,6 +267,8 @@ class Ingestor:
             return
         t0 = time.perf_counter()
         texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in pending]
+        window, over = count_over_window(self.embed_model, texts)
+        report.embed_window, report.over_window = window, report.over_window + over
         vectors = {self.spec.dense_fields[0]: self.embed_model.get_text_embedding_batch(texts)}
         for name, fn in self.field_texts.items():
             vectors[name] = self.embed_model.get_text_embedding_batch([fn(n) for n in pending])
@@ -264,12 +279,22 @@ class Ingestor:
                    self.spec.text_field: texts[i], self.spec.metadata_field: dict(n.metadata)}
             row.update({name: vecs[i] for name, vecs in vectors.items()})
             rows.append(row)
-        self.client.insert(self.collection_name, rows)  # old chunks of the document were deleted before
-        t2 = time.perf_counter()
+        self._wait_insert(report)
+        self._inserting = self._inserter.submit(self._insert, rows)  # old chunks were deleted before
         report.embed_seconds += t1 - t0
-        report.insert_seconds += t2 - t1
         report.chunks += len(pending)
         pending.clear()
+
+    def _insert(self, rows: List[Dict[str, Any]]) -> float:
+        t = time.perf_counter()
+        self.client.insert(self.collection_name, rows)
+        return time.perf_counter() - t
+
+    def _wait_insert(self, report: IngestReport) -> None:
+        """Wait for the batch being inserted (its error surfaces here) and count its time."""
+        if self._inserting is not None:
+            inserting, self._inserting = self._inserting, None
+            report.insert_seconds += inserting.result()
 
     @dispatcher.span
     def run(self, paths: Union[str, Path, Sequence[Union[str, Path]]], *, delete_missing: bool = False,
@@ -311,7 +336,9 @@ class Ingestor:
                 pending[:] = rest
                 bar.set_postfix(chunks=report.chunks)
         self._flush(pending, report)
+        self._wait_insert(report)
         bar.close()
+        _warn_window(self.embed_model, report)
         if delete_missing:
             present = {f.as_posix() for f in files}
             for folder in folders:
@@ -322,6 +349,17 @@ class Ingestor:
         report.total_seconds = time.perf_counter() - start
         logger.info("%s", report)
         return report
+
+
+def _warn_window(embed_model: BaseEmbedding, report: IngestReport) -> None:
+    name = type(embed_model).__name__
+    if report.chunks and report.embed_window is None:
+        logger.warning("%s does not state its input window (max_input_tokens); chunks longer than it are embedded "
+                       "truncated without notice", name)
+    elif report.over_window:
+        logger.warning("%d of %d chunks exceed %s's window of %d tokens: their dense vectors see only their start "
+                       "(BM25 sees all of it); a chunk_size near the window avoids this", report.over_window,
+                       report.chunks, name, report.embed_window)
 
 
 class _NoBar:

@@ -108,3 +108,26 @@ def test_report_round_trips() -> None:
     r = message_fit_in(question="a b", history=[_w(50)], count_tokens=words, context_window=40, reserved_output=0)
     again = TrimReport.from_dict(r.to_dict())
     assert again == r and r.to_dict()["total"] == r.total
+
+
+def test_cached_token_counter_counts_each_text_once_and_is_bounded():
+    from llama_index_convrag.chat.budget import CachedTokenCounter
+
+    calls = []
+
+    def count(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    cached = CachedTokenCounter(count, max_size=2)
+    assert [cached("a b"), cached("a b"), cached("c"), cached("d e f"), cached("a b")] == [2, 2, 1, 3, 2]
+    assert calls == ["a b", "c", "d e f", "a b"]  # "a b" was evicted by the third distinct text
+    with pytest.raises(ValueError, match="max_size must be >= 1, got 0"):
+        CachedTokenCounter(count, max_size=0)
+
+
+def test_dropping_many_history_turns_keeps_the_newest_that_fit():
+    report = message_fit_in(question="q", count_tokens=lambda t: len(t), context_window=1000, reserved_output=0,
+                            history=["x" * 100] * 50, budget_ratio=0.5)
+    assert report.kept_history == [46, 47, 48, 49] and report.tokens["history"] == 400
+    assert [d.index for d in report.dropped] == list(range(46))

@@ -114,3 +114,31 @@ def test_extra_dense_field_is_filled_and_searchable(tmp_path, milvus_client, col
     assert "dense:title_embedding" in stages and stages[-1] == "fusion:weighted"
     with pytest.raises(ValueError, match=r"field_texts must give a text function for each extra dense field \['title_embedding'\]"):
         Ingestor.from_defaults(collection_name=collection_name, client=milvus_client, embed_model=embed_model)
+
+
+def test_chunks_past_the_models_window_are_counted_and_warned(tmp_path, milvus_client, collection_name, embed_model,
+                                                              caplog):
+    """No chunk is embedded past the model's window unnoticed: the window is read from the model."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "long.txt").write_text(LONG)  # ~400 word pieces in one 700-token chunk
+    (tmp_path / "d" / "short.txt").write_text("Milvus supports BM25 full text search.")
+    window = embed_model.max_input_tokens
+    counts = embed_model.count_tokens([LONG, "Milvus supports BM25 full text search."])
+    assert counts[0] > window >= counts[1]
+    with caplog.at_level("WARNING", logger="llama_index_convrag.ingest.pipeline"):
+        report = ingest([tmp_path / "d"], client=milvus_client, collection_name=collection_name,
+                        embed_model=embed_model)
+    assert (report.chunks, report.embed_window, report.over_window) == (2, window, 1)
+    assert f"1 of 2 chunks exceed LocalMiniLMEmbedding's window of {window} tokens" in caplog.text
+    assert f"1 of 2 chunks exceed the embedding model's window of {window} tokens" in str(report)
+
+
+def test_a_model_without_a_stated_window_is_warned_about(tmp_path, milvus_client, collection_name, caplog):
+    from llama_index.core.embeddings import MockEmbedding
+
+    (tmp_path / "a.txt").write_text("a short text")
+    with caplog.at_level("WARNING", logger="llama_index_convrag.ingest.pipeline"):
+        report = ingest([tmp_path / "a.txt"], client=milvus_client, collection_name=collection_name,
+                        embed_model=MockEmbedding(embed_dim=8))
+    assert report.chunks == 1 and report.embed_window is None and report.over_window == 0
+    assert "MockEmbedding does not state its input window (max_input_tokens)" in caplog.text

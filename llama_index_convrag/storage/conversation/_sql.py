@@ -10,8 +10,9 @@ import json
 import threading
 import time
 from abc import abstractmethod
+from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 
@@ -47,6 +48,10 @@ MIGRATIONS: List[List[str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _MSG_COLS = "id, conversation_id, role, content, status, error, created_at, updated_at, additional_kwargs"
+#: Conversations whose parsed messages a store keeps (see :meth:`SQLConversationStore.get_conversation`).
+CACHED_CONVERSATIONS = 64
+#: Rows updated this many seconds before the newest cached ``updated_at`` are re-read (clock skew between writers).
+CLOCK_SLACK_S = 1.0
 
 
 def _row_to_message(row: Sequence[Any]) -> Message:
@@ -60,6 +65,8 @@ class SQLConversationStore(ConversationStore):
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)
     _opened: bool = PrivateAttr(default=False)
     _open_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    #: conversation id -> (messages, max pos, max updated_at) as last read; refreshed incrementally.
+    _history_cache: "OrderedDict[str, Tuple[List[Message], int, float]]" = PrivateAttr(default_factory=OrderedDict)
 
     # --- hooks ---------------------------------------------------------------------------------
     @abstractmethod
@@ -181,6 +188,7 @@ class SQLConversationStore(ConversationStore):
             {"m": message_id, "c": conversation_id, "r": json.dumps(record, default=str)})
 
     def delete_conversation(self, conversation_id: str) -> List[Message]:
+        self._history_cache.pop(conversation_id, None)
         with self._tx() as run:
             rows = run(f"SELECT {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
                        {"c": conversation_id})
@@ -189,6 +197,7 @@ class SQLConversationStore(ConversationStore):
         return messages
 
     def _delete_message_ids(self, ids: Sequence[str]) -> None:
+        self._history_cache.clear()
         with self._tx() as run:
             self._delete_ids(run, ids)
 
@@ -201,10 +210,31 @@ class SQLConversationStore(ConversationStore):
 
     # --- reads -----------------------------------------------------------------------------------
     def get_conversation(self, conversation_id: str) -> List[Message]:
+        """The conversation's messages in order (treat them as read-only).
+
+        Parsed messages are cached per conversation; a later call reads only rows added or updated since (plus a
+        row count, so deletions by any writer force a full read), so a turn does not re-parse the whole history.
+        """
+        c = {"c": conversation_id}
         with self._tx(write=False) as run:
-            rows = run(f"SELECT {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
-                       {"c": conversation_id})
-        return [_row_to_message(r) for r in rows]
+            cached = self._history_cache.get(conversation_id)
+            if cached is not None:
+                messages, last_pos, last_update = cached
+                count = run("SELECT COUNT(*) FROM convrag_messages WHERE conversation_id = :c", c)[0][0]
+                rows = run(f"SELECT pos, {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c AND "
+                           "(pos > :p OR updated_at >= :t) ORDER BY pos",
+                           {**c, "p": last_pos, "t": last_update - CLOCK_SLACK_S})
+                merged = _merge(messages, rows)
+                cached = (merged, *_marks(rows, last_pos, last_update)) if len(merged) == count else None
+            if cached is None:
+                rows = run(f"SELECT pos, {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
+                           c)
+                cached = ([_row_to_message(r[1:]) for r in rows], *_marks(rows, -1, float("-inf")))
+        self._history_cache[conversation_id] = cached
+        self._history_cache.move_to_end(conversation_id)
+        while len(self._history_cache) > CACHED_CONVERSATIONS:
+            self._history_cache.popitem(last=False)
+        return list(cached[0])
 
     def get_message(self, message_id: str) -> Optional[Message]:
         with self._tx(write=False) as run:
@@ -232,6 +262,29 @@ class SQLConversationStore(ConversationStore):
             rows = run("SELECT conversation_id, MIN(pos) AS first FROM convrag_messages "
                        "GROUP BY conversation_id ORDER BY first")
         return [r[0] for r in rows]
+
+
+def _merge(messages: List[Message], rows: Sequence[Sequence[Any]]) -> List[Message]:
+    """``messages`` with re-read rows (``pos`` first) replacing their old versions and new ones appended."""
+    if not rows:
+        return messages
+    out = list(messages)
+    where = {m.id: i for i, m in enumerate(out)}
+    for r in rows:
+        i = where.get(r[1])
+        if i is None:
+            out.append(_row_to_message(r[1:]))
+        elif float(r[8]) != out[i].updated_at:  # unchanged rows (same updated_at) are not parsed again
+            out[i] = _row_to_message(r[1:])
+    return out
+
+
+def _marks(rows: Sequence[Sequence[Any]], last_pos: int, last_update: float) -> Tuple[int, float]:
+    """The highest ``pos`` and ``updated_at`` seen so far."""
+    for r in rows:
+        last_pos = max(last_pos, int(r[0]))
+        last_update = max(last_update, float(r[8]))
+    return last_pos, last_update
 
 
 def _check_status(status: str) -> None:

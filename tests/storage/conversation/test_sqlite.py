@@ -115,3 +115,23 @@ def test_several_processes_on_one_file(tmp_path: Path) -> None:
         mine = [m.content for m in msgs if m.content[1:].startswith(f"{w}-")]
         assert mine == [x for i in range(30) for x in (f"q{w}-{i}", f"a{w}-{i}")]
     store.close()
+
+
+def test_cached_history_sees_writes_from_another_store_on_the_file(tmp_path: Path) -> None:
+    """Two store objects on one file (as two processes): each read reflects the other's inserts, updates, deletes."""
+    path = tmp_path / "c.db"
+    a, b = SQLiteConversationStore(path), SQLiteConversationStore(path)
+    user, answer = a.begin_turn("c1", "first?")
+    assert [m.content for m in b.get_conversation("c1")] == ["first?", ""]
+    a.finalize_message(answer.id, content="first answer", status="complete")
+    assert [(m.content, m.status) for m in b.get_conversation("c1")] == [("first?", "complete"),
+                                                                         ("first answer", "complete")]
+    b.begin_turn("c1", "second?")
+    assert [m.content for m in a.get_conversation("c1")] == ["first?", "first answer", "second?", ""]
+    assert [m.content for m in a.get_conversation("c1")] == ["first?", "first answer", "second?", ""]  # cached
+    b._delete_message_ids([user.id])
+    assert [m.content for m in a.get_conversation("c1")] == ["first answer", "second?", ""]
+    a.delete_conversation("c1")
+    assert b.get_conversation("c1") == [] and a.get_conversation("c1") == []
+    a.close()
+    b.close()
