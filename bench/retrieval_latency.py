@@ -174,14 +174,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
         cells = [
             ("dense", "raw pymilvus search", raw_search("embedding")),
-            ("dense", "ours", ours()),
+            ("dense", "ours", ours(search_type="dense")),
             ("dense", "LlamaIndex retriever", li_ret("default")),
             ("BM25", "raw pymilvus search", raw_search("sparse_embedding")),
             ("BM25", "ours", ours(search_type="sparse")),
             ("BM25", "LlamaIndex retriever", li_ret("sparse")),
             ("hybrid RRF", "raw pymilvus hybrid_search", raw_hybrid),
-            ("hybrid RRF", "ours", ours(search_type="hybrid")),
-            ("hybrid RRF", "ours explain=True (2 searches)", ours(search_type="hybrid", explain=True)),
+            ("hybrid RRF", "ours", ours(search_type="hybrid", ranker_type="rrf")),
+            ("hybrid RRF", "ours explain=True (2 searches)", ours(search_type="hybrid", ranker_type="rrf", explain=True)),
             ("hybrid RRF", "LlamaIndex retriever", li_ret("hybrid")),
             ("weighted d100", "raw pymilvus 2x search(100)", raw_two),
             ("weighted d100", "ours (client min-max fusion)", ours(search_type="hybrid", ranker_type="weighted")),

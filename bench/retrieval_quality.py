@@ -153,11 +153,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     rerank = CachedEmbeddingRerank({d: v for d, v in zip(doc_ids, doc_vecs)})
     systems = [
-        ("ours dense", ours_run(retr(similarity_top_k=100))),
+        ("ours dense", ours_run(retr(search_type="dense", similarity_top_k=100))),
         ("ours sparse (BM25, english analyzer)", ours_run(retr(search_type="sparse", similarity_top_k=100))),
-        ("ours hybrid RRF k=60, depth 100", ours_run(retr(search_type="hybrid", similarity_top_k=100))),
+        ("ours hybrid RRF k=60, depth 100", ours_run(retr(search_type="hybrid", ranker_type="rrf", similarity_top_k=100))),
         ("ours hybrid RRF k=60, depth 100, explain (client fusion)",
-         ours_run(retr(search_type="hybrid", similarity_top_k=100, explain=True))),
+         ours_run(retr(search_type="hybrid", ranker_type="rrf", similarity_top_k=100, explain=True))),
         ("ours hybrid weighted 0.5/0.5 min-max, depth 100",
          ours_run(retr(search_type="hybrid", ranker_type="weighted", similarity_top_k=100))),
         ("ours hybrid weighted 0.3/0.7 min-max, depth 100",
@@ -165,7 +165,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                        ranker_params={"weights": [0.3, 0.7]}))),
         ("ours hybrid RRF -> embedding rerank (pre_topk=100)",
          ours_run(retr(search_type="hybrid", ranker_type="model", similarity_top_k=100,
-                       ranker_params={"model": rerank, "pre_topk": 100}))),
+                       ranker_params={"model": rerank, "pre_topk": 100, "pre_ranker_type": "rrf"}))),
         ("ours weighted -> embedding rerank (pre_topk=20) [top-20 only]",
          ours_run(retr(search_type="hybrid", ranker_type="model", similarity_top_k=20,
                        ranker_params={"model": rerank, "pre_topk": 20, "pre_ranker_type": "weighted"}))),
@@ -179,7 +179,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ]
     print(f"{'system':58s} nDCG@10 Recall@100 ms/query")
     results = [evaluate(name, run, queries, qvecs, qrels) for name, run in systems]
-    rrf10 = retr(search_type="hybrid", similarity_top_k=10)
+    rrf10 = retr(search_type="hybrid", ranker_type="rrf", similarity_top_k=10)
     results.append(evaluate("ours hybrid RRF k=60, depth 10 (nDCG only; recall@100 n/a)", ours_run(rrf10),
                             queries, qvecs, qrels))
     out = OUT / ("retrieval_quality_quick.json" if args.quick else "retrieval_quality.json")

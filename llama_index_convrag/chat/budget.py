@@ -48,7 +48,9 @@ class TrimReport:
         return sum(self.tokens.values())
 
     def to_dict(self) -> Dict[str, Any]:
-        data = asdict(self)
+        data = {"budget": self.budget, "context_window": self.context_window, "reserved_output": self.reserved_output,
+                "budget_ratio": self.budget_ratio, "tokens": dict(self.tokens), "kept_history": list(self.kept_history),
+                "kept_chunks": list(self.kept_chunks), "dropped": [asdict(d) for d in self.dropped]}
         data["total"] = self.total
         return data
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 from llama_index_convrag.storage.conversation.base import STATUSES
@@ -11,6 +11,17 @@ from llama_index_convrag.storage.conversation.base import STATUSES
 TURN_STATUSES = frozenset(STATUSES | {"no_docs"})
 """A turn's status: its assistant message's (``ConversationStore`` statuses), or ``no_docs`` (nothing retrieved,
 the fixed reply was given; the message itself is ``complete``)."""
+
+
+def copy_json(value: Any) -> Any:
+    """A copy of nested dicts and lists; other values (str, numbers, None, bool) are immutable and shared."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(copy_json(v) for v in value)
+    return value
 
 
 @dataclass
@@ -42,7 +53,8 @@ class TurnRecord:
     finished_at: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""
+        return {f.name: copy_json(getattr(self, f.name)) for f in fields(self)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)

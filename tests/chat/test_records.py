@@ -17,3 +17,18 @@ def test_unknown_fields_rejected() -> None:
     with pytest.raises(ValueError, match=r"unknown TurnRecord fields \['bogus'\]"):
         TurnRecord.from_dict({"conversation_id": "c", "user_message_id": "u", "assistant_message_id": "a",
                               "original_question": "q", "bogus": 1})
+
+
+def test_to_dict_is_an_independent_copy_equal_to_asdict():
+    from dataclasses import asdict
+
+    r = TurnRecord(conversation_id="c", user_message_id="u", assistant_message_id="a", original_question="q",
+                   retrieved_ids={"retrieve": ["n1", "n2"]}, trim_report={"kept_history": [0, 1], "dropped": [{"i": 2}]},
+                   citations=[{"node_id": "n1"}])
+    d = r.to_dict()
+    assert d == asdict(r)
+    d["retrieved_ids"]["retrieve"].append("x")
+    d["trim_report"]["dropped"][0]["i"] = 9
+    d["citations"][0]["node_id"] = "y"
+    assert r.retrieved_ids == {"retrieve": ["n1", "n2"]} and r.trim_report["dropped"] == [{"i": 2}]
+    assert r.citations == [{"node_id": "n1"}]
