@@ -222,36 +222,46 @@ class MilvusHybridRetriever(BaseRetriever):
         return "client", p.fusion_depth
 
     def _assemble(self, plan: str, per_field: Sequence[Sequence[Mapping[str, Any]]]) -> List[NodeWithScore]:
-        """Fuse per-field hit lists (or take the single / server-fused list) and attach the trail."""
+        """Fuse per-field hit lists (or take the single / server-fused list) and attach the trail.
+
+        One pass over the hits; nodes and trails are built only for the candidates kept (client fusion reads up to
+        ``fusion_depth`` hits per field but keeps ``candidates()``)."""
         p, spec = self._params, self._spec
         hits: Dict[str, Mapping[str, Any]] = {}
-        trails: Dict[str, List[Tuple[str, int, float]]] = {}
-        for field, field_hits in zip(p.search_fields if plan != "server_rrf" else ("",), per_field):
-            for rank, h in enumerate(field_hits, start=1):
+        lists: List[List[Tuple[str, float]]] = []
+        for field_hits in per_field:
+            ranked = []
+            for h in field_hits:
                 key = str(h["id"])
                 hits.setdefault(key, h)
-                if plan != "server_rrf":
-                    trails.setdefault(key, []).append((_stage(spec, field), rank, float(h["distance"])))
+                ranked.append((key, float(h["distance"])))
+            lists.append(ranked)
+        stage: Optional[str] = None
         if plan == "single":
-            fused = [(str(h["id"]), float(h["distance"])) for h in per_field[0]]
-            stage = None
+            fused = lists[0]
         elif plan == "server_rrf":
-            fused = [(str(h["id"]), float(h["distance"])) for h in per_field[0]]
-            stage = "fusion:rrf"
+            fused, stage = lists[0], "fusion:rrf"
         else:
             kind, fparams = p.fusion()
-            lists = [[(str(h["id"]), float(h["distance"])) for h in fh] for fh in per_field]
             if kind == "rrf":
                 fused = fusion.rrf(lists, k=fparams["k"])
             else:
                 ups = [spec.fields_by_name[f].higher_is_better for f in p.search_fields]
                 fused = fusion.weighted(lists, fparams["weights"], ups)
             stage = f"fusion:{kind}"
+        kept = fused[: p.candidates()]
+        stages: List[Tuple[str, Dict[str, Tuple[int, float]]]] = []
+        if plan != "server_rrf":
+            wanted = {key for key, _ in kept}
+            for field, ranked in zip(p.search_fields, lists):
+                stages.append((_stage(spec, field), {key: (rank, score) for rank, (key, score)
+                                                     in enumerate(ranked, start=1) if key in wanted}))
         out = []
-        for rank, (key, score) in enumerate(fused[: p.candidates()], start=1):
+        for rank, (key, score) in enumerate(kept, start=1):
             nws = NodeWithScore(node=node_from_entity(spec, hits[key]["id"], hits[key].get("entity", {})), score=score)
-            for st, r, s in trails.get(key, []):
-                add_stage(nws, st, r, s)
+            for st, positions in stages:
+                if key in positions:
+                    add_stage(nws, st, *positions[key])
             if stage is not None:
                 add_stage(nws, stage, rank, score)
             out.append(nws)
