@@ -1,4 +1,5 @@
-"""Retrieval-only question rewriting: strategies ``llm`` (condense prompt), ``concat`` (no LLM) and ``none``.
+"""Retrieval-only question rewriting: strategies ``llm`` (condense prompt), ``contextual`` (no LLM: salient, recent
+history terms, see :mod:`~llama_index_convrag.chat.contextualize`), ``concat`` (no LLM) and ``none``.
 
 The rewrite conditions on the last ``last_n_turns`` user turns (a user message and the answers that followed it),
 capped at ``max_history_tokens`` (oldest messages dropped first). An optional trigger skips the rewrite for
@@ -13,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -22,10 +23,11 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_convrag.chat.budget import TokenCounter
+from llama_index_convrag.chat.contextualize import Contextualized, contextualize, history_turns
 from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
 from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_PROMPT
 
-STRATEGIES = ("llm", "concat", "none")
+STRATEGIES = ("llm", "contextual", "concat", "none")
 HistoryFormatter = Callable[[Sequence[ChatMessage]], str]
 Trigger = Callable[[str], TriggerDecision]
 CacheKey = Tuple[Tuple[str, ...], str, str]
@@ -42,6 +44,7 @@ class RewriteResult:
     fallback_reason: Optional[str] = None
     skipped_reason: Optional[str] = None
     cache_hit: bool = False
+    explanation: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -121,6 +124,12 @@ class QuestionRewriter(PromptMixin):
         self.cache_size = cache_size
         self._cache: "OrderedDict[CacheKey, str]" = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._plans: "OrderedDict[str, Contextualized]" = OrderedDict()
+
+    def contextual_plan(self, query: str) -> Optional[Contextualized]:
+        """The ``contextual`` decision that produced ``query`` (recent ones only), for a fusing retriever."""
+        with self._cache_lock:
+            return self._plans.get(query)
 
     # PromptMixin -------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -175,6 +184,8 @@ class QuestionRewriter(PromptMixin):
             return _Plan(RewriteResult(question, self.strategy, skipped_reason="no history"))
         if self.strategy == "none":
             return _Plan(RewriteResult(question, "none", skipped_reason="strategy none"))
+        if self.strategy == "contextual":  # decides itself whether and how much the history matters
+            return _Plan(self._contextual(question, history))
         if self.trigger is not None:
             decision = self.trigger(question)
             if not decision.rewrite:
@@ -196,6 +207,18 @@ class QuestionRewriter(PromptMixin):
         if cached is not None:
             return _Plan(RewriteResult(cached, "llm", cache_hit=True))
         return _Plan(None, history_str=self.get_chat_history(window), key=key)
+
+    def _contextual(self, question: str, history: Sequence[ChatMessage]) -> RewriteResult:
+        start = time.perf_counter()
+        plan = contextualize(question, history_turns(history))  # recency weighting replaces the turn window
+        with self._cache_lock:
+            self._plans[plan.query] = plan
+            self._plans.move_to_end(plan.query)
+            while len(self._plans) > max(self.cache_size, 16):
+                self._plans.popitem(last=False)
+        skipped = None if plan.added else plan.reason
+        return RewriteResult(plan.query, "contextual", latency_ms=(time.perf_counter() - start) * 1000,
+                             skipped_reason=skipped, explanation=plan.explain())
 
     def _model_name(self) -> str:
         return str(getattr(self.llm.metadata, "model_name", type(self.llm).__name__))  # type: ignore[union-attr]

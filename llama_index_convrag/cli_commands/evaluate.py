@@ -158,7 +158,7 @@ def _llm_rewrite(llm: Any) -> Any:
 
 def cmd_eval_conversation(args: Any, out: Output) -> int:
     from llama_index_convrag.evaluation import (build_report, cast_passage_corpus, concat_history,
-                                                load_cast_turns, nodes_to_ranked, plot_metric_bars,
+                                                contextual_strategy, load_cast_turns, nodes_to_ranked, plot_metric_bars,
                                                 plot_turn_curves, replay_conversations, write_report)
     from llama_index_convrag.indices import ConvRAGIndex
 
@@ -186,7 +186,7 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
     built, index_s = _index(corpus, client, target, collection, model, out, args.rebuild)
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     retriever = index.as_retriever(similarity_top_k=args.top_k, search_type=args.search_type)
-    strategies = {"concat": concat_history(3)}
+    strategies = {"concat": concat_history(3), "contextual": contextual_strategy()}
     if llm is not None:
         strategies["llm"] = _llm_rewrite(llm)
     ks = tuple(sorted({1, args.top_k}))
@@ -213,11 +213,13 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
     turns_path = out_dir / "conversation_turns.png"
     plot_turn_curves(result.per_position(f"ndcg@{args.top_k}"), metric=f"ndcg@{args.top_k}", path=turns_path)
     effects = {n: e.to_dict() for n, e in result.effects.items()}
+    summary = result.summary(f"ndcg@{args.top_k}")
     files = {"report": str(report_path), "plot": str(plot_path), "turn_plot": str(turns_path)}
     rows = {n: {"metrics": s.means, "latency": r.get("latency") or {}} for (n, s), r in
             zip(result.strategies.items(), results.values())}
     if out.json_mode:
         out.json({"table": {n: s.means for n, s in result.strategies.items()}, "rewrite_effect": effects,
+                  "summary": summary,
                   "files": files, "config": report["config"]})
         return 0
     out.text(f"{len(dialogues)} dialogues, {turns} judged turns, {len(corpus)} passages, collection "
@@ -226,5 +228,9 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
     for name, e in effects.items():
         out.text(f"{name}: changed {e['changed']}/{e['turns']} turns, {e['improved']} improved, "
                  f"{e['worsened']} worsened, mean delta nDCG@{e['k']} {e['mean_delta_ndcg']:+.3f}")
+    for name, row in summary.items():
+        gap = f"{100 * row['gap_closed']:.0f}%" if "gap_closed" in row else "-"
+        out.text(f"{name}: raw->manual gap closed {gap}, follow-ups worse than raw {row['worse']}/{row['followups']}, "
+                 f"better {row['better']}")
     out.text(f"report: {report_path}\nplot:   {plot_path}\nturn plot: {turns_path}")
     return 0

@@ -25,7 +25,7 @@ from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, Retrieval
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-RewriteFn = Callable[[Sequence[ConversationTurn], str], str]
+RewriteFn = Callable[[Sequence[ConversationTurn], str], Any]  # -> query, or [(query, weight), ...] to fuse
 TurnRecord = Mapping[str, Any]
 
 RAW = "raw"
@@ -48,6 +48,34 @@ def concat_history(window: int = 3) -> RewriteFn:
 
     rewrite.__name__ = f"concat_history_{window}"
     return rewrite
+
+
+def contextual_strategy(fuse: bool = True) -> RewriteFn:
+    """The LLM-free ``contextual`` strategy; with ``fuse`` a plan ``[(question, w), (expanded, w)]`` whose two
+    result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does."""
+    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+
+    def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
+        plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
+        if not fuse or not plan.added:
+            return plan.query
+        return [(plan.question, plan.question_weight), (plan.query, plan.context_weight)]
+
+    rewrite.__name__ = "contextual_fused" if fuse else "contextual"
+    return rewrite
+
+
+def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, List[Tuple[str, float]]]:
+    """Retrieve a query string, or fuse the lists of a ``[(query, weight), ...]`` plan."""
+    from llama_index_convrag.retrievers.fusion import weighted
+
+    if isinstance(query, str):
+        return query, as_ranked(turn_id, retrieve_fn(query))
+    plan = list(query)
+    if not plan or not all(isinstance(q, str) for q, _ in plan):
+        raise TypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")
+    lists = [as_ranked(turn_id, retrieve_fn(q)) for q, _ in plan]
+    return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, [float(w) for _, w in plan])]
 
 
 @dataclass
@@ -198,6 +226,28 @@ class ConversationResult:
             out[name] = entry
         return out
 
+    def summary(self, metric: str = "ndcg@10", *, eps: float = 1e-9) -> Dict[str, Dict[str, float]]:
+        """Per strategy: its metric means, ``gap_closed`` (share of the raw -> manual gap on ``metric``; needs
+        ``manual``), and over follow-ups (turns after the first) how many fell below / rose above raw on ``metric``."""
+        raw = self.strategies[RAW]
+        if raw.metrics is None or metric not in raw.metrics.means:
+            raise ValueError(f"{metric} was not computed; computed: "
+                             f"{sorted(raw.metrics.means) if raw.metrics is not None else []}")
+        manual = self.strategies.get(MANUAL)
+        gap = manual.metrics.means[metric] - raw.metrics.means[metric] if manual is not None else None
+        follow = [t for t, o in raw.outcomes.items() if o.position > 1 and t in raw.metrics.per_query]
+        out = {}
+        for name, result in self.strategies.items():
+            scores = result.metrics.per_query  # type: ignore[union-attr]
+            row: Dict[str, float] = dict(result.metrics.means)  # type: ignore[union-attr]
+            delta = [scores[t][metric] - raw.metrics.per_query[t][metric] for t in follow if t in scores]
+            row.update({"followups": len(delta), "worse": sum(d < -eps for d in delta),
+                        "better": sum(d > eps for d in delta)})
+            if gap:
+                row["gap_closed"] = (row[metric] - raw.metrics.means[metric]) / gap
+            out[name] = row
+        return out
+
     def per_position(self, metric: str) -> Dict[str, Dict[int, float]]:
         """Per-turn curves for every strategy, ready for :func:`plots.plot_turn_curves`."""
         return {name: result.per_position(metric) for name, result in self.strategies.items()}
@@ -295,15 +345,17 @@ def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn]
                 start = time.perf_counter()
                 query = fn(history, turn)
                 rewrite_s = time.perf_counter() - start
-                if not isinstance(query, str):
-                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str")
+                if not isinstance(query, (str, list, tuple)):
+                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str or a "
+                                    f"[(query, weight), ...] plan")
                 retrieved: List[Tuple[str, float]] = []
                 retrieve_s = None
                 if retrieve_fn is not None:
                     start = time.perf_counter()
-                    result = retrieve_fn(query)
+                    query, retrieved = _run_query(query, retrieve_fn, turn.turn_id)
                     retrieve_s = time.perf_counter() - start
-                    retrieved = as_ranked(turn.turn_id, result)
+                elif not isinstance(query, str):
+                    query = list(query)[-1][0]
                 outcomes[name][turn.turn_id] = TurnOutcome(
                     turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position, query=query,
                     retrieved=retrieved, rewrite_latency_s=None if name in _RESERVED else rewrite_s,

@@ -201,3 +201,21 @@ def test_concat_history_window():
     assert concat_history(5)(history, "x") == "Tell me about the mars rover What about the moon? x"
     with pytest.raises(ValueError, match="window must be >= 1, got 0"):
         concat_history(0)
+
+
+def test_contextual_plan_is_fused_and_summarised():
+    from llama_index_convrag.evaluation.conversation import contextual_strategy
+
+    retrieve, calls = make_retriever()
+    result = replay_conversations(DIALOGUES, retrieve, {"contextual": contextual_strategy()}, ks=(2,))
+    # A_2 needs context: the question alone and the expanded query are both retrieved, then fused.
+    assert calls[3:6] == ["Is it treatable?", "Is throat cancer treatable?", "Is it treatable?"]
+    assert calls[6] == "Is it treatable? throat cancer"
+    outcome = result.strategies["contextual"].outcomes["A_2"]
+    assert (outcome.query, outcome.top_ids(1)) == ("Is it treatable? throat cancer", ["throat"])
+    summary = result.summary("ndcg@2")
+    assert summary["raw"]["gap_closed"] == 0.0 and summary["manual"]["gap_closed"] == 1.0
+    assert (summary["contextual"]["followups"], summary["contextual"]["worse"]) == (2, 0)
+    assert summary["contextual"]["gap_closed"] == 1.0
+    with pytest.raises(ValueError, match="ndcg@10 was not computed"):
+        result.summary("ndcg@10")

@@ -1,0 +1,287 @@
+"""Conversational retrieval without an LLM: raw follow-up vs contextualised strategies vs the human rewrite.
+
+For each set (CAsT 2021 passages, CAsT 2022 responses, CANARD dev answers; see ``bench/_conv_data.py``) and each
+chunking (256-token chunks and the ingest default, 700), the corpus is chunked with LlamaIndex's SentenceSplitter,
+embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python exactly like the product's
+hybrid retriever: dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
+lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normalised weighted fusion 0.5/0.5 over
+chunks, a document's score is its best chunk's. ``--milvus`` runs the same turns through ``MilvusHybridRetriever``
+on Milvus Lite instead.
+
+Per strategy: hit@5, nDCG@10, Recall@100 over judged turns, the share of the raw -> human gap closed (nDCG@10),
+and the follow-ups whose nDCG@10 fell below raw's ("worse").  ``--split dev|test|all`` takes even / odd dialogues.
+
+    PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._conv_data import ConvSet, EmbeddingCache, chunk_corpus, load_sets  # noqa: E402
+from llama_index_convrag.evaluation.datasets import ConversationTurn  # noqa: E402
+
+log = logging.getLogger("bench")
+LUCENE_STOP = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
+                        "there these they this to was will with".split())
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+DEPTH = 100
+CHUNKS = {256: 20, 700: 50}  # chunk size -> overlap (700/50 is the ingest default)
+
+
+class Analyzer:
+    def __init__(self) -> None:
+        from nltk.stem.snowball import SnowballStemmer
+
+        self.stem = SnowballStemmer("english").stem
+        self.memo: Dict[str, str] = {}
+
+    def __call__(self, text: str) -> List[str]:
+        out = []
+        for tok in _TOKEN.findall(text.lower()):
+            if tok in LUCENE_STOP:
+                continue
+            s = self.memo.get(tok)
+            if s is None:
+                s = self.memo[tok] = self.stem(tok)
+            out.append(s)
+        return out
+
+
+class Index:
+    """One chunked corpus: dense matrix + BM25 postings; ``search`` returns fused document ids (cached)."""
+
+    def __init__(self, corpus: Mapping[str, str], chunk_size: int, cache: EmbeddingCache, analyzer: Analyzer,
+                 k1: float = 1.2, b: float = 0.75) -> None:
+        self.doc_of, texts = chunk_corpus(dict(corpus), chunk_size, CHUNKS[chunk_size])
+        self.cache = cache
+        self.matrix = cache.embed(texts)
+        self.analyzer = analyzer
+        toks = [analyzer(t) for t in texts]
+        lengths = np.array([len(t) for t in toks], dtype=np.float64)
+        avg = lengths.mean() if len(lengths) else 1.0
+        df: Dict[str, int] = {}
+        for t in toks:
+            for w in set(t):
+                df[w] = df.get(w, 0) + 1
+        n = len(toks)
+        self.idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
+        self.postings: Dict[str, List[Tuple[int, float]]] = {}
+        for i, t in enumerate(toks):
+            tf: Dict[str, int] = {}
+            for w in t:
+                tf[w] = tf.get(w, 0) + 1
+            norm = k1 * (1 - b + b * lengths[i] / avg)
+            for w, f in tf.items():
+                self.postings.setdefault(w, []).append((i, f * (k1 + 1) / (f + norm)))
+        self.memo: Dict[str, List[Tuple[str, float]]] = {}
+
+    def bm25(self, text: str) -> List[Tuple[int, float]]:
+        scores: Dict[int, float] = {}
+        for w in self.analyzer(text):  # Milvus counts a repeated query term once per occurrence too
+            idf = self.idf.get(w)
+            if idf is None:
+                continue
+            for i, s in self.postings[w]:
+                scores[i] = scores.get(i, 0.0) + idf * s
+        return sorted(scores.items(), key=lambda kv: -kv[1])[:DEPTH]
+
+    def dense(self, vec: np.ndarray) -> List[Tuple[int, float]]:
+        sims = self.matrix @ vec
+        top = np.argsort(-sims)[:DEPTH]
+        return [(int(i), float(sims[i])) for i in top]
+
+    def search(self, text: str, mode: str = "hybrid") -> List[Tuple[str, float]]:
+        key = mode + "\0" + text
+        if key in self.memo:
+            return self.memo[key]
+        from llama_index_convrag.retrievers.fusion import weighted
+
+        lists = []
+        if mode in ("hybrid", "dense"):
+            lists.append(self.dense(self.cache.embed([text])[0]))
+        if mode in ("hybrid", "sparse"):
+            lists.append(self.bm25(text))
+        fused = weighted(lists, [1.0 / len(lists)] * len(lists)) if len(lists) > 1 else lists[0]
+        docs: Dict[str, float] = {}
+        for chunk, score in fused:
+            docs.setdefault(self.doc_of[chunk], score)
+        out = list(docs.items())[:DEPTH]
+        self.memo[key] = out
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ strategies
+
+Plan = List[Tuple[str, float]]  # (query, fusion weight); one entry = one search
+Strategy = Callable[[Sequence[ConversationTurn], ConversationTurn], Plan]
+
+
+def history_of(turns: Sequence[ConversationTurn]):
+    from llama_index_convrag.chat.contextualize import HistoryTurn
+
+    return [HistoryTurn(t.utterance, t.answer or "") for t in turns]
+
+
+def s_raw(history, turn) -> Plan:
+    return [(turn.utterance, 1.0)]
+
+
+def s_manual(history, turn) -> Plan:
+    return [(turn.rewrite or turn.utterance, 1.0)]
+
+
+def s_concat(history, turn) -> Plan:
+    """The engine's concat: the last 3 user turns + the question, when the trigger says it needs context."""
+    from llama_index_convrag.chat.triggers import needs_rewrite
+
+    if not history or not needs_rewrite(turn.utterance).rewrite:
+        return [(turn.utterance, 1.0)]
+    return [("\n".join([*(t.utterance for t in history[-3:]), turn.utterance]), 1.0)]
+
+
+def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
+    from llama_index_convrag.chat.contextualize import contextualize
+
+    def strategy(history, turn) -> Plan:
+        c = contextualize(turn.utterance, history_of(history), **params)
+        if c.query == c.question:
+            return [(c.question, 1.0)]
+        query = c.query if repeat == 1 else " ".join([c.question] * (repeat - 1) + [c.query])
+        if not fuse:
+            return [(query, 1.0)]
+        return [(c.question, c.question_weight), (query, c.context_weight)]
+
+    return strategy
+
+
+FUSION = {"method": "minmax", "k": 60.0}  # minmax: weighted normalised fusion of the two lists (measured best)
+
+
+def run_plan(index: Index, plan: Plan, mode: str) -> List[str]:
+    if len(plan) == 1:
+        return [d for d, _ in index.search(plan[0][0], mode)]
+    from llama_index_convrag.retrievers.fusion import weighted
+
+    lists = [index.search(q, mode) for q, _ in plan]
+    if FUSION["method"] == "minmax":
+        return [d for d, _ in weighted(lists, [w for _, w in plan])]
+    scores: Dict[str, float] = {}
+    for (_, w), ranked in zip(plan, lists):
+        for rank, (d, _) in enumerate(ranked, start=1):
+            scores[d] = scores.get(d, 0.0) + w / (FUSION["k"] + rank)
+    return [d for d, _ in sorted(scores.items(), key=lambda kv: -kv[1])]
+
+
+# --------------------------------------------------------------------------------------------------- metrics
+
+def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str, float]:
+    rel = {d for d, g in relevant.items() if g > 0}
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in rel)
+    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(rel), 10)))
+    return {"hit@5": float(any(d in rel for d in ranked[:5])), "ndcg@10": dcg / idcg if idcg else 0.0,
+            "recall@100": len(rel & set(ranked[:100])) / len(rel) if rel else 0.0}
+
+
+def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str
+             ) -> Dict[str, Dict[str, float]]:
+    per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
+    follow: set = set()
+    rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
+    plans: List[Tuple[str, ConversationTurn, Plan]] = []
+    for di, d in enumerate(s.dialogues):
+        if (split == "dev" and di % 2) or (split == "test" and not di % 2):
+            continue
+        for i, turn in enumerate(d.turns):
+            if not turn.relevant:
+                continue
+            history = d.turns[:i]
+            if history:
+                follow.add(turn.turn_id)
+            for name, fn in strategies.items():
+                t0 = time.perf_counter()
+                plan = fn(history, turn)
+                rewrite_ms[name].append((time.perf_counter() - t0) * 1000)
+                plans.append((name, turn, plan))
+    if mode != "sparse":  # embed every new query string in one batch
+        index.cache.embed([q for _, _, plan in plans for q, _ in plan])
+    for name, turn, plan in plans:
+        per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode), turn.relevant)
+    raw, manual = per["raw"], per.get("manual")
+    out = {}
+    for name, scores in per.items():
+        row = {m: float(np.mean([v[m] for v in scores.values()])) for m in ("hit@5", "ndcg@10", "recall@100")}
+        row["turns"] = len(scores)
+        row["followups"] = len(follow)
+        row["worse"] = sum(1 for t in follow if scores[t]["ndcg@10"] < raw[t]["ndcg@10"] - 1e-9)
+        row["better"] = sum(1 for t in follow if scores[t]["ndcg@10"] > raw[t]["ndcg@10"] + 1e-9)
+        if manual is not None:
+            for m in ("ndcg@10", "hit@5"):
+                gap = np.mean([v[m] for v in manual.values()]) - np.mean([v[m] for v in raw.values()])
+                row[f"gap_closed_{m}"] = float((row[m] - np.mean([v[m] for v in raw.values()])) / gap) if gap else 0.0
+        row["rewrite_ms_p50"] = float(np.percentile(rewrite_ms[name], 50))
+        row["rewrite_ms_max"] = float(np.max(rewrite_ms[name]))
+        out[name] = row
+    return out
+
+
+def strategies_default() -> Dict[str, Strategy]:
+    return {"raw": s_raw, "manual": s_manual, "concat": s_concat,
+            "ctx-expand": make_ctx(False), "ctx-fuse": make_ctx(True)}
+
+
+def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) -> None:
+    print(f"\n{name} chunk={chunk}: {next(iter(rows.values()))['turns']} judged turns, "
+          f"{next(iter(rows.values()))['followups']} follow-ups")
+    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5}")
+    for s, r in rows.items():
+        gap = r.get("gap_closed_ndcg@10")
+        print(f"{s:<14} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
+              f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
+              f"{r['rewrite_ms_p50']:5.2f}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sets", default="cast21,cast22,canard")
+    p.add_argument("--chunks", default="256,700")
+    p.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"])
+    p.add_argument("--split", default="all", choices=["dev", "test", "all"])
+    p.add_argument("--json", default=None, help="write the rows here")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+
+    cache = EmbeddingCache(LocalMiniLMEmbedding())
+    analyzer = Analyzer()
+    sets = load_sets([x for x in args.sets.split(",") if x])
+    results = {}
+    try:
+        for name, s in sets.items():
+            for chunk in [int(c) for c in args.chunks.split(",")]:
+                index = Index(s.corpus, chunk, cache, analyzer)
+                rows = evaluate(s, index, strategies_default(), args.mode, args.split)
+                results[f"{name}/{chunk}"] = rows
+                print_table(name, chunk, rows)
+                cache.save()
+    finally:
+        cache.save()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

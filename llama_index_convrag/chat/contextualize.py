@@ -1,0 +1,263 @@
+"""LLM-free contextualisation of a follow-up: historical query expansion weighted by salience x recency.
+
+:func:`contextualize` reads the earlier turns (user questions, and the answers shown after them) and returns the
+follow-up with a few history terms appended, plus an explanation of every decision (pure, deterministic, well under
+a millisecond per turn):
+
+* **Candidate terms** are content words of earlier turns (English: words outside a stop list; Chinese: runs of
+  CJK characters between function words and references such as 它 / 那个). A term the follow-up already holds
+  is never added.
+* **Salience**: proper nouns, acronyms and numbers weigh more than common words; words from answers weigh
+  ``answer_weight`` of words from questions; a term seen in several turns adds up (a recurring term is the topic).
+* **Recency**: a term from ``d`` user turns back weighs ``decay ** (d - 1)``; the first turn (the conversation's
+  opening subject) keeps at least ``anchor_weight``.
+* **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.chat.triggers.needs_rewrite`)
+  and names content the history never mentioned starts a new topic. When the follow-up itself is such a
+  question nothing is added; when an earlier turn was, terms from before it are damped by ``shift_damping``.
+* **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
+  (:mod:`llama_index_convrag.retrievers.conversational`). A follow-up that needs context gives its contextualised
+  list ``dependent_weight``; one that stands alone keeps its own list on top (``standalone_weight`` for history).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from llama_index_convrag.chat.triggers import needs_rewrite
+
+EN_STOPWORDS = frozenset("""
+a about above after again against all also am an and any are aren't as at be because been before being below
+between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each else
+ever few for from further get gets got had hadn't has hasn't have haven't having he he'd he'll he's her here
+here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself just
+let's like likely lot lots me might more most much must mustn't my myself need no nor not now of off often on once
+one ones only or other others ought our ours ourselves out over own please quite rather really same say says
+shall shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
+themselves then there there's these they they'd they'll they're they've thing things this those though through
+to too under until up upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where
+where's whether which while who who's whom whose why why's will with within without won't would wouldn't yes yet
+you you'd you'll you're you've your yours yourself yourselves
+tell know want wanted explain describe describes give show find mean means meant think thought talk learn
+interesting interested thanks thank okay ok wow great cool sure sounds sound good nice well anything
+something everything anyone someone kind kinds sort type types way ways example examples many make makes made
+use used using important main different differences difference specific specifically info information detail
+details else another however still even back around actually maybe go going went take took come came see seem
+whatever again first last next new old kinds lot also happened happen happens did does doing done known
+""".split())
+# Function characters and words that never carry a Chinese topic (split points for CJK runs).
+ZH_STOP_WORDS = (
+    "什么", "怎么", "怎样", "为什么", "哪里", "哪个", "哪些", "多少", "是不是", "有没有", "可以", "可能", "知道", "告诉",
+    "一下", "一个", "一些", "这个", "那个", "这些", "那些", "它们", "他们", "她们", "我们", "你们", "前者", "后者",
+    "还有", "就是", "但是", "因为", "所以", "如果", "然后", "还是", "或者", "觉得", "喜欢", "现在", "时候", "应该",
+    "没有", "不是", "刚才", "之前", "上面", "上述", "同样",
+)
+ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到吗么个些里上下中"
+                          "哪谁啥几又再才更最太真好")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+_EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)$")
+
+
+@dataclass(frozen=True)
+class AddedTerm:
+    """One history term appended to the query, with its weight and why it was chosen."""
+
+    term: str
+    weight: float
+    turns_back: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Contextualized:
+    """The contextualised query and the decisions behind it (see the module docstring)."""
+
+    question: str
+    query: str
+    added: Tuple[AddedTerm, ...]
+    needs_context: bool
+    topic_shift: bool
+    reason: str
+    question_weight: float = 1.0
+    context_weight: float = 0.0
+
+    def explain(self) -> Dict[str, object]:
+        """A JSON-ready record for the turn log."""
+        return {
+            "needs_context": self.needs_context, "topic_shift": self.topic_shift, "reason": self.reason,
+            "weights": {"question": self.question_weight, "context": self.context_weight},
+            "added_terms": [{"term": a.term, "weight": round(a.weight, 3), "turns_back": a.turns_back,
+                             "reason": a.reason} for a in self.added],
+        }
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """One earlier user turn: the question and the answer(s) shown after it (``""`` when none)."""
+
+    question: str
+    answer: str = ""
+
+
+@dataclass(frozen=True)
+class _Term:
+    key: str
+    surface: str
+    salience: float
+    label: str
+    order: int = field(default=0)
+
+
+def _key(word: str) -> str:
+    """Case-folded, possessive- and plural-folded form used to compare terms (``Sharks's`` -> ``shark``)."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.strip("'-")
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def _en_terms(text: str) -> List[_Term]:
+    out = []
+    for m in _EN_WORD.finditer(text):
+        word = m.group(0).strip("'’-")
+        low = word.lower().replace("’", "'")
+        if len(word) < 2 or low in EN_STOPWORDS or _key(word) in EN_STOPWORDS:
+            continue
+        if word.isdigit():
+            salience, label = 1.0, "number"
+        elif word.isupper() and len(word) >= 2:
+            salience, label = 1.5, "acronym"
+        elif word[0].isupper() and not _SENTENCE_START.search(text[:m.start()]):
+            salience, label = 1.5, "proper noun"
+        else:
+            salience, label = 1.0, "content word"
+        out.append(_Term(_key(word), word, salience, label, m.start()))
+    return out
+
+
+def _zh_terms(text: str) -> List[_Term]:
+    out = []
+    for run in _CJK_RUN.finditer(text):
+        chunk = run.group(0)
+        for word in ZH_STOP_WORDS:
+            chunk = chunk.replace(word, " ")
+        chunk = "".join(" " if ch in ZH_STOP_CHARS else ch for ch in chunk)
+        offset = run.start()
+        for piece in chunk.split():
+            if len(piece) >= 2:
+                out.append(_Term(piece, piece, 1.0 + 0.1 * min(len(piece), 5), "content phrase", offset))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _terms_cached(text: str) -> Tuple[_Term, ...]:
+    return tuple(_en_terms(text) + _zh_terms(text))
+
+
+def extract_terms(text: str) -> Tuple[_Term, ...]:
+    """Candidate topic terms of ``text`` (English words and Chinese phrases), in text order (memoised)."""
+    return _terms_cached(text) if text else ()
+
+
+def _covered(term: _Term, question: str, question_keys: frozenset) -> bool:
+    return term.key in question_keys or (term.key[0] >= "\u3400" and term.key in question)
+
+
+def _keys(turn: HistoryTurn) -> set:
+    return {t.key for text in (turn.question, turn.answer) for t in extract_terms(text)}
+
+
+def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
+    """(names a term outside ``seen``, names only terms outside ``seen``) for a self-contained question."""
+    own = {t.key for t in extract_terms(question)}
+    return bool(own - seen), bool(own) and not (own & seen)
+
+
+def contextualize(
+    question: str,
+    history: Sequence[HistoryTurn],
+    *,
+    max_terms: int = 6,
+    decay: float = 0.5,
+    anchor_weight: float = 0.5,
+    answer_weight: float = 0.15,
+    shift_damping: float = 0.2,
+    min_weight: float = 0.25,
+    dependent_weight: float = 1.0,
+    standalone_weight: float = 0.5,
+) -> Contextualized:
+    """Expand ``question`` with salient, recent history terms (pure; see the module docstring)."""
+    decision = needs_rewrite(question)
+    if not history:
+        return Contextualized(question, question, (), False, False, "no history")
+    # Walk the history once: the latest earlier turn that named its own subject (self-contained, with a term new
+    # to the conversation) marks where the current topic state starts; terms before it are damped.
+    seen: set = set()
+    last_shift = 0
+    for i, turn in enumerate(history):
+        if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen)[0]:
+            last_shift = i
+        seen |= _keys(turn)
+    if not decision.rewrite and _names_new(question, seen)[1]:
+        return Contextualized(question, question, (), False, True,
+                              "topic shift: self-contained and names nothing from the history")
+    question_keys = frozenset(t.key for t in extract_terms(question))
+    scores: Dict[str, float] = {}
+    best: Dict[str, Tuple[float, _Term, int, str]] = {}
+    n = len(history)
+    for i, turn in enumerate(history):
+        back = n - i
+        recency = decay ** (back - 1)
+        if i == 0:
+            recency = max(recency, anchor_weight)
+        if i < last_shift:
+            recency *= shift_damping
+        for text, source_weight, source in ((turn.question, 1.0, "question"), (turn.answer, answer_weight, "answer")):
+            if not text:
+                continue
+            seen_here = set()
+            for term in extract_terms(text):
+                if term.key in seen_here or _covered(term, question, question_keys):
+                    continue
+                seen_here.add(term.key)
+                w = term.salience * recency * source_weight
+                scores[term.key] = scores.get(term.key, 0.0) + w
+                if term.key not in best or w > best[term.key][0]:
+                    best[term.key] = (w, term, back, f"{term.label} in the {source} {back} turn(s) back")
+    ranked = sorted(((s, k) for k, s in scores.items() if s >= min_weight), key=lambda sk: (-sk[0], sk[1]))
+    chosen = ranked[:max_terms]
+    added = tuple(AddedTerm(best[k][1].surface, s, best[k][2], best[k][3]) for s, k in chosen)
+    if not added:
+        return Contextualized(question, question, (), decision.rewrite, False, "no salient history term")
+    # Terms read in conversation order (oldest turn first, then text order) so phrases stay together.
+    ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][1].order))
+    query = question.rstrip() + " " + " ".join(a.term for a in ordered)
+    weight = dependent_weight if decision.rewrite else standalone_weight
+    reason = f"needs context ({decision.reason})" if decision.rewrite else "stands alone: history as a light prior"
+    return Contextualized(question, query, added, decision.rewrite, False, reason, 1.0, weight)
+
+
+def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
+    """Chat messages (``role``, ``content``) grouped into user turns: each question with the answers after it."""
+    turns: List[HistoryTurn] = []
+    for m in messages:
+        role = str(getattr(getattr(m, "role", None), "value", getattr(m, "role", "")))
+        text = str(getattr(m, "content", "") or "")
+        if role == "user":
+            turns.append(HistoryTurn(text))
+        elif turns and text:
+            last = turns[-1]
+            turns[-1] = HistoryTurn(last.question, (last.answer + "\n" + text).strip())
+    return turns
+
+
+def _key_of(term: AddedTerm) -> str:
+    return term.term if term.term and term.term[0] >= "\u3400" else _key(term.term)

@@ -1,0 +1,88 @@
+"""The LLM-free contextualiser's decisions on small hand-made dialogues (pronoun, ellipsis, topic shift, Chinese)."""
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_index_convrag.chat.contextualize import HistoryTurn as H
+from llama_index_convrag.chat.contextualize import contextualize, history_turns
+from llama_index_convrag.chat.rewrite import QuestionRewriter
+
+
+def terms(c):
+    return [a.term for a in c.added]
+
+
+def test_pronoun_pulls_the_previous_subject() -> None:
+    c = contextualize("Is it treatable?", [H("What is throat cancer?")])
+    assert c.query == "Is it treatable? throat cancer"
+    assert (c.needs_context, c.topic_shift, c.reason) == (True, False, "needs context (pronoun 'it')")
+    assert (c.question_weight, c.context_weight) == (1.0, 1.0)
+    assert c.explain()["added_terms"][1] == {"term": "throat", "weight": 1.0, "turns_back": 1,
+                                               "reason": "content word in the question 1 turn(s) back"}
+
+
+def test_ellipsis_and_proper_nouns_outweigh_common_words() -> None:
+    c = contextualize("What about the Louvre?", [H("Which museums should I visit in Paris?")])
+    assert c.needs_context and c.reason == "needs context (ellipsis)"
+    assert [(a.term, a.weight, a.reason) for a in c.added] == [
+        ("Paris", 1.5, "proper noun in the question 1 turn(s) back"),
+        ("museums", 1.0, "content word in the question 1 turn(s) back"),
+        ("visit", 1.0, "content word in the question 1 turn(s) back")]
+
+
+def test_topic_shift_adds_nothing() -> None:
+    c = contextualize("How do volcanoes form underwater?", [H("What is throat cancer?"), H("Is it treatable?")])
+    assert (c.query, c.added, c.topic_shift) == ("How do volcanoes form underwater?", (), True)
+    assert c.reason == "topic shift: self-contained and names nothing from the history"
+
+
+def test_standalone_follow_up_keeps_its_own_list_on_top() -> None:
+    c = contextualize("What causes throat cancer in smokers?", [H("What is throat cancer?"), H("Is it treatable?")])
+    assert terms(c) == ["treatable"]
+    assert (c.needs_context, c.question_weight, c.context_weight) == (False, 1.0, 0.5)
+
+
+def test_recency_and_restated_subject_damp_the_old_topic() -> None:
+    history = [H("What is throat cancer?"), H("Is it treatable?"), H("Tell me about lung cancer.")]
+    c = contextualize("What are its symptoms?", history)
+    weights = {a.term: a.weight for a in c.added}
+    assert weights["lung"] == 1.0 and weights["cancer"] > 1.0
+    assert weights.get("throat", 0.0) < 0.25 < weights["lung"]  # before the restatement: damped below min_weight
+
+
+def test_answer_terms_weigh_less_than_question_terms() -> None:
+    c = contextualize("When did they disband?", [H("Frank Zappa"), H("What group disbanded?",
+                                                                      "Zappa and the Mothers of Invention")],
+                      answer_weight=0.5)
+    weights = {a.term: a.weight for a in c.added}
+    assert weights["Zappa"] > weights["Mothers"] > 0
+    assert "Invention" in terms(c) and c.query.startswith("When did they disband? ")
+
+
+def test_chinese_reference_word() -> None:
+    c = contextualize("他最好听的歌是哪首", [H("你喜欢周杰伦吗", "喜欢他的歌")])
+    assert terms(c) == ["周杰伦"] and c.query == "他最好听的歌是哪首 周杰伦"
+    assert c.reason == "needs context (reference word '他')"
+
+
+def test_no_history() -> None:
+    assert contextualize("Is it treatable?", []).reason == "no history"
+
+
+def test_history_turns_groups_answers() -> None:
+    msgs = [ChatMessage(role="user", content="q1"), ChatMessage(role="assistant", content="a1"),
+            ChatMessage(role="user", content="q2")]
+    assert history_turns(msgs) == [H("q1", "a1"), H("q2", "")]
+
+
+def test_rewriter_strategy_records_the_plan() -> None:
+    rw = QuestionRewriter(strategy="contextual", count_tokens=lambda t: len(t.split()))
+    history = [ChatMessage(role="user", content="What is throat cancer?"),
+               ChatMessage(role="assistant", content="A cancer of the pharynx.")]
+    res = rw.rewrite("Is it treatable?", history)
+    assert (res.query, res.strategy, res.used_llm, res.skipped_reason) == (
+        "Is it treatable? throat cancer", "contextual", False, None)
+    assert res.explanation["added_terms"][1]["term"] == "throat"
+    assert rw.contextual_plan(res.query).question == "Is it treatable?"
+    shift = rw.rewrite("How do volcanoes form underwater?", history)
+    assert (shift.query, shift.skipped_reason) == ("How do volcanoes form underwater?",
+                                                   "topic shift: self-contained and names nothing from the history")

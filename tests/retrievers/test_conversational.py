@@ -1,0 +1,48 @@
+"""ConversationalRetriever: two searches fused with the contextualiser's weights; one search without a plan."""
+
+import asyncio
+from typing import Dict, List
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+from llama_index_convrag.retrievers.conversational import ConversationalRetriever, fuse_lists
+
+
+class TableRetriever(BaseRetriever):
+    """Returns a fixed ranked list per query string and logs the queries it was asked."""
+
+    def __init__(self, table: Dict[str, List[tuple]]) -> None:
+        super().__init__()
+        self.table = table
+        self.asked: List[str] = []
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        self.asked.append(query_bundle.query_str)
+        return [NodeWithScore(node=TextNode(id_=i, text=i), score=s) for i, s in self.table[query_bundle.query_str]]
+
+
+PLAN = contextualize("Is it treatable?", [HistoryTurn("What is throat cancer?")])
+OWN = [("generic", 3.0), ("throat-treat", 2.0), ("other", 1.0)]
+CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("generic", 1.0)]
+
+
+def test_fuse_lists_exact() -> None:
+    own = TableRetriever({"q": OWN}).retrieve("q")
+    ctx = TableRetriever({"q": CTX}).retrieve("q")
+    fused = fuse_lists(own, ctx, PLAN, 3)
+    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0
+    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 1.5), ("generic", 1.0),
+                                                          ("throat-what", 0.5)]
+
+
+def test_two_searches_with_a_plan_one_without() -> None:
+    base = TableRetriever({PLAN.question: OWN, PLAN.query: CTX, "plain": OWN})
+    retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)][:2] == ["throat-treat", "generic"]
+    assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
+    assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
+    assert base.asked[2:] == ["plain"]
+    fused = asyncio.run(retriever.aretrieve(PLAN.query))
+    assert [n.node.node_id for n in fused] == [n.node.node_id for n in retriever.retrieve(PLAN.query)]
