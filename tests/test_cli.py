@@ -353,10 +353,11 @@ def test_eval_conversation_tiny_cast(capsys, tmp_path, milvus_target, milvus_cli
                                  "--collection", "cli_tinycast"])
     finally:
         milvus_client.drop_collection("cli_tinycast")
-    assert list(data["table"]) == ["raw", "manual", "concat"]
+    assert list(data["table"]) == ["raw", "manual", "concat", "contextual"]
     assert data["table"]["manual"]["ndcg@2"] == pytest.approx(1.0)
     assert data["config"]["dialogues"] == 2 and data["config"]["passages"] == 4
-    assert set(data["rewrite_effect"]) == {"manual", "concat"}
+    assert set(data["rewrite_effect"]) == {"manual", "concat", "contextual"}
+    assert data["summary"]["contextual"]["followups"] == data["summary"]["raw"]["followups"] > 0
     report = json.loads(Path(data["files"]["report"]).read_text(encoding="utf-8"))
     assert report["results"]["concat"]["per_query"]["1_2"]["query"] == "How long does green tea steep? And black?"
     for key in ("plot", "turn_plot"):
@@ -412,7 +413,7 @@ def test_eval_conversation_llm_strategy_through_openai_server(capsys, tmp_path, 
                                  "--model", "x"])
     finally:
         milvus_client.drop_collection("cli_tinycast_llm")
-    assert list(data["table"]) == ["raw", "manual", "concat", "llm"]
+    assert list(data["table"]) == ["raw", "manual", "concat", "contextual", "llm"]
     llm, human = data["table"]["llm"], data["table"]["manual"]
     assert {k: v for k, v in llm.items() if "@" in k} == {k: v for k, v in human.items() if "@" in k}
     assert llm["rewrite_em"] == 0.75  # first turns are sent as typed; 'How does sourdough rise?' differs
