@@ -253,6 +253,25 @@ def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) 
               f"{r['rewrite_ms_p50']:5.2f}")
 
 
+def zh_term_recall(rows: int) -> Dict[str, float]:
+    """Chinese (no corpus: term level): how often ``contextual`` appends a term the human rewrite inserted."""
+    from bench._data import shared_data
+    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+
+    n = added = recovered = good = total = 0
+    with open(shared_data() / "zh_utterance_rewrite" / "rewrite.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if n >= rows:
+                break
+            r = json.loads(line)
+            c = contextualize(r["utterance"], [HistoryTurn(r["context"][0], r["context"][1])])
+            hits = [a.term for a in c.added if a.term in r["rewrite"] and a.term not in r["utterance"]]
+            n, added, recovered = n + 1, added + bool(c.added), recovered + bool(hits)
+            good, total = good + len(hits), total + len(c.added)
+    return {"rows": n, "with_added_terms": added / n, "human_term_recovered": recovered / n,
+            "added_term_precision": good / total if total else 0.0}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -260,7 +279,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"])
     p.add_argument("--split", default="all", choices=["dev", "test", "all"])
     p.add_argument("--json", default=None, help="write the rows here")
+    p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
+    if args.zh:
+        print(json.dumps(zh_term_recall(args.zh)))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 
