@@ -103,7 +103,7 @@ def test_clean_rewrite() -> None:
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"strategy": "magic"}, r"rewrite strategy must be one of \['llm', 'concat', 'none'\], got 'magic'"),
+    ({"strategy": "magic"}, r"rewrite strategy must be one of \['llm', 'contextual', 'concat', 'none'\], got 'magic'"),
     ({"strategy": "llm"}, r"rewrite strategy 'llm' needs a condense llm"),
     ({"strategy": "none", "last_n_turns": -1}, r"last_n_turns must be >= 0, got -1"),
     ({"strategy": "none", "max_history_tokens": 0}, r"max_history_tokens must be >= 1, got 0"),
