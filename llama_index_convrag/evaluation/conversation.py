@@ -16,11 +16,13 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from llama_index.core.instrumentation import get_dispatcher
 
+from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.evaluation.answers import exact_match, token_f1
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 from llama_index_convrag.evaluation.report import latency_summary
 from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, RetrievalMetrics, RetrieveFn, as_ranked,
                                                        evaluate_run, metric_names, ranked_to_run_entry)
+from llama_index_convrag.retrievers.fusion import weighted
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
@@ -53,8 +55,6 @@ def concat_history(window: int = 3) -> RewriteFn:
 def contextual_strategy(fuse: bool = True) -> RewriteFn:
     """The LLM-free ``contextual`` strategy; with ``fuse`` a plan ``[(question, w), (expanded, w)]`` whose two
     result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does."""
-    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
-
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
         if not fuse or not plan.added:
@@ -67,8 +67,6 @@ def contextual_strategy(fuse: bool = True) -> RewriteFn:
 
 def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, List[Tuple[str, float]]]:
     """Retrieve a query string, or fuse the lists of a ``[(query, weight), ...]`` plan."""
-    from llama_index_convrag.retrievers.fusion import weighted
-
     if isinstance(query, str):
         return query, as_ranked(turn_id, retrieve_fn(query))
     plan = list(query)

@@ -15,18 +15,28 @@ nothing, cost exactly one search.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_convrag.chat.contextualize import Contextualized
 from llama_index_convrag.retrievers import fusion
 
-PlanLookup = Callable[[str], Optional[Contextualized]]
+
+class ContextPlan(Protocol):
+    """What the wrapper reads of a contextualisation (``chat.contextualize.Contextualized`` satisfies it)."""
+
+    question: str
+    query: str
+    added: Sequence[object]
+    question_weight: float
+    context_weight: float
 
 
-def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: Contextualized,
+PlanLookup = Callable[[str], Optional[ContextPlan]]
+
+
+def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: ContextPlan,
                top_k: int) -> List[NodeWithScore]:
     """Weighted min-max fusion of the two ranked node lists (pure); a node keeps its first-seen object."""
     by_id: Dict[str, NodeWithScore] = {}
@@ -52,7 +62,7 @@ class ConversationalRetriever(BaseRetriever):
         self.plans = plans
         self.top_k = top_k
 
-    def _plan(self, query_bundle: QueryBundle) -> Optional[Contextualized]:
+    def _plan(self, query_bundle: QueryBundle) -> Optional[ContextPlan]:
         plan = self.plans(query_bundle.query_str)
         return plan if plan is not None and plan.added and plan.question.strip() else None
 
