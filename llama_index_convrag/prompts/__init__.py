@@ -7,6 +7,7 @@ from llama_index_convrag.prompts.chat import (
     DEFAULT_CONTEXT_REFINE_PROMPT,
     DEFAULT_NO_DOCS_REPLY,
 )
+from llama_index_convrag.prompts.judge import ENRICHED_CHUNK_TMPL, JUDGE_PROMPT
 from llama_index_convrag.prompts.rerank import LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
 from llama_index_convrag.prompts.synthesis import (
     CITATION_QA_PROMPT,
@@ -23,6 +24,8 @@ __all__ = [
     "DEFAULT_CONTEXT_PROMPT",
     "DEFAULT_CONTEXT_REFINE_PROMPT",
     "DEFAULT_NO_DOCS_REPLY",
+    "ENRICHED_CHUNK_TMPL",
+    "JUDGE_PROMPT",
     "LISTWISE_RERANK_PROMPT",
     "POINTWISE_RERANK_PROMPT",
 ]

@@ -1,0 +1,83 @@
+"""JudgeQueryEngine / JudgeSynthesizer end to end over real Milvus Lite with the scripted LLM."""
+
+import pytest
+from llama_index.core.base.response.schema import StreamingResponse
+
+from llama_index_convrag.judge import JudgeQueryEngine, JudgeSynthesizer, LLMJudge, SearchTree, message_scope
+
+from tests.judge.conftest import DOCS, scripted
+from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
+
+ENRICHED = f"{DOCS['paris']}\n\nFollow-up question: {TOWER_Q}\nAnswer: A({TOWER_Q})"
+
+
+def test_query_answers_from_the_enriched_chunks_and_returns_the_tree(retriever_k, judge_events_seen):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    engine = JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, response_mode="compact")
+    with message_scope("turn-7"):
+        response = engine.query(ROOT_Q)
+    assert response.response == f"A({ROOT_Q})"
+    assert ENRICHED in llm.prompts[-1] and f"Query: {ROOT_Q}" in llm.prompts[-1]
+    tree = response.metadata["judge_tree"]
+    assert isinstance(tree, SearchTree) and tree.message_id == "turn-7" and tree.root.answer == f"A({ROOT_Q})"
+    assert response.metadata["judge_stats"] == tree.stats.to_dict()
+    assert [n.node.get_content() for n in response.source_nodes] == [ENRICHED, DOCS["eiffel"]]
+    assert {e.message_id for e in judge_events_seen} == {"turn-7"}
+
+
+async def test_aquery_matches_query(retriever_k):
+    rules = {"paris": CITY_ONLY, "eiffel": ANSWERS}
+    sync = JudgeQueryEngine.from_defaults(retriever_k(1), llm=scripted(rules)).query(ROOT_Q)
+    response = await JudgeQueryEngine.from_defaults(retriever_k(1), llm=scripted(rules)).aquery(ROOT_Q)
+    assert response.response == sync.response
+    assert response.metadata["judge_tree"].to_dict() == sync.metadata["judge_tree"].to_dict()
+
+
+def test_streaming_answers_stream_but_sub_answers_do_not(retriever_k):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    response = JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, streaming=True).query(ROOT_Q)
+    assert isinstance(response, StreamingResponse)
+    assert "".join(response.response_gen) == f"A({ROOT_Q})"
+    assert response.metadata["judge_tree"].root.chunks[0].child.answer == f"A({TOWER_Q})"
+
+
+def test_everything_dropped_gives_the_empty_response(retriever_k):
+    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=scripted({})).query(ROOT_Q)
+    assert response.response == "Empty Response"
+    assert [c.status for c in response.metadata["judge_tree"].chunks()] == ["dropped", "dropped"]
+
+
+def test_a_separate_judge_llm_grades_and_the_main_llm_answers(retriever_k):
+    judge_llm = scripted({"eiffel": ANSWERS})
+    llm = scripted({})
+    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=llm, judge_llm=judge_llm).query(ROOT_Q)
+    assert judge_llm.call_count == 2 and llm.call_count == 1
+    assert response.metadata["judge_stats"]["judge_calls"] == 2
+
+
+def test_limits_and_options_are_validated(retriever_k):
+    llm = scripted({})
+    with pytest.raises(ValueError, match="max_depth must be an integer >= 0, got -1"):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, max_depth=-1)
+    with pytest.raises(ValueError, match="judge= excludes judge_llm="):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, judge=LLMJudge(llm), judge_llm=llm)
+    with pytest.raises(ValueError, match="the judge needs an LLM"):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=None, response_mode="no_text")
+    with pytest.raises(TypeError):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, colour="red")
+
+
+def test_get_response_judges_plain_text_chunks(retriever_k):
+    llm = scripted({"eiffel": ANSWERS})
+    engine = JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm)
+    synth = engine._response_synthesizer
+    assert isinstance(synth, JudgeSynthesizer)
+    assert synth.get_response(ROOT_Q, [DOCS["bm25"], DOCS["eiffel"]]) == f"A({ROOT_Q})"
+    assert DOCS["bm25"] not in llm.prompts[-1] and DOCS["eiffel"] in llm.prompts[-1]
+    assert set(synth.get_prompts()) >= {"judge:judge_prompt"}
+
+
+def test_it_refuses_to_wrap_itself(retriever_k):
+    engine = JudgeQueryEngine.from_defaults(retriever_k(1), llm=scripted({}))
+    with pytest.raises(ValueError, match="cannot wrap another JudgeSynthesizer"):
+        JudgeSynthesizer(search=engine._response_synthesizer.search, synthesizer=engine._response_synthesizer)
