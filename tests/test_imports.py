@@ -21,6 +21,7 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("milvus", "embeddings", "testing"),  # adapters to the outside: Milvus, ONNX, the scripted LLM
     ("config", "ingest", "retrievers", "storage"),  # model resolution, writing, reading, conversation stores
     ("postprocessors", "synthesizers"),  # what happens to retrieved nodes
+    ("judge",),  # judge-guided recursive retrieval (grades chunks, recurses, wraps a synthesizer)
     ("chat",),  # the chat engine (uses retrievers, stores, synthesizers)
     ("indices",),  # the index hands out retrievers, query engines and chat engines
     ("evaluation",),

@@ -22,6 +22,7 @@ from pymilvus import MilvusClient
 from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ConvRAGChatEngine
 from llama_index_convrag.chat.factory import build_chat_engine
+from llama_index_convrag.judge.query_engine import JUDGE_KWARGS, build_judge_synthesizer, pop_judge_kwargs
 from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
@@ -147,22 +148,28 @@ class ConvRAGIndex(VectorStoreIndex):
         """``RetrieverQueryEngine`` over :meth:`as_retriever`; needs ``llm=`` or ``response_synthesizer=``.
 
         Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are :data:`ENGINE_KWARGS` or
-        arguments of our ``get_response_synthesizer``. There is no fallback to ``Settings.llm``.
+        arguments of our ``get_response_synthesizer``. There is no fallback to ``Settings.llm``. ``judge=True`` (or a
+        ``BaseJudge``) with ``judge_llm``, ``max_depth``, ``max_branching``, ``max_llm_calls``: judge-guided recursive
+        retrieval (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
         """
         synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
+        judge_kwargs = pop_judge_kwargs(rest)
         unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
         if unknown:
             raise TypeError(f"unknown query engine argument(s) {unknown}; accepted: "
-                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS)}")
+                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | JUDGE_KWARGS)}")
         retriever = self.as_retriever(**retriever_kwargs)
         postprocessors = rest.pop("node_postprocessors", None)
         synth = rest.pop("response_synthesizer", None)
         if synth is None:
             if rest.get("llm") is None and rest.get("response_mode") != "no_text":
                 raise ValueError("as_query_engine needs llm= or response_synthesizer= (no Settings.llm fallback)")
-            synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest)
+            synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest) if judge_kwargs is None \
+                else build_judge_synthesizer(retriever, callback_manager=self._callback_manager, **judge_kwargs, **rest)
+        elif judge_kwargs is not None:
+            raise TypeError("response_synthesizer= excludes judge=: the judge builds its own synthesizers")
         elif rest:
             raise TypeError(f"response_synthesizer= excludes {sorted(rest)}")
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,

@@ -11,7 +11,13 @@ from llama_index_convrag.judge.events import (
 )
 from llama_index_convrag.judge.limits import SearchLimits
 from llama_index_convrag.judge.llm_judge import LLMJudge
-from llama_index_convrag.judge.query_engine import JUDGE_KWARGS, JudgeQueryEngine, build_judge_synthesizer
+from llama_index_convrag.judge.query_engine import (
+    JUDGE_KWARGS,
+    JUDGE_OPTIONS,
+    JudgeQueryEngine,
+    build_judge_synthesizer,
+    pop_judge_kwargs,
+)
 from llama_index_convrag.judge.render import render_png, to_mermaid
 from llama_index_convrag.judge.search import SearchCancelled, SearchResult, TreeSearch, enrich, normalize_question
 from llama_index_convrag.judge.synthesizer import JudgeSynthesizer, current_message_id, message_scope
@@ -23,6 +29,7 @@ __all__ = [
     "GRADES",
     "GradedChunk",
     "JUDGE_KWARGS",
+    "JUDGE_OPTIONS",
     "JudgeChunkGradedEvent",
     "JudgeQueryEngine",
     "JudgeReply",
@@ -44,6 +51,7 @@ __all__ = [
     "enrich",
     "message_scope",
     "normalize_question",
+    "pop_judge_kwargs",
     "render_png",
     "to_mermaid",
     "verdict_from_args",

@@ -20,9 +20,26 @@ from llama_index_convrag.judge.limits import SearchLimits
 from llama_index_convrag.judge.llm_judge import LLMJudge
 from llama_index_convrag.judge.search import TreeSearch
 from llama_index_convrag.judge.synthesizer import JudgeSynthesizer
+from llama_index_convrag.synthesizers import get_response_synthesizer
 
 # options of the judge itself (the rest go to the synthesizer factory); see build_judge_synthesizer
-JUDGE_KWARGS = frozenset({"judge_llm", "judge", "judge_prompt", "max_depth", "max_branching", "max_llm_calls"})
+JUDGE_OPTIONS = frozenset({"judge_llm", "judge_prompt", "max_depth", "max_branching", "max_llm_calls"})
+JUDGE_KWARGS = JUDGE_OPTIONS | {"judge"}
+
+
+def pop_judge_kwargs(kwargs: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Take :data:`JUDGE_KWARGS` out of ``kwargs`` (in place). ``None`` when judging is off (``judge`` absent,
+    None or False); else the judge arguments of :func:`build_judge_synthesizer` (``judge=True``: an
+    :class:`LLMJudge`; ``judge=<BaseJudge>``: that judge)."""
+    judge = kwargs.pop("judge", None)
+    options = {k: kwargs.pop(k) for k in sorted(JUDGE_OPTIONS & set(kwargs))}
+    if judge is None or judge is False:
+        if options:
+            raise TypeError(f"{sorted(options)} need judge=True")
+        return None
+    if judge is not True and not isinstance(judge, BaseJudge):
+        raise ValueError(f"judge must be True, False or a BaseJudge, got {judge!r}")
+    return {**options, "judge": None if judge is True else judge}
 
 
 def build_judge_synthesizer(
@@ -41,8 +58,6 @@ def build_judge_synthesizer(
     """A :class:`JudgeSynthesizer`: ``judge`` if given, else an :class:`LLMJudge` on ``judge_llm`` (default
     ``llm``); sub-answers and the final answer come from our ``get_response_synthesizer(llm=llm, **synth_kwargs)``
     (sub-answers never stream and never cite)."""
-    from llama_index_convrag.synthesizers import get_response_synthesizer
-
     if judge is not None and (judge_llm is not None or judge_prompt is not None):
         raise ValueError("judge= excludes judge_llm= and judge_prompt= (configure the judge you pass)")
     if judge is None:

@@ -81,3 +81,27 @@ def test_it_refuses_to_wrap_itself(retriever_k):
     engine = JudgeQueryEngine.from_defaults(retriever_k(1), llm=scripted({}))
     with pytest.raises(ValueError, match="cannot wrap another JudgeSynthesizer"):
         JudgeSynthesizer(search=engine._response_synthesizer.search, synthesizer=engine._response_synthesizer)
+
+
+def test_as_query_engine_judge_true_builds_the_judge_engine(judge_index):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    engine = judge_index.as_query_engine(llm=llm, judge=True, similarity_top_k=1, search_type="dense", max_depth=1)
+    assert isinstance(engine._response_synthesizer, JudgeSynthesizer)
+    assert engine._response_synthesizer.search.limits.max_depth == 1
+    response = engine.query(ROOT_Q)
+    assert response.response == f"A({ROOT_Q})"
+    assert [n.question for n in response.metadata["judge_tree"].nodes()] == [ROOT_Q, TOWER_Q]
+
+
+def test_as_query_engine_judge_options_are_checked(judge_index):
+    llm = scripted({})
+    with pytest.raises(TypeError, match=r"\['max_depth'\] need judge=True"):
+        judge_index.as_query_engine(llm=llm, max_depth=1)
+    with pytest.raises(ValueError, match="judge must be True, False or a BaseJudge, got 'yes'"):
+        judge_index.as_query_engine(llm=llm, judge="yes")
+    with pytest.raises(TypeError, match="response_synthesizer= excludes judge="):
+        judge_index.as_query_engine(response_synthesizer=object(), judge=True)
+    custom = LLMJudge(scripted({"eiffel": ANSWERS}))
+    engine = judge_index.as_query_engine(llm=llm, judge=custom)
+    assert engine._response_synthesizer.search.judge is custom
+    assert not isinstance(judge_index.as_query_engine(llm=llm, judge=False)._response_synthesizer, JudgeSynthesizer)
