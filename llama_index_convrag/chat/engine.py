@@ -42,6 +42,8 @@ from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finaliz
 from llama_index_convrag.chat.triggers import needs_rewrite
 from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
                                            stage_names, sync_deltas, system_text)
+from llama_index_convrag.judge.query_engine import build_judge_synthesizer, pop_judge_kwargs
+from llama_index_convrag.judge.synthesizer import message_scope
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
@@ -135,6 +137,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         get_chat_history: Optional[HistoryFormatter] = None,
         count_tokens: Optional[TokenCounter] = None,
         return_source_documents: Optional[bool] = None,
+        judge: Any = None,
+        judge_llm: Optional[LLM] = None,
+        judge_prompt: Optional[BasePromptTemplate] = None,
+        max_depth: Optional[int] = None,
+        max_branching: Optional[int] = None,
+        max_llm_calls: Optional[int] = None,
         **kwargs: Any,
     ) -> "ConvRAGChatEngine":
         """Build the rewriter, our synthesizers and an in-memory SQLite store where not given.
@@ -145,7 +153,13 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
         strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm=None``: the
         rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and answers to :data:`NO_LLM_RESPONSE_MODE`.
+        ``judge=True`` (or a ``BaseJudge``) with ``judge_llm``, ``judge_prompt``, ``max_depth``, ``max_branching``,
+        ``max_llm_calls``: judge-guided answers (:mod:`llama_index_convrag.judge`, condense_question mode with a
+        retriever); the search tree is stored in the turn record (``judge_tree``) and returned in the metadata.
         """
+        judge_kw = pop_judge_kwargs({k: v for k, v in {
+            "judge": judge, "judge_llm": judge_llm, "judge_prompt": judge_prompt, "max_depth": max_depth,
+            "max_branching": max_branching, "max_llm_calls": max_llm_calls}.items() if v is not None})
         options, synth_kw = split_engine_kwargs(kwargs)
         mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
         options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
@@ -163,6 +177,15 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
                                        context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
+        if judge_kw is not None:
+            if context_chat is not None or synthesizer is not None or query_engine is not None or retriever is None:
+                raise TypeError("judge= needs chat_mode='condense_question' with a retriever and no synthesizer= or "
+                                "query_engine= (the judge builds its own synthesizers)")
+            synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw, **synth_kw)
+            streaming_synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw,
+                                                            **{**synth_kw, "streaming": True})
+        elif context_chat is not None:
+            pass  # the context modes build their synthesizer per turn
         elif synthesizer is None and query_engine is None:
             synthesizer, streaming_synthesizer = default_synthesizers(llm, embed_model, synth_kw, streaming_synthesizer)
         elif synth_kw or embed_model is not None:
@@ -344,14 +367,20 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = self._query_engine.query(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        return self._synthesizer_for(turn, streaming).synthesize(query, turn.nodes)
+        with message_scope(turn.record.assistant_message_id):
+            response = self._synthesizer_for(turn, streaming).synthesize(query, turn.nodes)
+        turn.apply_judge(response)
+        return response
 
     async def _aanswer(self, turn: Turn, query: str, streaming: bool) -> Any:
         if self._query_engine is not None:
             response = await self._query_engine.aquery(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        return await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
+        with message_scope(turn.record.assistant_message_id):
+            response = await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
+        turn.apply_judge(response)
+        return response
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""

@@ -51,6 +51,7 @@ class TurnRecord:
     streaming: bool = False
     started_at: float = 0.0
     finished_at: Optional[float] = None
+    judge_tree: Optional[Dict[str, Any]] = None  # SearchTree.to_dict() when the answer was judge-guided
 
     def to_dict(self) -> Dict[str, Any]:
         """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""

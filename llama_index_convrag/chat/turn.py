@@ -113,6 +113,12 @@ class Turn:
         self.record.retrieved_ids["budget"] = [n.node.node_id for n in self.nodes]
         self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
 
+    def apply_judge(self, response: Any) -> None:
+        """Keep the judge's search tree (``response.metadata["judge_tree"]``) on the record, as JSON-ready dict."""
+        meta = getattr(response, "metadata", None)
+        tree = meta.get("judge_tree") if isinstance(meta, dict) else None
+        self.record.judge_tree = None if tree is None else tree.to_dict()
+
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
                response: Any) -> None:
         """Persist the answer, its citations and the record; finalise the placeholder."""
@@ -132,7 +138,8 @@ class Turn:
     def metadata(self, generated_question: bool) -> Dict[str, Any]:
         """``response.metadata``: ``conversation_id``, ``message_id`` (assistant), ``user_message_id``, ``turn``
         (the TurnRecord), ``trim_report`` (TrimReport, None when no budget was applied), ``citations`` (dicts), and
-        ``generated_question`` (the retrieval query) only when ``generated_question`` is True."""
+        ``generated_question`` (the retrieval query) only when ``generated_question`` is True; ``judge_tree`` (dict) when
+        the answer was judge-guided."""
         rec = self.record
         meta: Dict[str, Any] = {
             "conversation_id": rec.conversation_id, "message_id": rec.assistant_message_id,
@@ -141,6 +148,8 @@ class Turn:
         }
         if generated_question:
             meta["generated_question"] = rec.retrieval_query
+        if rec.judge_tree is not None:
+            meta["judge_tree"] = rec.judge_tree
         return meta
 
     def chat_response(self, text: str, response: Any, *, sources: bool,

@@ -1,0 +1,53 @@
+"""``as_chat_engine(judge=True)``: judge-guided turns, the tree persisted with the turn and events under its id."""
+
+import pytest
+
+from llama_index_convrag.judge import JudgeSynthesizer, SearchTree
+
+from tests.judge.conftest import scripted
+from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
+
+
+def engine_for(judge_index, llm, **kw):
+    return judge_index.as_chat_engine(llm=llm, judge=True, similarity_top_k=1, search_type="dense",
+                                      rewrite_strategy="none", **kw)
+
+
+def test_a_judged_turn_returns_and_stores_its_tree(judge_index, judge_events_seen):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    engine = engine_for(judge_index, llm, max_depth=1)
+    assert isinstance(engine._synthesizer, JudgeSynthesizer)
+    response = engine.chat(ROOT_Q)
+    message_id = response.metadata["message_id"]
+    assert response.response.startswith(f"A({ROOT_Q})")
+    tree = SearchTree.from_dict(response.metadata["judge_tree"])
+    assert [n.question for n in tree.nodes()] == [ROOT_Q, TOWER_Q]
+    assert (tree.message_id, tree.limits["max_depth"]) == (message_id, 1)
+    stored = engine.store.get_turn_record(message_id)
+    assert stored["judge_tree"] == response.metadata["judge_tree"]
+    assert judge_events_seen and {e.message_id for e in judge_events_seen} == {message_id}
+
+
+def test_a_streamed_judged_turn_stores_its_tree(judge_index):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    engine = engine_for(judge_index, llm)
+    stream = engine.stream_chat(ROOT_Q)
+    text = "".join(stream.response_gen)
+    assert text.startswith(f"A({ROOT_Q})")
+    record = engine.store.get_turn_record(stream.message_id)
+    assert [c["status"] for c in record["judge_tree"]["root"]["chunks"]] == ["enriched"]
+
+
+async def test_an_async_judged_turn_matches(judge_index):
+    llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
+    response = await engine_for(judge_index, llm).achat(ROOT_Q)
+    assert response.metadata["judge_tree"]["stats"]["sub_questions"] == 1
+
+
+def test_judge_needs_the_condense_question_mode_with_a_retriever(judge_index):
+    llm = scripted({})
+    with pytest.raises(TypeError, match="judge= needs chat_mode='condense_question'"):
+        judge_index.as_chat_engine(llm=llm, judge=True, chat_mode="context")
+    plain = judge_index.as_chat_engine(llm=llm)
+    assert not isinstance(plain._synthesizer, JudgeSynthesizer)
+    assert "judge_tree" not in plain.chat("What is Milvus?").metadata
