@@ -78,6 +78,9 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
                         help="OpenAI-compatible server (default: $OPENAI_BASE_URL); with none and no "
                              "$OPENAI_API_KEY the command runs retrieval-only")
     parser.add_argument("--model", default=None, help="LLM model name (default: $CONVRAG_LLM_MODEL or gpt-4o-mini)")
+    parser.add_argument("--gguf", default=None, metavar="PATH",
+                        help="answer with this local GGUF model through llama.cpp's OpenAI-compatible server on "
+                             "127.0.0.1 (extra 'llamacpp'); not with --base-url")
 
 
 def _chat_options(parser: argparse.ArgumentParser) -> None:

@@ -257,6 +257,36 @@ def test_ask_with_llm_through_openai_server(capsys, docs, where, tmp_path, opena
     assert "How long should black tea steep?" in bodies[2] and "Green tea should steep" in bodies[2]
 
 
+@pytest.mark.parametrize("extra, code, message", [
+    (["--base-url", "http://127.0.0.1:1/v1"], 2, "--gguf serves its own model; drop --base-url / --model"),
+    (["--model", "m"], 2, "--gguf serves its own model; drop --base-url / --model"),
+])
+def test_gguf_with_another_llm_option_is_usage_error(capsys, docs, where, tmp_path, extra, code, message):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    got, out, err = run(capsys, ["ask", str(docs), "q", "--gguf", str(model), *extra, *where])
+    assert (got, out, err.splitlines()[-1]) == (code, "", f"convrag: error: {message}")
+
+
+def test_gguf_missing_file_exit_3(capsys, docs, where, tmp_path):
+    code, _, err = run(capsys, ["ask", str(docs), "q", "--gguf", str(tmp_path / "none.gguf"), *where])
+    assert code == 3 and f"GGUF model file not found: {str(tmp_path / 'none.gguf')!r}" in err
+
+
+def test_gguf_without_the_llamacpp_runtime_exit_5(capsys, docs, where, tmp_path, monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("llama-cpp-python is installed in this environment")
+    monkeypatch.setenv("CONVRAG_REAL_LLM_CACHE", str(tmp_path / "empty_cache"))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    code, out, err = run(capsys, ["ask", str(docs), "q", "--gguf", str(model), *where])
+    assert (code, out) == (5, "")
+    assert err.splitlines()[-1] == (f"convrag: error: --gguf needs llama-cpp-python's server, which {sys.executable} "
+                                    f"cannot import: pip install 'llama-index-convrag[llamacpp]'")
+
+
 def test_chat_streams_with_llm(capsys, docs, where, tmp_path, openai_server, monkeypatch):
     openai_server.chat_responder = _responder
     monkeypatch.setattr(sys, "stdin", io.StringIO("How long should green tea steep?\n"))

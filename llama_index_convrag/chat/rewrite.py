@@ -2,14 +2,17 @@
 history terms, see :mod:`~llama_index_convrag.chat.contextualize`), ``concat`` (no LLM) and ``none``.
 
 The rewrite conditions on the last ``last_n_turns`` user turns (a user message and the answers that followed it),
-capped at ``max_history_tokens`` (oldest messages dropped first). An optional trigger skips the rewrite for
-self-contained questions. A failing or empty LLM rewrite falls back to the original question and records why.
-LLM rewrites are cached by (history message ids, message id, model).
+fitted into ``max_history_tokens`` by :func:`fit_history` (answers are shortened before any user turn is dropped, and
+the window is never emptied). An optional trigger skips the rewrite for self-contained questions. The model's reply
+is cleaned by :func:`~llama_index_convrag.chat.rewrite_output.parse_rewrite`; a failing, empty or rejected LLM
+rewrite (an answer, a refusal) falls back to the original question and records why. LLM rewrites are cached by
+(history message ids, message id, model).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +27,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 
 from llama_index_convrag.chat.budget import TokenCounter
 from llama_index_convrag.chat.contextualize import Contextualized, contextualize, history_turns
+from llama_index_convrag.chat.rewrite_output import parse_rewrite
 from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
 from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_PROMPT
 
@@ -45,6 +49,10 @@ class RewriteResult:
     skipped_reason: Optional[str] = None
     cache_hit: bool = False
     explanation: Optional[Dict[str, Any]] = None
+    cleaning: Tuple[str, ...] = ()
+    """Steps that cleaned the model's reply ("label", "quotes", "kept 1 of 3 lines"...)."""
+    shortened_answers: int = 0
+    """Assistant answers cut short to fit the window into ``max_history_tokens``."""
 
 
 @dataclass
@@ -52,6 +60,7 @@ class _Plan:
     result: Optional[RewriteResult]
     history_str: str = ""
     key: Optional[CacheKey] = None
+    shortened_answers: int = 0
 
 
 def _content_id(message: ChatMessage) -> str:
@@ -69,15 +78,70 @@ def select_history(
     return [i for i in range(start, len(history)) if not user_only or history[i].role == MessageRole.USER]
 
 
-def clean_rewrite(text: str) -> str:
-    """Strip whitespace, surrounding quotes and a leading 'Standalone question:' label."""
-    out = text.strip()
-    for label in ("standalone question:", "question:"):
-        if out.lower().startswith(label):
-            out = out[len(label):].strip()
-    if len(out) >= 2 and out[0] == out[-1] and out[0] in "\"'“”":
-        out = out[1:-1].strip()
-    return out
+# One unit per CJK character, else one per whitespace-separated word: cuts work for Chinese text without spaces.
+_UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\s\u3400-\u9fff\uf900-\ufaff]+")
+TRUNCATION_MARK = " …"
+
+
+def _head(message: ChatMessage, cap: int) -> ChatMessage:
+    """``message`` cut after ``cap`` units (words, or CJK characters), marked with ``TRUNCATION_MARK``."""
+    text = message.content or ""
+    ends = [m.end() for m in _UNIT.finditer(text)]
+    if len(ends) <= cap:
+        return message
+    return ChatMessage(role=message.role, content=text[:ends[cap - 1]] + TRUNCATION_MARK if cap > 0 else "…")
+
+
+def _units(message: ChatMessage) -> int:
+    return len(_UNIT.findall(message.content or ""))
+
+
+def _largest_fitting(upper: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``n`` in ``0..upper`` with ``fits(n)``, for ``fits`` monotone decreasing and ``fits(0)`` true."""
+    lo, hi = 0, upper
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fit_history(
+    messages: Sequence[ChatMessage], max_tokens: int, count_tokens: TokenCounter, formatter: HistoryFormatter
+) -> Tuple[List[ChatMessage], int]:
+    """Fit a rewrite window into ``max_tokens`` (pure). Returns the messages and how many answers were shortened.
+
+    1. Assistant answers are cut to a common head of words (the longest head that fits); user turns stay whole.
+    2. If the user turns alone do not fit, the answers are left out and the oldest user turns dropped.
+    3. If the newest user turn alone does not fit, its head is kept. The window is empty only when not even one
+       word fits.
+    """
+    picked = list(messages)
+
+    def cost(window: Sequence[ChatMessage]) -> int:
+        return count_tokens(formatter(window))
+
+    if not picked or cost(picked) <= max_tokens:
+        return picked, 0
+    answers = [i for i, m in enumerate(picked) if m.role != MessageRole.USER]
+    users = [m for m in picked if m.role == MessageRole.USER]
+
+    def capped(cap: int) -> List[ChatMessage]:
+        return [_head(m, cap) if i in answers else m for i, m in enumerate(picked)]
+
+    if answers and users and cost(capped(1)) <= max_tokens:
+        cap = _largest_fitting(max(_units(picked[i]) for i in answers), lambda n: n == 0 or cost(capped(n)) <= max_tokens)
+        return capped(cap), sum(1 for i in answers if _units(picked[i]) > cap)
+    window = users if users else picked[-1:]
+    while len(window) > 1 and cost(window) > max_tokens:
+        window = window[1:]
+    if cost(window) <= max_tokens:
+        return window, len(answers)
+    last = window[0]
+    cap = _largest_fitting(_units(last), lambda n: n == 0 or cost([_head(last, n)]) <= max_tokens)
+    return ([_head(last, cap)] if cap > 0 else []), len(answers)
 
 
 class QuestionRewriter(PromptMixin):
@@ -152,7 +216,7 @@ class QuestionRewriter(PromptMixin):
         try:
             raw = self.llm.predict(self._prompt, chat_history=plan.history_str, question=question)  # type: ignore
         except Exception as e:  # noqa: BLE001 - any rewrite failure falls back to the user's words
-            return self._fallback(question, start, f"rewrite failed: {type(e).__name__}: {e}")
+            return self._fallback(question, start, f"rewrite failed: {type(e).__name__}: {e}", plan)
         return self._finish(question, raw, plan, start)
 
     async def arewrite(self, question: str, history: Sequence[ChatMessage], *,
@@ -164,7 +228,7 @@ class QuestionRewriter(PromptMixin):
         try:
             raw = await self.llm.apredict(self._prompt, chat_history=plan.history_str, question=question)  # type: ignore
         except Exception as e:  # noqa: BLE001
-            return self._fallback(question, start, f"rewrite failed: {type(e).__name__}: {e}")
+            return self._fallback(question, start, f"rewrite failed: {type(e).__name__}: {e}", plan)
         return self._finish(question, raw, plan, start)
 
     def clear_cache(self) -> None:
@@ -172,11 +236,9 @@ class QuestionRewriter(PromptMixin):
             self._cache.clear()
 
     # shared pure-ish steps -------------------------------------------------------------------------
-    def _window(self, history: Sequence[ChatMessage], user_only: bool) -> List[ChatMessage]:
+    def _window(self, history: Sequence[ChatMessage], user_only: bool) -> Tuple[List[ChatMessage], int]:
         picked = [history[i] for i in select_history(history, self.last_n_turns, user_only=user_only)]
-        while picked and self.count_tokens(self.get_chat_history(picked)) > self.max_history_tokens:
-            picked.pop(0)
-        return picked
+        return fit_history(picked, self.max_history_tokens, self.count_tokens, self.get_chat_history)
 
     def _plan(self, question: str, history: Sequence[ChatMessage], history_ids: Optional[Sequence[str]],
               message_id: Optional[str]) -> _Plan:
@@ -190,7 +252,7 @@ class QuestionRewriter(PromptMixin):
             decision = self.trigger(question)
             if not decision.rewrite:
                 return _Plan(RewriteResult(question, self.strategy, skipped_reason=f"trigger: {decision.reason}"))
-        window = self._window(history, user_only=self.strategy == "concat")
+        window, shortened = self._window(history, user_only=self.strategy == "concat")
         if not window:
             return _Plan(RewriteResult(question, self.strategy,
                                        skipped_reason=f"no history within {self.max_history_tokens} tokens"))
@@ -206,7 +268,7 @@ class QuestionRewriter(PromptMixin):
                 self._cache.move_to_end(key)
         if cached is not None:
             return _Plan(RewriteResult(cached, "llm", cache_hit=True))
-        return _Plan(None, history_str=self.get_chat_history(window), key=key)
+        return _Plan(None, history_str=self.get_chat_history(window), key=key, shortened_answers=shortened)
 
     def _contextual(self, question: str, history: Sequence[ChatMessage]) -> RewriteResult:
         start = time.perf_counter()
@@ -224,16 +286,21 @@ class QuestionRewriter(PromptMixin):
         return str(getattr(self.llm.metadata, "model_name", type(self.llm).__name__))  # type: ignore[union-attr]
 
     def _finish(self, question: str, raw: str, plan: _Plan, start: float) -> RewriteResult:
-        query = clean_rewrite(raw)
-        if not query:
-            return self._fallback(question, start, "rewrite returned empty output")
+        parsed = parse_rewrite(raw, question)
+        if parsed.query is None:
+            reason = "rewrite returned empty output" if parsed.rejected == "empty output" else \
+                f"rewrite rejected: {parsed.rejected}"
+            return self._fallback(question, start, reason, plan, parsed.steps)
         if plan.key is not None and self.cache_size > 0:
             with self._cache_lock:
-                self._cache[plan.key] = query
+                self._cache[plan.key] = parsed.query
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-        return RewriteResult(query, "llm", used_llm=True, latency_ms=(time.perf_counter() - start) * 1000)
+        return RewriteResult(parsed.query, "llm", used_llm=True, latency_ms=(time.perf_counter() - start) * 1000,
+                             cleaning=parsed.steps, shortened_answers=plan.shortened_answers)
 
-    def _fallback(self, question: str, start: float, reason: str) -> RewriteResult:
+    def _fallback(self, question: str, start: float, reason: str, plan: Optional[_Plan] = None,
+                  cleaning: Tuple[str, ...] = ()) -> RewriteResult:
         return RewriteResult(question, "llm", used_llm=True, latency_ms=(time.perf_counter() - start) * 1000,
-                             fallback_reason=reason)
+                             fallback_reason=reason, cleaning=cleaning,
+                             shortened_answers=plan.shortened_answers if plan is not None else 0)

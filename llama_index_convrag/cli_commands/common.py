@@ -138,10 +138,13 @@ def require_collection(client: Any, collection: str) -> None:
                                    f"--collection {collection}' first or pass PATH")
 
 
-def resolve_llm(base_url: Optional[str], model: Optional[str]) -> Any:
-    """The LLM from --base-url/--model and the environment, or None (retrieval-only); exit 5 when inconsistent."""
+def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[str] = None) -> Any:
+    """The LLM from --gguf, --base-url/--model and the environment, or None (retrieval-only); exit 5 when
+    inconsistent."""
     from llama_index_convrag.config import ENV_API_KEY, ENV_BASE_URL, resolve_llm as _resolve
 
+    if gguf is not None:
+        return gguf_llm(gguf, base_url, model)
     has_key = bool(os.environ.get(ENV_API_KEY))
     has_url = base_url is not None or bool(os.environ.get(ENV_BASE_URL))
     if model is not None and not (has_key or has_url):
@@ -151,6 +154,33 @@ def resolve_llm(base_url: Optional[str], model: Optional[str]) -> Any:
         return _resolve(base_url=base_url, model=model)
     except Exception as exc:  # LlamaIndex's OpenAI validates model names and keys
         raise CLIError(EXIT_LLM, f"cannot configure the LLM: {exc}") from exc
+
+
+def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
+    """Start llama.cpp's server for ``gguf`` on 127.0.0.1 (stopped at exit) and return a client for it."""
+    import atexit
+
+    from llama_index_convrag.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
+    from llama_index_convrag.testing.real_llm import RealLLMUnavailable, locate
+
+    if base_url is not None or model is not None:
+        raise CLIError(EXIT_USAGE, "--gguf serves its own model; drop --base-url / --model")
+    if not Path(gguf).is_file():
+        raise CLIError(EXIT_INPUT, f"GGUF model file not found: {gguf!r}")
+    python: Any = sys.executable
+    if not has_server(python):
+        try:  # the real-LLM tier's runtime, when it is set up on this machine
+            python = locate().python
+        except RealLLMUnavailable:
+            raise CLIError(EXIT_LLM, f"--gguf needs llama-cpp-python's server, which {sys.executable} cannot "
+                                     f"import: {INSTALL_HINT}") from None
+    server = LlamaServer(gguf, python=python)
+    try:
+        server.start()
+    except LlamaServerError as exc:
+        raise CLIError(EXIT_LLM, f"cannot serve {gguf!r}: {exc}") from exc
+    atexit.register(server.stop)
+    return server.llm()
 
 
 def llm_error(exc: BaseException) -> Optional[CLIError]:

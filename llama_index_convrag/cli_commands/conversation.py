@@ -157,7 +157,7 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     from llama_index_convrag.indices import ConvRAGIndex
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
 
-    llm = resolve_llm(args.base_url, args.model)  # configuration errors before any slow work
+    llm = resolve_llm(args.base_url, args.model, args.gguf)  # configuration errors before any slow work
     target, client = connect(args.uri)
     model = embed_model()
     report = None

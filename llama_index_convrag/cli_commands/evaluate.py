@@ -167,7 +167,7 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
         path = path / "turns.jsonl"
     if not path.is_file():
         raise CLIError(EXIT_INPUT, f"CAsT turns file not found: {str(path)!r} (give turns.jsonl or its folder)")
-    llm = resolve_llm(args.base_url, args.model)
+    llm = resolve_llm(args.base_url, args.model, args.gguf)
     years = [int(y) for y in args.years.split(",")] if args.years else None
     try:
         dialogues = load_cast_turns(path, years=years)

@@ -548,10 +548,10 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         metadata = self._metadata(run, sources, unused)
         numbered = list(nodes)
         if self._citations:
-            metadata["citations"] = []
+            metadata.update(cite.citation_metadata("", numbered))
         if isinstance(result, str):
             if self._citations:
-                metadata["citations"] = cite.parse_citations(result, numbered)
+                metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, Generator):
             gen = cite_when_done(result, metadata, numbered) if self._citations else result

@@ -43,3 +43,14 @@ def parse_citations(text: str, source_nodes: Sequence[Any]) -> List[Dict[str, An
         node_id = node.node.node_id if hasattr(node, "node") else node.node_id
         citations.append({"marker": n, "node_id": node_id, "source_index": n - 1})
     return citations
+
+
+def invalid_markers(text: str, num_sources: int) -> List[int]:
+    """Marker numbers outside ``1..num_sources`` (invented by the model), in order of first use."""
+    return [n for n in parse_markers(text) if not 1 <= n <= num_sources]
+
+
+def citation_metadata(text: str, source_nodes: Sequence[Any]) -> Dict[str, Any]:
+    """``citations`` (:func:`parse_citations`) and ``invalid_citation_markers`` (:func:`invalid_markers`)."""
+    return {"citations": parse_citations(text, source_nodes),
+            "invalid_citation_markers": invalid_markers(text, len(source_nodes))}

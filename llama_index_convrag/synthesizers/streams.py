@@ -24,7 +24,7 @@ def cite_when_done(
     for delta in gen:
         text += delta
         yield delta
-    metadata["citations"] = cite.parse_citations(text, nodes)
+    metadata.update(cite.citation_metadata(text, nodes))
 
 
 async def acite_when_done(
@@ -34,4 +34,4 @@ async def acite_when_done(
     async for delta in agen:
         text += delta
         yield delta
-    metadata["citations"] = cite.parse_citations(text, nodes)
+    metadata.update(cite.citation_metadata(text, nodes))

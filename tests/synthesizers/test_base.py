@@ -107,6 +107,21 @@ async def test_streaming_citations_are_filled_when_the_stream_ends(three_nodes):
     assert aresponse.metadata["citations"][0]["node_id"] == "n1"
 
 
+async def test_invented_citation_markers_are_listed_in_metadata(three_nodes):
+    """Markers past the sources given are dropped from citations but listed."""
+    llm = ScriptedLLM.fixed("Alpha [1] and more [5].")
+    response = get_response_synthesizer(llm=llm, citations=True).synthesize("q?", three_nodes)
+    assert (response.metadata["citations"], response.metadata["invalid_citation_markers"]) == (
+        [{"marker": 1, "node_id": "n0", "source_index": 0}], [5])
+    stream = get_response_synthesizer(llm=llm, citations=True, streaming=True).synthesize("q?", three_nodes)
+    assert stream.metadata["invalid_citation_markers"] == []
+    assert "".join(stream.response_gen) == "Alpha [1] and more [5]."
+    assert stream.metadata["invalid_citation_markers"] == [5]
+    astream = await get_response_synthesizer(llm=llm, citations=True, streaming=True).asynthesize("q?", three_nodes)
+    assert "".join([d async for d in astream.async_response_gen()]) == "Alpha [1] and more [5]."
+    assert astream.metadata["invalid_citation_markers"] == [5]
+
+
 class Verdict(BaseModel):
     answer: str
     confident: bool

@@ -1,6 +1,7 @@
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_convrag.synthesizers.citations import number_chunks, parse_citations, parse_markers
+from llama_index_convrag.synthesizers.citations import (citation_metadata, invalid_markers, number_chunks,
+                                                        parse_citations, parse_markers)
 
 
 def test_number_chunks_is_one_based():
@@ -19,3 +20,11 @@ def test_parse_citations_maps_markers_and_drops_invented_ones():
     ]
     assert parse_citations("[2]", [n.node for n in nodes]) == [{"marker": 2, "node_id": "B", "source_index": 1}]
     assert parse_citations("no markers", nodes) == []
+
+
+def test_invalid_markers_are_counted_in_order_of_first_use():
+    assert invalid_markers("[7] then [0], [2] and [7][12]", 5) == [7, 0, 12]
+    assert invalid_markers("no markers", 0) == []
+    nodes = [TextNode(text="a", id_="A")]
+    assert citation_metadata("[1] and [3]", nodes) == {
+        "citations": [{"marker": 1, "node_id": "A", "source_index": 0}], "invalid_citation_markers": [3]}
