@@ -17,15 +17,16 @@ def gguf(tmp_path: Path) -> Path:
 
 
 def test_command_is_the_documented_server_invocation(gguf: Path) -> None:
-    server = LlamaServer(gguf, python="/opt/py/bin/python", n_ctx=4096, n_threads=2)
+    server = LlamaServer(gguf, python="/opt/py/bin/python", n_ctx=4096, n_threads=1, n_threads_batch=2)
     assert server.command(8123) == [
         "/opt/py/bin/python", "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "tiny-model",
-        "--host", "127.0.0.1", "--port", "8123", "--n_ctx", "4096", "--n_threads", "2", "--n_threads_batch", "2"]
+        "--host", "127.0.0.1", "--port", "8123", "--n_ctx", "4096", "--n_threads", "1", "--n_threads_batch", "2"]
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"n_ctx": 100}, ValueError, "n_ctx must be >= 256, got 100"),
     ({"n_threads": 0}, ValueError, "n_threads must be >= 1, got 0"),
+    ({"n_threads_batch": 0}, ValueError, "n_threads_batch must be >= 1, got 0"),
     ({"startup_timeout": 0}, ValueError, "startup_timeout must be > 0, got 0"),
 ])
 def test_validation_names_the_value(gguf: Path, kwargs: dict, error: type, message: str) -> None:

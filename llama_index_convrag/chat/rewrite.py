@@ -61,6 +61,7 @@ class _Plan:
     history_str: str = ""
     key: Optional[CacheKey] = None
     shortened_answers: int = 0
+    earlier: Tuple[str, ...] = ()
 
 
 def _content_id(message: ChatMessage) -> str:
@@ -268,7 +269,9 @@ class QuestionRewriter(PromptMixin):
                 self._cache.move_to_end(key)
         if cached is not None:
             return _Plan(RewriteResult(cached, "llm", cache_hit=True))
-        return _Plan(None, history_str=self.get_chat_history(window), key=key, shortened_answers=shortened)
+        earlier = tuple(m.content or "" for m in window if m.role == MessageRole.USER)
+        return _Plan(None, history_str=self.get_chat_history(window), key=key, shortened_answers=shortened,
+                     earlier=earlier)
 
     def _contextual(self, question: str, history: Sequence[ChatMessage]) -> RewriteResult:
         start = time.perf_counter()
@@ -286,7 +289,7 @@ class QuestionRewriter(PromptMixin):
         return str(getattr(self.llm.metadata, "model_name", type(self.llm).__name__))  # type: ignore[union-attr]
 
     def _finish(self, question: str, raw: str, plan: _Plan, start: float) -> RewriteResult:
-        parsed = parse_rewrite(raw, question)
+        parsed = parse_rewrite(raw, question, plan.earlier)
         if parsed.query is None:
             reason = "rewrite returned empty output" if parsed.rejected == "empty output" else \
                 f"rewrite rejected: {parsed.rejected}"

@@ -3,15 +3,17 @@
 Real models do not always reply with the question only. They prefix labels ("Standalone question:", "改写后的问题："),
 wrap the question in quotes, markdown or code fences, add a preamble line ("Sure! Here is the rewritten
 question:"), write several lines (the question, then an explanation or an answer), refuse, or answer the follow-up
-instead of rewriting it. :func:`parse_rewrite` undoes the wrapping, keeps the question line of a multi-line reply
-and records each step; it rejects (``query=None`` with a reason) refusals, over-long replies, and statements given
-for a question ("looks like an answer").
+instead of rewriting it, or repeat an earlier question of the conversation (Qwen2.5-0.5B answered "What other films
+did he direct?" after "Who directed Inception?" with "Who directed Inception?"). :func:`parse_rewrite` undoes the
+wrapping, keeps the question line of a multi-line reply and records each step (``"unchanged"`` when the reply is the
+follow-up itself); it rejects (``query=None`` with a reason) refusals, over-long replies, statements given for a
+question ("looks like an answer") and repeats of an earlier user question.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 #: Longer cleaned replies are answers or essays, not retrieval questions.
 MAX_REWRITE_CHARS = 400
@@ -107,9 +109,14 @@ def clean_rewrite(text: str) -> str:
     return parsed.query if parsed.query is not None else ""
 
 
-def parse_rewrite(text: str, question: Optional[str] = None) -> ParsedRewrite:
+def _norm(text: str) -> str:
+    return re.sub(r"[\W_]+", " ", text.lower()).strip()
+
+
+def parse_rewrite(text: str, question: Optional[str] = None, earlier: Sequence[str] = ()) -> ParsedRewrite:
     """Clean ``text`` (a condense reply) into one question, or reject it. ``question`` is the user's follow-up: when
-    asks something and the reply is made of statements, the reply is an answer (:func:`looks_like_answer`)."""
+    it asks something and the reply is made of statements, the reply is an answer (:func:`looks_like_answer`).
+    ``earlier`` are the user's earlier messages shown to the model: a reply repeating one is rejected."""
     steps: List[str] = []
     out = text.strip()
     fence = _FENCE.match(out)
@@ -139,4 +146,9 @@ def parse_rewrite(text: str, question: Optional[str] = None) -> ParsedRewrite:
         return ParsedRewrite(None, tuple(steps), f"too long for a question ({len(out)} > {MAX_REWRITE_CHARS} chars)")
     if question is not None and looks_like_answer(out, question):
         return ParsedRewrite(None, tuple(steps), f"looks like an answer, not a question: {out[:80]!r}")
+    same = _norm(out)
+    if question is not None and same == _norm(question):
+        steps.append("unchanged")
+    elif any(same == _norm(e) for e in earlier):
+        return ParsedRewrite(None, tuple(steps), f"repeats an earlier question: {out[:80]!r}")
     return ParsedRewrite(out, tuple(steps))

@@ -69,12 +69,17 @@ def venv_python(cache: Path) -> Path:
     return cache / "venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
+def _runtime_stamp(cache: Path) -> Path:
+    """Written once ``venv/`` has imported ``llama_cpp.server`` (so :func:`locate` needs no slow import check)."""
+    return cache / "venv" / "llama_cpp_server.ok"
+
+
 def locate(cache: Optional[Path] = None) -> RealLLMSetup:
     """The finished setup in ``cache``; raises :class:`RealLLMUnavailable` naming each missing part."""
     root = cache_dir(cache)
     python, gguf = venv_python(root), root / GGUF_NAME
     missing: List[str] = []
-    if not python.exists():
+    if not _runtime_stamp(root).exists():
         missing.append(f"runtime ({python} with llama_cpp.server)")
     if not gguf.exists():
         missing.append(f"weights ({gguf})")
@@ -113,7 +118,7 @@ def find_runtime_wheel(folders: Sequence[Path]) -> Optional[Path]:
 def setup_runtime(cache: Path, wheel_dirs: Sequence[Path] = ()) -> Path:
     """Build (or reuse) the runtime wheel and install it with ``[server]`` into ``cache/venv``; returns its python."""
     python = venv_python(cache)
-    if python.exists() and has_server(python):
+    if _runtime_stamp(cache).exists():
         return python
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -132,6 +137,7 @@ def setup_runtime(cache: Path, wheel_dirs: Sequence[Path] = ()) -> Path:
     _run([python, "-m", "pip", "install", "--quiet", f"{wheel}[server]"], "installing the runtime with [server]")
     if not has_server(python):
         raise RealLLMUnavailable(f"{python} cannot import llama_cpp.server after installing {wheel.name}")
+    _runtime_stamp(cache).write_text(f"{wheel.name}\n", encoding="utf-8")
     return python
 
 

@@ -171,3 +171,12 @@ def test_long_previous_answer_no_longer_skips_the_rewrite() -> None:
     assert history.startswith("user: Tell me about the Eiffel Tower.\nassistant: The Eiffel Tower is")
     assert history.endswith(" …")
     assert rw.max_history_tokens - 20 < rw.count_tokens(history) <= rw.max_history_tokens
+
+
+def test_real_model_repeating_the_first_question_falls_back() -> None:
+    """Qwen2.5-Coder-0.5B-Instruct's exact reply to this conversation (llama.cpp server, greedy)."""
+    llm = ScriptedLLM.fixed("Who directed Inception?")
+    history = conv("Who directed Inception?", "Christopher Nolan directed Inception (2010).")
+    res = QuestionRewriter(llm=llm, trigger=None).rewrite("What other films did he direct?", history)
+    assert (res.query, res.fallback_reason) == (
+        "What other films did he direct?", "rewrite rejected: repeats an earlier question: 'Who directed Inception?'")

@@ -66,3 +66,15 @@ def test_looks_like_answer(reply: str, question: str, answer: bool) -> None:
 def test_clean_rewrite_returns_text() -> None:
     assert clean_rewrite('Standalone question: "Who is Nolan?"') == "Who is Nolan?"
     assert clean_rewrite("   ") == ""
+
+
+def test_unchanged_reply_is_kept_and_marked() -> None:
+    """Qwen2.5-0.5B returned the Chinese follow-up as it was (history: 埃菲尔铁塔在哪里？ / 位于法国巴黎)."""
+    assert parse_rewrite("它有多高？", "它有多高？") == ParsedRewrite("它有多高？", ("unchanged",))
+
+
+def test_repeat_of_an_earlier_question_is_rejected() -> None:
+    """Qwen2.5-0.5B answered the follow-up "What other films did he direct?" with the first question."""
+    assert parse_rewrite("Who directed Inception?", "What other films did he direct?",
+                         ["Who directed Inception?"]) == ParsedRewrite(
+        None, (), "repeats an earlier question: 'Who directed Inception?'")
