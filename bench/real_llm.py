@@ -349,15 +349,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     setup = locate()
     OUT.mkdir(exist_ok=True)
     server = start_server(setup, n_threads=args.n_threads, log_path=OUT / "real_llm_server.log")
-    target = MilvusTarget(uri=str(OUT / "real_llm.db"))
+    # one Milvus Lite file per section set: Milvus Lite opens a file from one process at a time
+    target = MilvusTarget(uri=str(OUT / f"real_llm_{'_'.join(sections)}.db"))
     client = connect_milvus(target)
     embed = LocalMiniLMEmbedding()
     embed.warm_up()
     runtime = (setup.python.parent.parent / "llama_cpp_server.ok").read_text().strip()
-    path = OUT / "real_llm.json"
-    report: Dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    report.update({"model": "qwen2.5-coder-0.5b-instruct (GGUF)", "runtime": runtime,
-                   "startup_s": server.startup_seconds, f"args_{'+'.join(sections)}": vars(args)})
+    report: Dict[str, Any] = {"model": "qwen2.5-coder-0.5b-instruct (GGUF)", "runtime": runtime,
+                              "startup_s": server.startup_seconds, f"args_{'+'.join(sections)}": vars(args)}
     try:
         llm = server.llm(max_tokens=256)
         if "rewrite" in sections:
@@ -370,7 +369,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report["latency"] = bench_latency(llm, embed, client, target)
     finally:
         server.stop()
-    path.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")  # sections merge
+    path = OUT / "real_llm.json"  # sections of separate runs merge
+    merged = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    merged.update(report)
+    path.write_text(json.dumps(merged, indent=1, ensure_ascii=False), encoding="utf-8")
     print_tables(report)
     return 0
 

@@ -55,3 +55,8 @@ def test_assemble_rejects_a_wrong_hash_and_keeps_nothing(tmp_path: Path, monkeyp
                                                  f"{hashlib.sha256(whole).hexdigest()}; expected"):
         assemble_weights(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weight_wheels"]
+
+
+def test_status_command_exits_1_naming_the_setup_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert real_llm.main(["status", "--cache", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.strip().endswith(f"(cache folder: ${real_llm.ENV_CACHE} or {tmp_path})")

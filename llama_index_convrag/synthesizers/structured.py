@@ -37,8 +37,11 @@ def build_program(template: BasePromptTemplate, llm: LLM, verbose: bool = False)
     if llm.metadata.is_function_calling_model:
         from llama_index.core.program.function_program import FunctionCallingProgram
 
+        # Naming the tool (not just "required") is what makes llama.cpp's server constrain the reply to the tool's
+        # JSON schema; with "required" Qwen2.5-0.5B behind it answered in prose, no tool call, on every chunk.
         return FunctionCallingProgram.from_defaults(
-            output_cls=StructuredRefineResponse, llm=llm, prompt=template, verbose=verbose
+            output_cls=StructuredRefineResponse, llm=llm, prompt=template, verbose=verbose,
+            tool_choice=StructuredRefineResponse.__name__,
         )
     from llama_index.core.program.llm_program import LLMTextCompletionProgram
 

@@ -42,6 +42,9 @@ def test_refine_filters_through_real_tool_calls(openai_server):
     assert response.response == "Paris"
     assert response.metadata["llm_calls"] == 3 and response.metadata["llm_calls_saved"] == 1
     assert len(response.metadata["skipped_chunks"]) == 1 and response.metadata["skipped_chunks"][0]["call_index"] == 1
+    # the tool is named, so servers that constrain output by the tool's schema (llama.cpp) return a tool call
+    assert [r.body["tool_choice"] for r in openai_server.requests] == [
+        {"type": "function", "function": {"name": "StructuredRefineResponse"}}] * 3
 
 
 async def test_accumulate_filters_through_real_tool_calls_async(openai_server):

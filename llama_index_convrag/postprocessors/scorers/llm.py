@@ -5,7 +5,9 @@ comma (run-llama/llama_index#11093, #17352), maps ``Doc: 0`` to the last node th
 shifts scores onto the wrong node when a relevance is unreadable (#22404). Here a line counts only when it starts
 with ``Doc``/``Document`` and a number in ``1..n`` followed by a relevance or nothing but punctuation (so "Doc 2
 does not help" is prose, not a pick); a repeated number keeps its first mention; an unreadable or out-of-scale
-relevance inherits the one above it (the list is in relevance order); anything else is ignored.
+relevance inherits the one above it (the list is in relevance order); anything else is ignored. A reply made of
+bare numbers only ("1", "2, 1, 3", "[2] [1]") is read as document numbers in order: Qwen2.5-0.5B behind llama.cpp
+answered the listwise prompt with "1".
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _NUMBER = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)\s*[*_.]*\s*$")
 _LABELLED = re.compile(r"(?:relevance|score|rating)(?:\s*score)?\s*[*_]*\s*[:=]?\s*[*_]*\s*(-?\d+(?:\.\d+)?)", re.I)
 _OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
 _LEADING = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d)")
+_BARE_NUMBERS = re.compile(r"^[\s\[\](),;>.#]*\d+(?:[\s\[\](),;>.#]+\d+)*[\s\[\](),;>.#]*$")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ def parse_listwise(reply: str, num_docs: int, max_relevance: float) -> List[Choi
         if relevance is not None and not 0 <= relevance <= max_relevance:
             relevance = None
         out.append(Choice(number, relevance))
+    if not out and _BARE_NUMBERS.match(reply):
+        for number in (int(n) for n in re.findall(r"\d+", reply)):
+            if 1 <= number <= num_docs and number not in seen:
+                seen.add(number)
+                out.append(Choice(number, None))
     return out
 
 

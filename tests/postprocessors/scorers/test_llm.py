@@ -47,8 +47,15 @@ EXPECTED_LISTWISE_PROMPT = (
          [Choice(3, 8.0), Choice(1, None)]),
         # prose that starts with a document number is not a pick; a bare listing is
         ("Document 2 does not help at all.\nDoc 1.\nDoc: 3", [Choice(1, None), Choice(3, None)]),
+        # bare numbers only: Qwen2.5-0.5B (llama.cpp server, greedy) replied "1"; lists of numbers in order
+        ("1", [Choice(1, None)]),
+        ("2, 1, 3", [Choice(2, None), Choice(1, None), Choice(3, None)]),
+        ("[3] [7] [3]", [Choice(3, None)]),
+        # a number inside prose is not a listing
+        ("I think 2 is best", []),
     ],
-    ids=["comma-line", "chit-chat", "out-of-range", "duplicates", "unreadable-relevance", "formatting", "prose"],
+    ids=["comma-line", "chit-chat", "out-of-range", "duplicates", "unreadable-relevance", "formatting", "prose",
+         "bare-number", "bare-list", "bare-brackets", "number-in-prose"],
 )
 def test_parse_listwise_nasty_replies(reply, expected):
     assert parse_listwise(reply, 3, 10) == expected
@@ -82,6 +89,12 @@ async def test_listwise_async_twin():
     scores = await LLMScorer(llm).ascore("which one?", ["alpha", "beta", "gamma"])
     assert llm.prompts == [EXPECTED_LISTWISE_PROMPT]
     assert scores == pytest.approx([3.999, 0.0, 9.0])
+
+
+def test_real_model_bare_number_reply_scores_that_document():
+    """Qwen2.5-Coder-0.5B-Instruct's exact listwise reply (3 documents, greedy): "1"."""
+    scores = LLMScorer(ScriptedLLM.fixed("1")).score("How long should green tea steep?", ["a", "b", "c"])
+    assert scores == [10.0, 0.0, 0.0]
 
 
 def test_listwise_reply_without_documents_raises():
