@@ -133,7 +133,8 @@ def fit_history(
         return [_head(m, cap) if i in answers else m for i, m in enumerate(picked)]
 
     if answers and users and cost(capped(1)) <= max_tokens:
-        cap = _largest_fitting(max(_units(picked[i]) for i in answers), lambda n: n == 0 or cost(capped(n)) <= max_tokens)
+        longest = max(_units(picked[i]) for i in answers)
+        cap = _largest_fitting(longest, lambda n: n == 0 or cost(capped(n)) <= max_tokens)
         return capped(cap), sum(1 for i in answers if _units(picked[i]) > cap)
     window = users if users else picked[-1:]
     while len(window) > 1 and cost(window) > max_tokens:

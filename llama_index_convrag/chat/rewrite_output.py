@@ -104,7 +104,7 @@ def _unwrap(text: str, steps: List[str]) -> str:
 
 
 def clean_rewrite(text: str) -> str:
-    """The question in a rewrite reply with its wrapping removed ("" when nothing is left); see :func:`parse_rewrite`."""
+    """The question in a rewrite reply, its wrapping removed ("" when nothing is left); see :func:`parse_rewrite`."""
     parsed = parse_rewrite(text)
     return parsed.query if parsed.query is not None else ""
 
