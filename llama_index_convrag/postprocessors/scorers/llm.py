@@ -6,8 +6,8 @@ shifts scores onto the wrong node when a relevance is unreadable (#22404). Here 
 with ``Doc``/``Document`` and a number in ``1..n`` followed by a relevance or nothing but punctuation (so "Doc 2
 does not help" is prose, not a pick); a repeated number keeps its first mention; an unreadable or out-of-scale
 relevance inherits the one above it (the list is in relevance order); anything else is ignored. A reply made of
-bare numbers only ("1", "2, 1, 3", "[2] [1]") is read as document numbers in order: Qwen2.5-0.5B behind llama.cpp
-answered the listwise prompt with "1".
+bare numbers only ("1", "2, 1, 3", "[2] [1]") is read as document numbers in order, and so is a line listing
+only document references ("Document 1, Document 3"); Qwen2.5-0.5B behind llama.cpp replied with both.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ _NUMBER = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)\s*[*_.]*\s*$")
 _LABELLED = re.compile(r"(?:relevance|score|rating)(?:\s*score)?\s*[*_]*\s*[:=]?\s*[*_]*\s*(-?\d+(?:\.\d+)?)", re.I)
 _OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
 _LEADING = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d)")
+_DOC_LIST = re.compile(r"^(?:doc(?:ument)?\s*#?\s*\d+\s*[,;]\s*(?:and\s+)?)+doc(?:ument)?\s*#?\s*\d+\W*$", re.I)
 _BARE_NUMBERS = re.compile(r"^[\s\[\](),;>.#]*\d+(?:[\s\[\](),;>.#]+\d+)*[\s\[\](),;>.#]*$")
 
 
@@ -54,8 +55,11 @@ def parse_listwise(reply: str, num_docs: int, max_relevance: float) -> List[Choi
     """Accepted choices in reply order: in-range numbers only, first mention wins, chit-chat ignored."""
     seen = set()
     out: List[Choice] = []
+    lines: List[str] = []
     for raw in reply.splitlines():
         line = _PREFIX.sub("", raw, count=1)
+        lines += re.split(r"\s*[,;]\s*(?:and\s+)?", line) if _DOC_LIST.match(line) else [line]
+    for line in lines:
         doc = _DOC.match(line)
         if doc is None:
             continue

@@ -53,9 +53,15 @@ EXPECTED_LISTWISE_PROMPT = (
         ("[3] [7] [3]", [Choice(3, None)]),
         # a number inside prose is not a listing
         ("I think 2 is best", []),
+        # Qwen2.5-0.5B's reply (4 documents): references only, on one line
+        ("Document 1, Document 3", [Choice(1, None), Choice(3, None)]),
+        # the same model answered the question instead: "Norway", "1361" (out of range): nothing to read
+        ("Norway", []),
+        ("1361", []),
     ],
     ids=["comma-line", "chit-chat", "out-of-range", "duplicates", "unreadable-relevance", "formatting", "prose",
-         "bare-number", "bare-list", "bare-brackets", "number-in-prose"],
+         "bare-number", "bare-list", "bare-brackets", "number-in-prose", "doc-list-line", "answer-word",
+         "answer-number"],
 )
 def test_parse_listwise_nasty_replies(reply, expected):
     assert parse_listwise(reply, 3, 10) == expected
