@@ -342,9 +342,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if unknown:
         parser.error(f"--sections must be among {list(SECTIONS)}, got {unknown}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    from llama_index_convrag.config import MilvusTarget
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-    from llama_index_convrag.storage.milvus import connect_milvus
+    from llama_index_convrag.milvus import MilvusTarget, connect_milvus
 
     setup = locate()
     OUT.mkdir(exist_ok=True)

@@ -101,6 +101,11 @@ def test_stream_chat_honors_explicit_empty_history() -> None:
     assert query_engine.query.call_args.args == ("fresh question",)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the condense reply is cleaned: MockLLM echoes the whole prompt, several lines and none a question, so "
+    "ours keeps its first line (the instruction) where core uses the echo, history included (docs/COMPATIBILITY.md)",
+)
 @pytest.mark.asyncio
 async def test_achat_honors_explicit_empty_history() -> None:
     async def aquery(query):
