@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, shared_data  # noqa: E402
 
 from llama_index_convrag.chat import ConvRAGChatEngine, QuestionRewriter  # noqa: E402
+from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.evaluation import (cast_passage_corpus, concat_history, load_cast_turns,  # noqa: E402
                                             nodes_to_ranked, replay_conversations)
 from llama_index_convrag.evaluation.answers import token_f1  # noqa: E402
@@ -189,8 +190,8 @@ def extractive_synth(mode: str, embed: Any) -> Any:
 
 def bench_rgb(server: Any, n: int, embed: Any) -> Dict[str, Any]:
     """Item-major (every mode on one question before the next), so llama.cpp reuses the shared prompt prefix."""
-    llm = server.llm(max_tokens=200)
-    text_json_llm = server.llm(max_tokens=200, function_calling=False)
+    llm = OpenAICompatible(**server.client_kwargs(max_tokens=200))
+    text_json_llm = OpenAICompatible(**server.client_kwargs(max_tokens=200, function_calling=False))
     runs: List[Tuple[str, Any]] = [(label, build(llm)) for label, build in synth_modes(embed)]
     runs += [
         ("refine + filtering (tool calls)", get_response_synthesizer(
@@ -359,7 +360,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report: Dict[str, Any] = {"model": "qwen2.5-coder-0.5b-instruct (GGUF)", "runtime": runtime,
                               "startup_s": server.startup_seconds, f"args_{'+'.join(sections)}": vars(args)}
     try:
-        llm = server.llm(max_tokens=256)
+        llm = OpenAICompatible(**server.client_kwargs(max_tokens=256))
         if "rewrite" in sections:
             report["rewrite"] = bench_rewrite(llm, args.turns, embed, client, target)
         if "rgb" in sections:

@@ -160,7 +160,8 @@ def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
     """Start llama.cpp's server for ``gguf`` on 127.0.0.1 (stopped at exit) and return a client for it."""
     import atexit
 
-    from llama_index_convrag.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
+    from llama_index_convrag.config import OpenAICompatible
+    from llama_index_convrag.testing.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
     from llama_index_convrag.testing.real_llm import RealLLMUnavailable, locate
 
     if base_url is not None or model is not None:
@@ -180,7 +181,7 @@ def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
     except LlamaServerError as exc:
         raise CLIError(EXIT_LLM, f"cannot serve {gguf!r}: {exc}") from exc
     atexit.register(server.stop)
-    return server.llm()
+    return OpenAICompatible(**server.client_kwargs())
 
 
 def llm_error(exc: BaseException) -> Optional[CLIError]:

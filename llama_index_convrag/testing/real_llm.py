@@ -11,13 +11,14 @@
    checked.
 
 :func:`locate` finds a finished setup or raises :class:`RealLLMUnavailable` naming what is missing and
-:data:`SETUP_COMMAND`; :func:`start_server` starts a :class:`~llama_index_convrag.llamacpp_server.LlamaServer` on a
+:data:`SETUP_COMMAND`; :func:`start_server` starts a :class:`~llama_index_convrag.testing.llamacpp_server.LlamaServer` on a
 free loopback port. The weights are test fixtures, never a dependency of the package.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -28,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from llama_index_convrag.ingest.pipeline import file_hash as sha256_of
-from llama_index_convrag.llamacpp_server import LlamaServer, has_server
+from llama_index_convrag.testing.llamacpp_server import LlamaServer, has_server
 
 ENV_CACHE = "CONVRAG_REAL_LLM_CACHE"
 SETUP_COMMAND = "python -m llama_index_convrag.testing.real_llm setup"
@@ -72,6 +72,14 @@ def venv_python(cache: Path) -> Path:
 def _runtime_stamp(cache: Path) -> Path:
     """Written once ``venv/`` has imported ``llama_cpp.server`` (so :func:`locate` needs no slow import check)."""
     return cache / "venv" / "llama_cpp_server.ok"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def locate(cache: Optional[Path] = None) -> RealLLMSetup:

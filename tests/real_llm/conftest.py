@@ -10,7 +10,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from llama_index_convrag.llamacpp_server import LlamaServer
+from llama_index_convrag.config import OpenAICompatible
+from llama_index_convrag.testing.llamacpp_server import LlamaServer
 from llama_index_convrag.testing.real_llm import RealLLMSetup, RealLLMUnavailable, locate, start_server
 
 
@@ -43,4 +44,4 @@ def real_llm_server(real_llm_setup: RealLLMSetup) -> Iterator[LlamaServer]:
 @pytest.fixture
 def real_llm(real_llm_server: LlamaServer) -> Any:
     """A greedy (temperature 0) client of the session's server."""
-    return real_llm_server.llm(max_tokens=256)
+    return OpenAICompatible(**real_llm_server.client_kwargs(max_tokens=256))

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from llama_index_convrag.config import OpenAICompatible
+
 from llama_index_convrag.testing.real_llm import GGUF_SHA256, MODEL_ALIAS, sha256_of, start_server
 
 pytestmark = pytest.mark.real_llm
@@ -22,7 +24,7 @@ def test_a_second_server_starts_on_another_port_and_stops(real_llm_server, real_
     server = start_server(real_llm_setup, n_ctx=512, log_path=tmp_path / "second.log")
     try:
         assert server.running and server.port != real_llm_server.port
-        reply = server.llm(max_tokens=8).complete("Say OK.")
+        reply = OpenAICompatible(**server.client_kwargs(max_tokens=8)).complete("Say OK.")
         assert reply.text.strip()
     finally:
         server.stop()

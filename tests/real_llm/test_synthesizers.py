@@ -5,6 +5,7 @@ from typing import List
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.synthesizers import get_response_synthesizer
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
 
@@ -51,7 +52,7 @@ def test_citations_map_to_given_sources_and_count_invented_ones(real_llm) -> Non
 
 @pytest.mark.parametrize("function_calling", [True, False], ids=["tool-calls", "text-json"])
 def test_structured_answer_filtering_parses_or_skips_with_a_reason(real_llm_server, function_calling) -> None:
-    llm = real_llm_server.llm(max_tokens=256, function_calling=function_calling)
+    llm = OpenAICompatible(**real_llm_server.client_kwargs(max_tokens=256, function_calling=function_calling))
     synth = get_response_synthesizer(llm=llm, response_mode="refine", structured_answer_filtering=True)
     response = synth.synthesize(QUESTION, nodes())
     skipped = response.metadata["skipped_chunks"]

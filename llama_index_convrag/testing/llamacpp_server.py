@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, List, Optional, Sequence, Union
+from typing import IO, Any, Dict, List, Optional, Sequence, Union
 
 SERVER_MODULE = "llama_cpp.server"
 INSTALL_HINT = "pip install 'llama-index-convrag[llamacpp]'"
@@ -163,14 +163,13 @@ class LlamaServer:
             raise RuntimeError("the server is not started; call start() first")
         return f"http://{self.host}:{self.port}/v1"
 
-    def llm(self, *, max_tokens: Optional[int] = 512, temperature: float = 0.0, timeout: float = 600.0,
-            function_calling: bool = True) -> Any:
-        """An :class:`~llama_index_convrag.config.OpenAICompatible` client for this server (greedy by default)."""
-        from llama_index_convrag.config import OpenAICompatible
-
-        return OpenAICompatible(model=self.model_alias, api_base=self.base_url, api_key="not-needed",
-                                context_window=self.n_ctx, max_tokens=max_tokens, temperature=temperature,
-                                timeout=timeout, max_retries=0, function_calling=function_calling)
+    def client_kwargs(self, *, max_tokens: Optional[int] = 512, temperature: float = 0.0, timeout: float = 600.0,
+                      function_calling: bool = True) -> Dict[str, Any]:
+        """Keyword arguments of :class:`~llama_index_convrag.config.OpenAICompatible` for this server (greedy by
+        default): ``OpenAICompatible(**server.client_kwargs())``."""
+        return {"model": self.model_alias, "api_base": self.base_url, "api_key": "not-needed",
+                "context_window": self.n_ctx, "max_tokens": max_tokens, "temperature": temperature,
+                "timeout": timeout, "max_retries": 0, "function_calling": function_calling}
 
     def log_tail(self, lines: int = 30) -> str:
         if self.log_path is None or not self.log_path.exists():
