@@ -94,7 +94,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               f"{rep.chunks / rep.total_seconds:8.1f} {rep.chunks / rep.embed_seconds:8.1f} "
               f"{rep.chunks / rep.insert_seconds:13.0f}", flush=True)
         again = ingest([work / "files"], client=client, collection_name=name, embed_model=model)
-        print(f"  re-ingest unchanged: {len(again.skipped)} skipped in {again.total_seconds:.2f} s")
+        print(f"  re-ingest unchanged: {len(again.unchanged)} unchanged in {again.total_seconds:.2f} s")
 
     stored = client.query("ingest_b128", filter='id != ""', output_fields=["*"], limit=16384)
     chunk_texts = [r["text"] for r in stored]

@@ -1,18 +1,10 @@
 """``convrag``: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations.
 
-Commands: ``ingest``, ``ask``, ``chat``, ``eval retrieval``, ``eval conversation``, ``bench embed``, ``bench list``
-(each has ``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``--base-url``)
-``ask`` and ``chat`` run retrieval-only: extractive answers citing the top passages.
-
-Exit codes (scripts can rely on them):
-
-- 0 ok
-- 1 unexpected error (one line on stderr; ``--debug`` prints the traceback)
-- 2 usage error (argparse: bad option or value)
-- 3 input not found, empty folder, no supported files, missing collection
-- 4 Milvus unreachable or unusable URI
-- 5 LLM configuration problem (``--model`` without a key or base URL, or the server refusing)
-- 6 collection built with a different embedding dimension than the model's
+Commands: ``ingest``, ``ask``, ``chat``, ``docs list``, ``docs remove``, ``eval retrieval``, ``eval conversation``,
+``bench embed``, ``bench list`` (each has ``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` /
+``OPENAI_BASE_URL`` / ``--base-url``) ``ask`` and ``chat`` run retrieval-only: extractive answers citing the top
+passages. Exit codes are listed in :data:`~llama_index_convrag.cli_commands.common.EXIT_CODES_HELP` (``--help``).
+With ``--json`` an error is also printed on stdout as ``{"error": {"exit_code", "type", "message"}}``.
 """
 
 from __future__ import annotations
@@ -24,11 +16,16 @@ import traceback
 import warnings
 from typing import Callable, Optional, Sequence
 
-from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_UNEXPECTED, EXIT_USAGE, CLIError,
-                                                     Output)
+from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_UNEXPECTED,
+                                                     EXIT_USAGE, CLIError, Output, check_collection_name,
+                                                     check_question, check_uri)
 from llama_index_convrag.retrievers.modes import DEFAULT_RANKER_TYPE, FUSION_TYPES, SEARCH_TYPES
 
+#: BM25 analyzers of ``milvus.schema.ANALYZERS`` (kept here so that ``--help`` does not import pymilvus; a test
+#: checks they agree).
+ANALYZER_CHOICES = ("chinese", "english", "jieba", "standard")
 DEFAULT_COLLECTION = "convrag"
+DESCRIPTION = "convrag: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations."
 
 MAIN_EPILOG = f"""examples:
   convrag ingest docs/                         index a folder into ./convrag.db (collection 'convrag')
@@ -56,6 +53,13 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _question(text: str) -> str:
+    """An argparse ``type`` for questions: blank ones are usage errors (exit 2); the length is checked later."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the question is blank; type a question")
+    return text
 
 
 _positive = _int_at_least(1)
@@ -105,20 +109,22 @@ def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, ex
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from llama_index_convrag.cli_commands import bench, conversation, evaluate
+    from llama_index_convrag.cli_commands import bench, conversation, docs, evaluate, ingest
 
-    parser = argparse.ArgumentParser(prog="convrag", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = _sub(commands, "ingest", "Index files and folders (txt, md, rst, html, pdf, docx) into a collection.",
              "  convrag ingest docs/ notes.md\n  convrag ingest docs/ --delete-missing --chunk-size 256 --json\n"
              "  convrag ingest docs/ --uri http://localhost:19530 --collection team_docs",
-             conversation.cmd_ingest)
+             ingest.cmd_ingest)
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--delete-missing", action="store_true", help="drop stored documents whose files are gone")
     p.add_argument("--chunk-size", type=_positive, default=None, help="tokens per chunk (default 700)")
     p.add_argument("--chunk-overlap", type=_non_negative, default=None, help="token overlap (default 50)")
+    p.add_argument("--analyzer", choices=ANALYZER_CHOICES, default=None,
+                   help="BM25 analyzer of a new collection (default english; Milvus Lite 3.x servers: standard)")
     _common(p)
 
     p = _sub(commands, "ask", "Ingest PATH (unchanged files are skipped), then answer a question and its "
@@ -129,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
              '  convrag ask docs/ "..." --search-type dense --top-k 3 --json',
              conversation.cmd_ask)
     p.add_argument("path", metavar="PATH")
-    p.add_argument("question")
-    p.add_argument("--follow-up", action="append", metavar="Q", help="a follow-up turn (repeatable)")
+    p.add_argument("question", type=_question)
+    p.add_argument("--follow-up", action="append", metavar="Q", type=_question,
+                   help="a follow-up turn (repeatable)")
     _chat_options(p)
     _common(p)
 
@@ -141,6 +148,28 @@ def build_parser() -> argparse.ArgumentParser:
              conversation.cmd_chat)
     p.add_argument("path", nargs="?", default=None, metavar="PATH")
     _chat_options(p)
+    _common(p)
+
+    dc = _sub(commands, "docs", "List or remove the documents stored in a collection (e.g. those of files that "
+              "were renamed or deleted).",
+              "  convrag docs list --missing\n  convrag docs remove --missing\n"
+              "  convrag docs remove old_notes/ --dry-run")
+    dc_cmds = dc.add_subparsers(dest="docs_command", metavar="ACTION", required=True)
+    p = _sub(dc_cmds, "list", "Stored documents (one per file) with their chunk counts; files that no longer exist "
+             "are marked.",
+             "  convrag docs list\n  convrag docs list --missing --json\n  convrag docs list --under docs/",
+             docs.cmd_docs_list)
+    p.add_argument("--missing", action="store_true", help="only documents whose file no longer exists")
+    p.add_argument("--under", default=None, metavar="FOLDER", help="only documents under FOLDER")
+    _common(p)
+    p = _sub(dc_cmds, "remove", "Remove stored documents: those at or under PATH (the files may be gone), and/or "
+             "with --missing every document whose file no longer exists.",
+             "  convrag docs remove --missing\n  convrag docs remove old_name/ --dry-run\n"
+             "  convrag docs remove docs/draft.md --collection team_docs",
+             docs.cmd_docs_remove)
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("--missing", action="store_true", help="documents whose file no longer exists")
+    p.add_argument("--dry-run", action="store_true", help="show what would be removed, remove nothing")
     _common(p)
 
     ev = _sub(commands, "eval", "Evaluate retrieval (BEIR) or conversational retrieval (TREC CAsT).",
@@ -205,30 +234,66 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``convrag`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
+    argv = list(argv) if argv is not None else sys.argv[1:]
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already explained on stderr
+        code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        if code != 0 and "--json" in argv:
+            Output(json_mode=True).json({"error": {"exit_code": code, "type": "usage",
+                                                   "message": "bad command line (see stderr)"}})
+        return code
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.debug:  # milvus-lite 2.5.1 warns about pkg_resources on import
         warnings.filterwarnings("ignore", category=UserWarning, module="milvus_lite")
     out = Output(json_mode=args.json, quiet=args.quiet)
     try:
+        validate_args(args)
         return int(args.func(args, out))
     except CLIError as exc:
         if args.debug:
             traceback.print_exc()
-        sys.stderr.write(f"convrag: error: {exc}\n")
+        out.error(exc.code, str(exc), "error")
         return exc.code
-    except KeyboardInterrupt:
-        sys.stderr.write("convrag: interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, out)
     except Exception as exc:  # noqa: BLE001 - one line for users, the traceback with --debug
         if args.debug:
             traceback.print_exc()
-        sys.stderr.write(f"convrag: unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)\n")
+        out.error(EXIT_UNEXPECTED, f"unexpected error: {type(exc).__name__}: {exc} (rerun with --debug)",
+                  "unexpected")
         return EXIT_UNEXPECTED
+
+
+def validate_args(args: argparse.Namespace) -> None:
+    """Checks that need no I/O, run before any command opens a file or a connection."""
+    if getattr(args, "uri", None) is not None:
+        check_uri(args.uri)
+    if getattr(args, "collection", None) is not None:
+        check_collection_name(args.collection)
+    for attr in ("question",):
+        if getattr(args, attr, None) is not None:
+            setattr(args, attr, check_question(getattr(args, attr)))
+    if getattr(args, "follow_up", None):
+        args.follow_up = [check_question(q, "follow-up") for q in args.follow_up]
+    if args.command in ("ask", "chat") and getattr(args, "path", None) is not None:
+        from llama_index_convrag.cli_commands.ingest import candidate_files
+
+        candidate_files([args.path])
+
+
+def _interrupted(exc: KeyboardInterrupt, out: Output) -> int:
+    """Exit 130; an interrupted ingest says what it kept and that re-running resumes."""
+    from llama_index_convrag.ingest.progress import IngestInterrupted
+
+    if isinstance(exc, IngestInterrupted):
+        if out.json_mode:
+            out.json(exc.report.to_dict())
+        out.stderr.write(f"convrag: interrupted\n{exc.report}\n")
+    else:
+        out.stderr.write("convrag: interrupted\n")
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ class UnsupportedFileError(ReaderError):
     """No reader for the file's type, or its optional parser is not installed (the message says which)."""
 
 
+class BinaryFileError(UnsupportedFileError):
+    """A text-suffixed file whose bytes are not text (NUL bytes, or no encoding decodes them)."""
+
+
 class FileParseError(ReaderError, ValueError):
     """A reader exists for the file but the file could not be parsed (the message names the file)."""
 
@@ -48,6 +52,7 @@ class MilvusConnectionError(ConvRAGError, ConnectionError):
 
 
 __all__ = [
+    "BinaryFileError",
     "BudgetExceededError",
     "ConfigurationError",
     "ConvRAGError",

@@ -66,7 +66,7 @@ def run_json(capsys: pytest.CaptureFixture, argv: List[str]) -> Dict[str, Any]:
 
 # --- help and usage ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv", [[], ["ingest"], ["ask"], ["chat"], ["eval"], ["eval", "retrieval"],
-                                  ["eval", "conversation"], ["bench"], ["bench", "embed"], ["bench", "list"]])
+                                  ["eval", "conversation"], ["docs"], ["docs", "list"], ["docs", "remove"], ["bench"], ["bench", "embed"], ["bench", "list"]])
 def test_help_has_examples_and_exit_codes(capsys, argv):
     code, out, _ = run(capsys, [*argv, "--help"])
     assert code == 0
@@ -91,7 +91,7 @@ def test_bad_eval_configs_is_usage_error(capsys, tmp_path):
 def test_ingest_json_then_unchanged(capsys, docs, where):
     first = run_json(capsys, ["ingest", str(docs), *where])
     assert sorted(Path(p).name for p in first["added"]) == sorted(DOCS)
-    assert first["chunks"] == 3 and first["skipped"] == []
+    assert first["chunks"] == 3 and first["unchanged"] == []
     code, out, err = run(capsys, ["ingest", str(docs), *where])
     assert code == 0 and err == ""
     assert out.startswith(f"collection {where[-1]}: 0 added, 0 updated, 3 unchanged")
@@ -111,6 +111,22 @@ def test_empty_folder_exit_3(capsys, tmp_path, where):
     (tmp_path / "empty").mkdir()
     code, _, err = run(capsys, ["ask", str(tmp_path / "empty"), "q", *where])
     assert code == 3 and "no files under" in err and "empty folder" in err
+
+
+@pytest.mark.parametrize("argv", [["chat", "{folder}"], ["ingest", "{folder}"], ["ask", "{folder}", "q"]])
+@pytest.mark.parametrize("content", [None, "a.xyz"])
+def test_nothing_is_created_when_nothing_can_be_ingested(capsys, tmp_path, monkeypatch, argv, content):
+    """No convrag.db, no log, no conversation store is left behind by a run that cannot ingest anything."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    if content is not None:
+        (folder / content).write_bytes(b"\x00\x01")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, _, err = run(capsys, [a.replace("{folder}", str(folder)) for a in argv])
+    assert code == 3, err
+    assert sorted(p.name for p in work.iterdir()) == []
 
 
 def test_no_supported_files_exit_3(capsys, tmp_path, where):
@@ -191,7 +207,8 @@ def test_ask_text_output(capsys, docs, where, tmp_path):
     assert lines[1].startswith("answer> ") and "Bake the loaf at 230 degrees for forty minutes" in lines[1]
     assert lines[2].startswith("(retrieval only: extractive answer, no LLM configured")
     assert lines[3].startswith("[1] bread.txt:0 0.") and lines[3].endswith(" (cited)")
-    assert lines[4] == f"sources: {docs.resolve() / 'bread.txt'}"
+    assert lines[4] == "scores: [n] is the rank; score = cosine similarity of query and passage (-1 to 1, higher is closer)"
+    assert lines[5] == f"sources: {docs.resolve() / 'bread.txt'}"
     assert "mode: retrieval-only" in err and "ingest: 3 added" in err
 
 
@@ -456,4 +473,90 @@ def test_ask_names_the_files_it_skipped(capsys, docs, where, tmp_path):
     code, out, err = run(capsys, ["ask", str(docs), "How do I bake sourdough?", "--top-k", "1",
                                   "--store", str(tmp_path / "c.db"), *where])
     assert code == 0, err
-    assert "  skipped diagram.png: no reader for '.png'" in err
+    assert "1 unsupported, 0 failed" in err and "  unsupported diagram.png: no reader for '.png'" in err
+
+
+# --- validation before any I/O (issue 14) ------------------------------------------------------------------
+@pytest.mark.parametrize("argv,message", [
+    (["ask", "{docs}", ""], "the question is blank"),
+    (["ask", "{docs}", "   \n\t"], "the question is blank"),
+    (["ask", "{docs}", "What is Milvus?", "--follow-up", ""], "the question is blank"),
+])
+def test_blank_questions_are_usage_errors(capsys, docs, where, argv, message):
+    code, out, err = run(capsys, [a.replace("{docs}", str(docs)) for a in argv] + where)
+    assert code == 2 and out == "" and message in err
+
+
+def test_over_long_question_exit_7_names_limit_and_size(capsys, docs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, ["ask", str(docs), "x" * 50_000])
+    assert code == 7 and out == ""
+    assert err == ("convrag: error: the question is 50,000 characters; the limit is 4,000 "
+                   "(put long text in a file and ingest it)\n")
+    assert not (tmp_path / "convrag.db").exists()  # refused before any I/O
+    code, _, err = run(capsys, ["ask", str(docs), "ok", "--follow-up", "y" * 4001])
+    assert code == 7 and "the follow-up is 4,001 characters" in err
+
+
+def test_errors_under_json_are_json_objects(capsys, tmp_path):
+    code, out, err = run(capsys, ["ingest", str(tmp_path / "nope"), "--json"])
+    assert code == 3
+    assert json.loads(out) == {"error": {"exit_code": 3, "type": "error",
+                                         "message": f"no such file or folder: {str(tmp_path / 'nope')!r}"}}
+    assert err.startswith("convrag: error: no such file")
+    code, out, _ = run(capsys, ["ask", str(tmp_path), "", "--json"])
+    assert code == 2 and json.loads(out)["error"]["exit_code"] == 2
+
+
+def test_help_top_line_has_no_markup(capsys):
+    code, out, _ = run(capsys, ["--help"])
+    assert code == 0
+    description = out.split("\n\n")[1]
+    assert description.startswith("convrag: ingest folders into Milvus") and "`" not in description
+
+
+def test_unchanged_means_the_same_in_json_and_text(capsys, docs, where):
+    """`unchanged` counts files stored with the same content; files not ingested are `unsupported`/`failed`."""
+    (docs / "x.png").write_bytes(b"\x89PNG")
+    run_json(capsys, ["ingest", str(docs), *where])
+    data = run_json(capsys, ["ingest", str(docs), *where])
+    assert len(data["unchanged"]) == 3 and [Path(p["path"]).name for p in data["unsupported"]] == ["x.png"]
+    assert "skipped" not in data
+    code, out, _ = run(capsys, ["ingest", str(docs), *where])
+    assert out.startswith(f"collection {where[-1]}: 0 added, 0 updated, 3 unchanged, 0 deleted, 1 unsupported")
+    assert "  unsupported: " in out and "x.png (no reader for '.png'" in out
+
+
+def test_binary_txt_is_listed_as_unsupported_not_embedded(capsys, docs, where):
+    (docs / "binary.txt").write_bytes(Path(sys.executable).resolve().read_bytes()[:20000])
+    data = run_json(capsys, ["ingest", str(docs), *where])
+    assert data["chunks"] == 3
+    (entry,) = data["unsupported"]
+    assert entry["path"].endswith("binary.txt") and entry["reason"].startswith("binary file: 'binary.txt' has a NUL")
+
+
+def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, where, tmp_path):
+    code, out, err = run(capsys, ["ask", str(docs), "How do I bake sourdough?", "--top-k", "2",
+                                  "--store", str(tmp_path / "c.db"), *where])
+    assert code == 0, err
+    assert "scores: [n] is the rank; score = mean of dense and BM25 scores min-max normalised per query: 1.0 is the " \
+           "best passage of this query, not a perfect match" in out.splitlines()
+    data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--follow-up", "And tea?",
+                             "--store", str(tmp_path / "c.db"), *where])
+    for turn in data["turns"]:
+        assert isinstance(turn["seconds"], float) and turn["seconds"] >= 0 and turn["rewrite_ms"] >= 0
+        assert turn["scores"].startswith("[n] is the rank; score = mean of dense and BM25")
+
+
+def test_refused_llm_connection_fails_fast_exit_5(capsys, docs, where, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, out, err = run(capsys, ["ask", str(docs), "tea?", "--base-url", f"http://127.0.0.1:{port}/v1",
+                                  "--store", str(tmp_path / "c.db"), *where])
+    assert code == 5 and out == ""
+    assert err == (f"convrag: error: cannot reach the LLM server at 'http://127.0.0.1:{port}/v1': connection refused "
+                   f"(is the server running?)\n")
+    assert not (tmp_path / "c.db").exists()  # refused before ingesting or opening anything

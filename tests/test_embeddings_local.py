@@ -16,6 +16,16 @@ def test_length_batches_groups_longest_first():
     assert length_batches([], 4) == []
 
 
+def test_length_batches_bound_attention_cells():
+    """Long texts go fewer at a time (rows x width^2 <= max_cells), short ones up to batch_size; one never splits."""
+    lengths = [256] * 10 + [64] * 40
+    batches = length_batches(lengths, 32, max_cells=8 * 256 * 256)
+    assert [len(b) for b in batches] == [8, 8, 32, 2]  # the second: 2 long texts, then 6 short ones fit
+    assert all(len(b) * max(lengths[i] for i in b) ** 2 <= 8 * 256 * 256 for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(50))
+    assert length_batches([300], 32, max_cells=10) == [[0]]
+
+
 def test_mean_pool_ignores_padding_and_normalises():
     hidden = np.array([[[1.0, 0.0], [3.0, 0.0], [100.0, 100.0]]], dtype=np.float32)
     mask = np.array([[1, 1, 0]])

@@ -32,6 +32,25 @@ def test_quick_start_runs_against_an_openai_compatible_server(tmp_path, monkeypa
     assert namespace["r2"].metadata["generated_question"]
 
 
+def test_quick_start_runs_offline_without_an_llm(tmp_path, monkeypatch, capsys):
+    """No OPENAI_* variables, no server: the same block answers extractively (issue 14: it used to raise)."""
+    (block,) = python_blocks()
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["llm"] is None and namespace["r1"].response.strip()
+    assert namespace["engine"].store.get_citations(namespace["stream"].message_id)
+
+
+def test_quick_start_offline_hint_is_importable():
+    (block,) = python_blocks()
+    (hint,) = [line.split("instead: ", 1)[1] for line in block.splitlines() if "ScriptedLLM" in line]
+    namespace: dict = {}
+    exec(hint, namespace)
+    assert type(namespace["llm"]).__name__ == "ScriptedLLM"
+
+
 def test_ci_runs_exactly_the_readme_test_command():
     blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
     main_job, tests = (b.strip() for b in blocks[:2])

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -17,6 +18,13 @@ EXIT_INPUT = 3
 EXIT_MILVUS = 4
 EXIT_LLM = 5
 EXIT_DIMENSION = 6
+EXIT_TOO_LARGE = 7
+EXIT_BUSY = 8
+EXIT_INTERRUPTED = 130
+
+#: Longest question accepted (characters): beyond it the question alone would crowd out the passages in the
+#: LLM's context window (and the embedding model reads only its first 256 tokens).
+MAX_QUESTION_CHARS = 4000
 
 EXIT_CODES_HELP = """exit codes:
   0  ok
@@ -25,7 +33,10 @@ EXIT_CODES_HELP = """exit codes:
   3  input not found, empty folder, no supported files, or missing collection
   4  Milvus unreachable or unusable URI
   5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
-  6  collection built with a different embedding dimension than the model's"""
+  6  collection built with a different embedding dimension than the model's
+  7  question longer than the limit (4000 characters)
+  8  the Milvus Lite file is in use by another process
+  130 interrupted (Ctrl-C); an interrupted ingest keeps what it stored, re-run to resume"""
 
 MILVUS_CONNECT_TIMEOUT_S = 5.0
 STORE_FILE = "convrag_chats.db"
@@ -37,6 +48,17 @@ class CLIError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def check_question(text: str, what: str = "question") -> str:
+    """``text`` stripped; exit 2 when blank, exit 7 when longer than :data:`MAX_QUESTION_CHARS`."""
+    stripped = text.strip()
+    if not stripped:
+        raise CLIError(EXIT_USAGE, f"the {what} is blank; type a question")
+    if len(stripped) > MAX_QUESTION_CHARS:
+        raise CLIError(EXIT_TOO_LARGE, f"the {what} is {len(stripped):,} characters; the limit is "
+                                       f"{MAX_QUESTION_CHARS:,} (put long text in a file and ingest it)")
+    return stripped
 
 
 class Output:
@@ -64,9 +86,114 @@ class Output:
         if not (self.quiet or self.json_mode):
             self.stderr.write(line + "\n")
 
+    def error(self, code: int, message: str, kind: str) -> None:
+        """An error: one line on stderr, and under ``--json`` also a JSON object on stdout."""
+        if self.json_mode:
+            self.json({"error": {"exit_code": code, "type": kind, "message": message}})
+        self.stderr.write(f"convrag: error: {message}\n")
+
     def json(self, payload: Any) -> None:
         self.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
         self.stdout.flush()
+
+
+COLLECTION_NAME_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_COLLECTION_NAME = 255
+URI_FORMS = ("a Milvus Lite file path ending in .db (e.g. ./convrag.db)", "http://HOST:PORT or https://HOST:PORT",
+             "tcp://HOST:PORT", "unix:/path/to/milvus.sock")
+
+
+def suggest_collection_name(name: str) -> str:
+    """A valid collection name close to ``name``: accents dropped, other characters to ``_``, a letter first."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    clean = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", ascii_name)).strip("_")
+    if not clean:
+        return "convrag"
+    if clean[0].isdigit():
+        clean = f"c_{clean}"
+    return clean[:MAX_COLLECTION_NAME]
+
+
+def check_collection_name(name: str) -> str:
+    """``name`` when Milvus accepts it (ASCII letter or ``_`` first, then letters, digits, ``_``; at most 255
+    characters); exit 2 with a suggested valid name otherwise. No I/O."""
+    if len(name) <= MAX_COLLECTION_NAME and COLLECTION_NAME_RULE.fullmatch(name):
+        return name
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_COLLECTION_NAME:
+        why = f"is {len(name)} characters long (at most {MAX_COLLECTION_NAME})"
+    elif not re.match(r"[A-Za-z_]", name):
+        why = "must start with an ASCII letter or an underscore"
+    else:
+        bad = sorted({ch for ch in name if not re.match(r"[A-Za-z0-9_]", ch)})
+        why = f"may only hold ASCII letters, digits and underscores (found {''.join(bad)!r})"
+    raise CLIError(EXIT_USAGE, f"collection name {name[:60]!r}{'...' if len(name) > 60 else ''} {why}; "
+                               f"try --collection {suggest_collection_name(name)}")
+
+
+def check_uri(uri: str) -> str:
+    """``uri`` when it has a form Milvus clients accept; exit 2 naming the accepted forms otherwise. No I/O."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", uri)
+    if scheme is not None and len(scheme.group(1)) > 1:  # "C:" is a Windows drive, not a scheme
+        name = scheme.group(1).lower()
+        ok = uri.startswith("unix:") if name == "unix" else (name in ("http", "https", "tcp")
+                                                             and re.match(r"[a-z]+://[^/\s]+", uri))
+        if ok:
+            return uri
+        why = f"scheme {name!r} is not one Milvus speaks" if name not in ("http", "https", "tcp", "unix") \
+            else "has no host"
+    elif not uri.strip():
+        why = "is empty"
+    elif not uri.endswith(".db"):
+        why = "is a file path not ending in .db (Milvus Lite files must)"
+    else:
+        return uri
+    raise CLIError(EXIT_USAGE, f"Milvus URI {uri!r} {why}; accepted: {'; '.join(URI_FORMS)}")
+
+
+def lite_lock_holder(db_path: Path) -> Optional[int]:
+    """The pid of another process holding Milvus Lite's lock on ``db_path`` (``.<name>.lock``), else None.
+
+    Milvus Lite takes a POSIX lock on that file for as long as a process has the database open; ``/proc/locks``
+    names the holder (Linux; elsewhere this returns None).
+    """
+    lock = db_path.expanduser().resolve().parent / f".{db_path.name}.lock"
+    try:
+        st = lock.stat()
+        with open("/proc/locks", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "POSIX":
+            continue
+        pid, dev_inode = parts[4], parts[5]
+        if dev_inode.rsplit(":", 1)[-1] == str(st.st_ino) and pid.isdigit() and int(pid) != os.getpid():
+            return int(pid)
+    return None
+
+
+def _process_name(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return f"pid {pid}"
+    return f"pid {pid}: {cmd[:120]}" if cmd else f"pid {pid}"
+
+
+def check_lite_free(target: Any) -> None:
+    """Exit 8 naming the other process when a Milvus Lite file is already open elsewhere."""
+    if not target.is_lite:
+        return
+    holder = lite_lock_holder(Path(target.uri))
+    if holder is not None:
+        raise CLIError(EXIT_BUSY, f"the Milvus Lite file {target.uri!r} is in use by another process "
+                                  f"({_process_name(holder)}); Milvus Lite allows one process per file: wait for "
+                                  f"it to finish, use another --uri, or serve the data for several processes "
+                                  f"(Milvus standalone, or 'milvus-lite server' from Milvus Lite 3.x) and pass "
+                                  f"--uri http://HOST:PORT")
 
 
 def connect(uri: Optional[str]) -> Any:
@@ -77,6 +204,8 @@ def connect(uri: Optional[str]) -> Any:
         target = resolve_milvus(uri)
     except ValueError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
+    check_uri(target.uri)  # also when it came from CONVRAG_MILVUS_URI
+    check_lite_free(target)
     try:
         client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)  # Lite's own log: <file>.server.log
         client.list_collections()
@@ -151,9 +280,37 @@ def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[st
         raise CLIError(EXIT_LLM, f"--model {model!r} needs an LLM endpoint: set {ENV_API_KEY} (OpenAI) or "
                                  f"{ENV_BASE_URL} / --base-url (OpenAI-compatible server)")
     try:
-        return _resolve(base_url=base_url, model=model)
+        llm = _resolve(base_url=base_url, model=model)
     except Exception as exc:  # LlamaIndex's OpenAI validates model names and keys
         raise CLIError(EXIT_LLM, f"cannot configure the LLM: {exc}") from exc
+    api_base = getattr(llm, "api_base", None)
+    if llm is not None and (base_url is not None or os.environ.get(ENV_BASE_URL)) and api_base:
+        check_reachable(str(api_base))
+    return llm
+
+
+#: Seconds to wait for the LLM server's TCP handshake before the first turn.
+LLM_PROBE_TIMEOUT_S = 3.0
+
+
+def check_reachable(url: str, timeout: float = LLM_PROBE_TIMEOUT_S) -> None:
+    """Exit 5 at once when nothing listens at ``url``'s host and port (instead of the client's retries).
+
+    Only the TCP connection is tried: a server that accepts it but fails later is handled per turn."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.hostname is None:
+        raise CLIError(EXIT_LLM, f"LLM base URL {url!r} has no host; expected http(s)://HOST:PORT/v1")
+    port = parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return
+    except OSError as exc:
+        reason = "connection refused (is the server running?)" if isinstance(exc, ConnectionRefusedError) \
+            else f"{type(exc).__name__}: {exc}"
+        raise CLIError(EXIT_LLM, f"cannot reach the LLM server at {url!r}: {reason}") from exc
 
 
 def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:

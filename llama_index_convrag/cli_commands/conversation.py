@@ -9,60 +9,16 @@ sentences closest to the question, cited), with the passages shown as its source
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional
 
-from llama_index_convrag.cli_commands.common import (EXIT_INPUT, CLIError, Output, check_dimension, connect,
-                                                     default_store_path, embed_model, llm_error,
-                                                     require_collection, resolve_llm)
+from llama_index_convrag.cli_commands.common import (Output, check_dimension, connect, default_store_path,
+                                                     embed_model, llm_error, require_collection, resolve_llm)
+from llama_index_convrag.cli_commands.ingest import not_ingested_notes, run_ingest
 
 SNIPPET_CHARS = 240
 RETRIEVAL_ONLY = "retrieval-only"
-
-
-# --- ingest ------------------------------------------------------------------------------------------------
-def _ingest(paths: Sequence[str], client: Any, target: Any, collection: str, model: Any, out: Output, *,
-            delete_missing: bool = False, chunk_size: Optional[int] = None,
-            chunk_overlap: Optional[int] = None) -> Any:
-    from llama_index_convrag.ingest import ingest
-    from llama_index_convrag.ingest.pipeline import collect_files
-
-    try:
-        files, _ = collect_files(list(paths))
-    except FileNotFoundError as exc:
-        raise CLIError(EXIT_INPUT, str(exc)) from exc
-    if not files:
-        raise CLIError(EXIT_INPUT, f"no files under {', '.join(map(repr, paths))} (empty folder?)")
-    check_dimension(client, collection, model)
-    options: Dict[str, Any] = {"show_progress": out.progress}
-    if chunk_size is not None:
-        options["chunk_size"] = chunk_size
-    if chunk_overlap is not None:
-        options["chunk_overlap"] = chunk_overlap
-    try:
-        report = ingest(list(paths), collection_name=collection, embed_model=model, client=client, target=target,
-                        delete_missing=delete_missing, **options)
-    except ValueError as exc:  # splitter settings, foreign layout
-        raise CLIError(EXIT_INPUT if "layout" in str(exc) else 2, str(exc)) from exc
-    readable = len(report.added) + len(report.updated) + len(report.skipped)
-    if readable == 0:
-        kinds = sorted({Path(p).suffix or p for p, _ in report.unsupported})
-        raise CLIError(EXIT_INPUT, f"no supported files among {len(files)} under {', '.join(map(repr, paths))} "
-                                   f"(unsupported: {kinds}; failed: {len(report.failed)}); "
-                                   f"supported: .txt .md .rst .html .htm .pdf .docx")
-    return report
-
-
-def cmd_ingest(args: Any, out: Output) -> int:
-    target, client = connect(args.uri)
-    model = embed_model()
-    report = _ingest(args.paths, client, target, args.collection, model, out, delete_missing=args.delete_missing,
-                     chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap)
-    if out.json_mode:
-        out.json(report.to_dict())
-    elif not out.quiet:
-        out.text(str(report))
-    return 0
 
 
 # --- one turn, with or without an LLM ----------------------------------------------------------------------
@@ -88,12 +44,30 @@ def _sources(citations: Iterable[Dict[str, Any]]) -> List[str]:
     return list(seen)
 
 
+#: What a passage's score means, by (search type, hybrid ranker); printed under the passages and in --json.
+SCORE_MEANINGS = {
+    ("dense", None): "cosine similarity of query and passage (-1 to 1, higher is closer)",
+    ("sparse", None): "BM25 (unbounded, depends on the query's words: compare within one list only)",
+    ("hybrid", "rrf"): "reciprocal rank fusion of the dense and BM25 lists, sum of 1/(60 + rank): only the order "
+                       "means something",
+    ("hybrid", "weighted"): "mean of dense and BM25 scores min-max normalised per query: 1.0 is the best passage "
+                            "of this query, not a perfect match",
+}
+
+
+def score_meaning(search_type: str, ranker: Optional[str]) -> str:
+    """``[n]`` is the rank; the rest says what the number after it means for this retrieval setting."""
+    key = (search_type, ranker if search_type == "hybrid" else None)
+    return f"[n] is the rank; score = {SCORE_MEANINGS.get(key, 'the retriever score')}"
+
+
 class EngineSession:
     """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked)."""
 
-    def __init__(self, engine: Any, mode: str) -> None:
+    def __init__(self, engine: Any, mode: str, scores: str = "") -> None:
         self.engine = engine
         self.mode = mode
+        self.scores = scores
 
     @property
     def conversation_id(self) -> str:
@@ -103,6 +77,7 @@ class EngineSession:
         self.engine.reset()
 
     def turn(self, question: str, out: Output, stream: bool = False) -> Dict[str, Any]:
+        started = time.perf_counter()
         try:
             if stream and not out.json_mode:
                 response = self.engine.stream_chat(question)
@@ -129,7 +104,9 @@ class EngineSession:
             f"none ({record.rewrite_skipped_reason})"
         return {"conversation_id": meta["conversation_id"], "message_id": meta["message_id"], "question": question,
                 "retrieval_query": record.retrieval_query, "rewrite": rewrite, "answer": answer,
-                "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode}
+                "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
+                "scores": self.scores, "seconds": round(time.perf_counter() - started, 3),
+                "rewrite_ms": round(record.rewrite_latency_ms, 1)}
 
 
 def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
@@ -147,6 +124,8 @@ def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
         score = f"{c['score']:.4f}" if c["score"] is not None else "-"
         cited = " (cited)" if c.get("cited_as") is not None else ""
         out.text(f"[{c['marker']}] {c['file']}:{c['chunk']} {score}{cited}")
+    if turn["citations"] and turn.get("scores"):
+        out.text(f"scores: {turn['scores']}")
     out.text("sources: " + (", ".join(turn["sources"]) if turn["sources"] else "-"))
     out.text()
 
@@ -156,29 +135,36 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     from llama_index_convrag.chat.defaults import NO_LLM_RESPONSE_MODE
     from llama_index_convrag.indices import ConvRAGIndex
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
+    from llama_index_convrag.storage.conversation.recovery import open_lease
 
     llm = resolve_llm(args.base_url, args.model, args.gguf)  # configuration errors before any slow work
     target, client = connect(args.uri)
     model = embed_model()
     report = None
     if path is not None:
-        report = _ingest([path], client, target, args.collection, model, out)
+        report = run_ingest([path], client, target, args.collection, model, out)
         out.note(f"ingest: {len(report.added)} added, {len(report.updated)} updated, "
-                 f"{len(report.skipped)} unchanged ({report.chunks} new chunks, {report.total_seconds:.1f} s)")
-        for path_, reason in [*report.unsupported, *report.failed]:
-            out.note(f"  skipped {Path(path_).name}: {reason}")
+                 f"{len(report.unchanged)} unchanged, {len(report.unsupported)} unsupported, "
+                 f"{len(report.failed)} failed ({report.chunks} new chunks, {report.total_seconds:.1f} s)")
+        for line in not_ingested_notes(report):
+            out.note(line)
     else:
         require_collection(client, args.collection)
         check_dimension(client, args.collection, model)
     index = ConvRAGIndex.from_collection(args.collection, embed_model=model, client=client, target=target)
     store_path = Path(args.store) if args.store is not None else default_store_path(target)
     store = SQLiteConversationStore(store_path)
+    _, recovered = open_lease(store, store_path)  # held until exit: marks turns of crashed runs 'error'
+    if recovered:
+        out.note(f"{len(recovered)} unfinished answer(s) of an earlier run that stopped were marked 'error' "
+                 f"(their questions are kept)")
     retriever_kw = {"similarity_top_k": args.top_k, "search_type": args.search_type}
     if args.search_type == "hybrid":
         retriever_kw["ranker_type"] = args.ranker
     answers: Dict[str, Any] = {"llm": llm} if llm is not None else {"response_mode": NO_LLM_RESPONSE_MODE}
     engine = index.as_chat_engine(conversation_store=store, **answers, **retriever_kw)
-    session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY)
+    session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
+                            score_meaning(args.search_type, args.ranker))
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id} "
              f"in {store_path}")
     return session, report

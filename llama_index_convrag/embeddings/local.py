@@ -91,10 +91,29 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.clip(norms, 1e-12, None)
 
 
-def length_batches(lengths: Sequence[int], batch_size: int) -> List[List[int]]:
-    """Indices grouped into batches of similar length (longest first) to minimise padding."""
+#: Attention cells (rows x width x width) one ONNX run may hold: 8 texts of 256 tokens. The run's transient memory
+#: grows with it (12 heads of width x width scores per layer): 32 x 256 peaks near 1.5 GB, 8 x 256 near 0.6 GB
+#: (``bench/memory.py``), while short texts still go 32 at a time.
+DEFAULT_MAX_BATCH_CELLS = 8 * 256 * 256
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_cells: Optional[int] = None) -> List[List[int]]:
+    """Indices grouped into batches of similar length (longest first) to minimise padding; with ``max_cells`` a
+    batch also keeps ``rows x width^2`` (its attention memory) at most ``max_cells``, so long texts go fewer at a
+    time (a single text always forms a batch)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: List[List[int]] = []
+    current: List[int] = []
+    for i in order:
+        width = lengths[current[0]] if current else lengths[i]
+        full = len(current) >= batch_size or (max_cells is not None and (len(current) + 1) * width * width > max_cells)
+        if current and full:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 class LocalMiniLMEmbedding(BaseEmbedding):
@@ -109,6 +128,8 @@ class LocalMiniLMEmbedding(BaseEmbedding):
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
     tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
+    max_batch_cells: int = Field(default=DEFAULT_MAX_BATCH_CELLS, gt=0,
+                                 description="Peak-memory bound of one ONNX run: rows x tokens^2 of a batch.")
 
     _query_cache: "OrderedDict[str, List[float]]" = PrivateAttr(default_factory=OrderedDict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -162,7 +183,7 @@ class LocalMiniLMEmbedding(BaseEmbedding):
         session = _load_session(self._resolved_model_path(), self.num_threads)
         encodings = tok.encode_batch(list(texts))
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
-        for batch in length_batches([len(e.ids) for e in encodings], self.embed_batch_size):
+        for batch in length_batches([len(e.ids) for e in encodings], self.embed_batch_size, self.max_batch_cells):
             width = max(len(encodings[i].ids) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)

@@ -5,7 +5,10 @@
 * ``delete_missing=True`` deletes chunks of files that were under a given folder and no longer exist.
 * Chunk primary keys are deterministic: ``sha1(doc_id, content_hash, chunk index)``; ``chunk_count`` in metadata
   lets an interrupted run be detected (a document with missing chunks is re-ingested).
-* Files without a reader (or whose optional parser is missing) are listed in ``IngestReport.unsupported``.
+* Files without a reader (or whose optional parser is missing, or whose bytes are not text) are listed in
+  ``IngestReport.unsupported`` with the reason.
+* SIGINT (Ctrl-C) stops the run at the next batch boundary and raises :class:`IngestInterrupted` carrying the
+  report of what was kept; re-running the same call resumes (stored documents are skipped, partly stored ones redone).
 * The embedding model's window is read from the model (``max_input_tokens``, never assumed): chunks longer than it
   are counted in ``IngestReport.over_window`` and logged as a warning (their dense vector sees only the first
   ``embed_window`` tokens; BM25 sees the whole chunk). A model that states no window is warned about once.
@@ -21,7 +24,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.instrumentation import get_dispatcher
@@ -30,6 +33,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from pymilvus import MilvusClient
 
 from llama_index_convrag.embeddings.windows import count_over_window
+from llama_index_convrag.ingest.progress import IngestInterrupted, StopRequest, make_progress, stop_on_sigint
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.filters import quote_string
@@ -54,12 +58,18 @@ FieldText = Callable[[BaseNode], str]
 
 @dataclass
 class IngestReport:
-    """What one :func:`ingest` run did; ``str()`` is a summary, :meth:`to_json` a JSON object."""
+    """What one :func:`ingest` run did; ``str()`` is a summary, :meth:`to_json` a JSON object.
+
+    ``unchanged`` lists files already stored with the same content; files that were not ingested are in
+    ``unsupported`` (no reader, binary) or ``failed`` (the parser or the file system failed), each with a reason.
+    After an interruption ``incomplete`` lists documents partly stored and ``not_reached`` counts files not looked
+    at; ``added``/``updated`` then hold only documents stored completely.
+    """
 
     collection_name: str
     added: List[str] = field(default_factory=list)
     updated: List[str] = field(default_factory=list)
-    skipped: List[str] = field(default_factory=list)
+    unchanged: List[str] = field(default_factory=list)
     deleted: List[str] = field(default_factory=list)
     unsupported: List[Tuple[str, str]] = field(default_factory=list)
     failed: List[Tuple[str, str]] = field(default_factory=list)
@@ -69,6 +79,9 @@ class IngestReport:
     total_seconds: float = 0.0
     embed_window: Optional[int] = None
     over_window: int = 0
+    interrupted: bool = False
+    incomplete: List[str] = field(default_factory=list)
+    not_reached: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -87,7 +100,7 @@ class IngestReport:
     def __str__(self) -> str:
         lines = [
             f"collection {self.collection_name}: {len(self.added)} added, {len(self.updated)} updated, "
-            f"{len(self.skipped)} unchanged, {len(self.deleted)} deleted, {len(self.unsupported)} unsupported, "
+            f"{len(self.unchanged)} unchanged, {len(self.deleted)} deleted, {len(self.unsupported)} unsupported, "
             f"{len(self.failed)} failed",
             f"{self.chunks} chunks; embedding {self.embed_seconds:.1f} s, insert {self.insert_seconds:.1f} s, "
             f"total {self.total_seconds:.1f} s",
@@ -97,6 +110,10 @@ class IngestReport:
                          f"{self.embed_window} tokens (dense vectors see their start only)")
         lines += [f"  unsupported: {p} ({r})" for p, r in self.unsupported]
         lines += [f"  failed: {p} ({r})" for p, r in self.failed]
+        if self.interrupted:
+            lines.append(f"interrupted: kept {len(self.added) + len(self.updated)} documents completely "
+                         f"({self.chunks} chunks); {len(self.incomplete)} partly stored, {self.not_reached} files "
+                         f"not reached; re-run the same command to resume (stored files are skipped)")
         return "\n".join(lines)
 
 
@@ -152,6 +169,8 @@ class Ingestor:
         batch_size: int = DEFAULT_BATCH_SIZE,
         field_texts: Optional[Mapping[str, FieldText]] = None,
         show_progress: bool = False,
+        progress_every: Optional[float] = None,
+        progress_stream: Optional[TextIO] = None,
     ) -> None:
         if spec.layout != "convrag":
             raise ValueError(f"ingest writes the 'convrag' layout; collection {collection_name!r} is {spec.layout!r}")
@@ -172,6 +191,9 @@ class Ingestor:
         self.show_progress = show_progress
         self._inserter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="convrag-insert")
         self._inserting: Optional[Future] = None
+        self.progress_every = progress_every
+        self.progress_stream = progress_stream
+        self._stop = StopRequest()
 
     @classmethod
     def from_defaults(
@@ -189,6 +211,8 @@ class Ingestor:
         dense_index: Optional[Dict[str, Any]] = None,
         extra_dense_fields: Optional[Mapping[str, FieldText]] = None,
         show_progress: bool = False,
+        progress_every: Optional[float] = None,
+        progress_stream: Optional[TextIO] = None,
     ) -> "Ingestor":
         """Connect, create the collection if missing (our layout), else read and check its layout."""
         client = open_client(client, target)
@@ -204,7 +228,7 @@ class Ingestor:
         splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    splitter=splitter, batch_size=batch_size, field_texts=extra_dense_fields,
-                   show_progress=show_progress)
+                   show_progress=show_progress, progress_every=progress_every, progress_stream=progress_stream)
 
     # -- collection state -------------------------------------------------------------------------------------
     def _stored_hash(self, doc_id: str) -> Optional[str]:
@@ -262,16 +286,31 @@ class Ingestor:
             n.metadata["chunk_count"] = len(nodes)
         return nodes
 
-    def _flush(self, pending: List[BaseNode], report: IngestReport) -> None:
+    def _embed(self, texts: List[str]) -> Optional[List[List[float]]]:
+        """Vectors of ``texts`` in the model's batch size; ``None`` when a stop was requested in between."""
+        step = getattr(self.embed_model, "embed_batch_size", len(texts))
+        vectors: List[List[float]] = []
+        for i in range(0, len(texts), step):
+            if self._stop.requested:
+                return None
+            vectors.extend(self.embed_model.get_text_embedding_batch(texts[i : i + step]))
+        return vectors
+
+    def _flush(self, pending: List[BaseNode], report: IngestReport) -> bool:
+        """Embed and insert ``pending``; False (nothing inserted) when a stop was requested meanwhile."""
         if not pending:
-            return
+            return True
         t0 = time.perf_counter()
         texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in pending]
         window, over = count_over_window(self.embed_model, texts)
         report.embed_window, report.over_window = window, report.over_window + over
-        vectors = {self.spec.dense_fields[0]: self.embed_model.get_text_embedding_batch(texts)}
-        for name, fn in self.field_texts.items():
-            vectors[name] = self.embed_model.get_text_embedding_batch([fn(n) for n in pending])
+        vectors: Dict[str, List[List[float]]] = {}
+        for name, batch_texts in [(self.spec.dense_fields[0], texts),
+                                  *[(name, [fn(n) for n in pending]) for name, fn in self.field_texts.items()]]:
+            embedded = self._embed(batch_texts)
+            if embedded is None:
+                return False
+            vectors[name] = embedded
         t1 = time.perf_counter()
         rows = []
         for i, n in enumerate(pending):
@@ -284,6 +323,7 @@ class Ingestor:
         report.embed_seconds += t1 - t0
         report.chunks += len(pending)
         pending.clear()
+        return True
 
     def _insert(self, rows: List[Dict[str, Any]]) -> float:
         t = time.perf_counter()
@@ -304,40 +344,15 @@ class Ingestor:
         files, folders = collect_files(paths, recursive=recursive)
         report = IngestReport(collection_name=self.collection_name)
         pending: List[BaseNode] = []
-        bar = _progress(len(files), self.show_progress)
-        for path in files:
-            doc_id = path.as_posix()
-            try:
-                digest = file_hash(path)
-                stored = self._stored_hash(doc_id)
-                if stored == digest:
-                    report.skipped.append(doc_id)
-                    continue
-                nodes = self._chunks(path, doc_id, digest)
-            except UnsupportedFile as exc:
-                report.unsupported.append((doc_id, str(exc)))
-                logger.info("unsupported %s: %s", doc_id, exc)
-                continue
-            except (OSError, ValueError) as exc:
-                report.failed.append((doc_id, f"{type(exc).__name__}: {exc}"))
-                logger.warning("failed %s: %s", doc_id, exc)
-                continue
-            finally:
-                bar.update(1)
-            if stored is not None:
-                self.delete_document(doc_id)
-                report.updated.append(doc_id)
-            else:
-                report.added.append(doc_id)
-            pending.extend(nodes)
-            while len(pending) >= self.batch_size:
-                head, rest = pending[: self.batch_size], pending[self.batch_size :]
-                self._flush(head, report)
-                pending[:] = rest
-                bar.set_postfix(chunks=report.chunks)
-        self._flush(pending, report)
-        self._wait_insert(report)
-        bar.close()
+        progress = make_progress(len(files), show_bar=self.show_progress, lines_every=self.progress_every,
+                                 stream=self.progress_stream)
+        self._stop = StopRequest()
+        with stop_on_sigint(self._stop):
+            unstored = self._ingest_files(files, report, pending, progress)
+        self._wait_insert(report)  # also after a stop: what was submitted is stored before the report says so
+        progress.close()
+        if unstored is not None:
+            self._interrupted(report, unstored, files)
         _warn_window(self.embed_model, report)
         if delete_missing:
             present = {f.as_posix() for f in files}
@@ -350,6 +365,61 @@ class Ingestor:
         logger.info("%s", report)
         return report
 
+    def _ingest_files(self, files: List[Path], report: IngestReport, pending: List[BaseNode], progress: Any
+                      ) -> Optional[List[BaseNode]]:
+        """Read, split, embed and insert ``files``; the nodes left unstored when a stop was requested, else None."""
+        for path in files:
+            if self._stop.requested:
+                return list(pending)
+            doc_id = path.as_posix()
+            try:
+                digest = file_hash(path)
+                stored = self._stored_hash(doc_id)
+                if stored == digest:
+                    report.unchanged.append(doc_id)
+                    continue
+                nodes = self._chunks(path, doc_id, digest)
+            except UnsupportedFile as exc:
+                report.unsupported.append((doc_id, str(exc)))
+                logger.info("unsupported %s: %s", doc_id, exc)
+                continue
+            except (OSError, ValueError) as exc:
+                report.failed.append((doc_id, f"{type(exc).__name__}: {exc}"))
+                logger.warning("failed %s: %s", doc_id, exc)
+                continue
+            finally:
+                progress.file_read()
+            if stored is not None:
+                self.delete_document(doc_id)
+                report.updated.append(doc_id)
+            else:
+                report.added.append(doc_id)
+            pending.extend(nodes)
+            while len(pending) >= self.batch_size:
+                head, rest = pending[: self.batch_size], pending[self.batch_size :]
+                if not self._flush(head, report):
+                    return head + rest
+                pending[:] = rest
+                progress.chunks_stored(self.batch_size)
+        last = len(pending)
+        if self._stop.requested or not self._flush(pending, report):
+            return list(pending)
+        progress.chunks_stored(last)
+        return None
+
+    def _interrupted(self, report: IngestReport, unstored: List[BaseNode], files: List[Path]) -> None:
+        """Fill in what an interrupted run kept and raise :class:`IngestInterrupted`."""
+        partial = {n.ref_doc_id for n in unstored}
+        report.added = [d for d in report.added if d not in partial]
+        report.updated = [d for d in report.updated if d not in partial]
+        report.incomplete = sorted(partial)
+        seen = {*report.added, *report.updated, *report.unchanged, *partial,
+                *(p for p, _ in report.unsupported), *(p for p, _ in report.failed)}
+        report.not_reached = sum(1 for f in files if f.as_posix() not in seen)
+        report.interrupted = True
+        logger.warning("%s", report)
+        raise IngestInterrupted(report)
+
 
 def _warn_window(embed_model: BaseEmbedding, report: IngestReport) -> None:
     name = type(embed_model).__name__
@@ -360,25 +430,6 @@ def _warn_window(embed_model: BaseEmbedding, report: IngestReport) -> None:
         logger.warning("%d of %d chunks exceed %s's window of %d tokens: their dense vectors see only their start "
                        "(BM25 sees all of it); a chunk_size near the window avoids this", report.over_window,
                        report.chunks, name, report.embed_window)
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def set_postfix(self, **kwargs: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(total: int, show: bool) -> Any:
-    if not show:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="file", desc="ingest")
 
 
 def ingest(
@@ -395,10 +446,10 @@ def ingest(
     """Ingest files/folders into ``collection_name`` (created with our layout if missing).
 
     ``options`` go to :meth:`Ingestor.from_defaults` (chunk_size, chunk_overlap, batch_size, dim, analyzer,
-    dense_index, extra_dense_fields, show_progress); unknown names are rejected.
+    dense_index, extra_dense_fields, show_progress, progress_every, progress_stream); unknown names are rejected.
     """
     accepted = {"chunk_size", "chunk_overlap", "batch_size", "dim", "analyzer", "dense_index",
-                "extra_dense_fields", "show_progress"}
+                "extra_dense_fields", "show_progress", "progress_every", "progress_stream"}
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise TypeError(f"unknown ingest option(s) {unknown}; accepted: {sorted(accepted)}")

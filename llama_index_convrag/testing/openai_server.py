@@ -8,6 +8,8 @@ functions; every request is recorded; failures can be injected to test timeouts 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -58,6 +60,8 @@ class LocalOpenAIServer:
         self.host = host
         self.requests: List[RecordedRequest] = []
         self.delay_s = 0.0
+        self.stream_delay_s = 0.0
+        self.reset_stream_after: Optional[int] = None
         self._failures: List[int] = []
         self._lock = threading.Lock()
         self._httpd: Optional[ThreadingHTTPServer] = None
@@ -95,6 +99,14 @@ class LocalOpenAIServer:
         return f"http://{self.host}:{self.port}/v1"
 
     # controls --------------------------------------------------------------------------------
+    def slow_stream(self, seconds_per_chunk: float) -> None:
+        """Streamed replies wait ``seconds_per_chunk`` before each chunk (a slow model; room to kill a client)."""
+        self.stream_delay_s = seconds_per_chunk
+
+    def reset_streams_after(self, chunks: Optional[int]) -> None:
+        """Streamed replies send ``chunks`` chunks, then the connection is reset (TCP RST); None turns it off."""
+        self.reset_stream_after = chunks
+
     def fail_next(self, status: int, times: int = 1) -> None:
         """The next ``times`` requests answer with HTTP ``status``."""
         with self._lock:
@@ -105,6 +117,8 @@ class LocalOpenAIServer:
             self.requests.clear()
             self._failures.clear()
         self.delay_s = 0.0
+        self.stream_delay_s = 0.0
+        self.reset_stream_after = None
 
     def paths(self) -> List[str]:
         return [r.path for r in self.requests]
@@ -199,6 +213,8 @@ def _make_handler(server: LocalOpenAIServer) -> type:
                     self._rerank(body)
                 else:
                     self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+            except (BrokenPipeError, ConnectionResetError):  # the client went away (its timeout, a closed stream)
+                self.close_connection = True
             except Exception as exc:  # report responder bugs to the client, do not hang it
                 self._send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
 
@@ -212,12 +228,23 @@ def _make_handler(server: LocalOpenAIServer) -> type:
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
             self.end_headers()
-            for chunk in _stream_chunks(body, reply):
+            for i, chunk in enumerate(_stream_chunks(body, reply)):
+                if server.reset_stream_after is not None and i >= server.reset_stream_after:
+                    self._reset_connection()
+                    return
+                if server.stream_delay_s:
+                    time.sleep(server.stream_delay_s)
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
+
+        def _reset_connection(self) -> None:
+            """Close with SO_LINGER 0: the client sees a connection reset mid-stream."""
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
 
         def _embeddings(self, body: Dict[str, Any]) -> None:
             if server.embed_fn is None:

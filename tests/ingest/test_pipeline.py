@@ -56,13 +56,13 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     assert "3 added" in str(first) and "1 unsupported" in str(first) and "1 failed" in str(first)
 
     again = run(docs, milvus_client, collection_name, embed_model)
-    assert again.added == [] and again.updated == [] and len(again.skipped) == 3 and again.chunks == 0
+    assert again.added == [] and again.updated == [] and len(again.unchanged) == 3 and again.chunks == 0
     assert len(rows(milvus_client, collection_name)) == len(stored)
 
     # an interrupted run left long.txt with a missing chunk: it is re-ingested, not skipped
     milvus_client.delete(collection_name, ids=[long_chunks[-1]["id"]])
     repaired = run(docs, milvus_client, collection_name, embed_model)
-    assert [Path(p).name for p in repaired.updated] == ["long.txt"] and len(repaired.skipped) == 2
+    assert [Path(p).name for p in repaired.updated] == ["long.txt"] and len(repaired.unchanged) == 2
     assert len(rows(milvus_client, collection_name)) == len(stored)
 
 
@@ -142,3 +142,61 @@ def test_a_model_without_a_stated_window_is_warned_about(tmp_path, milvus_client
                         embed_model=MockEmbedding(embed_dim=8))
     assert report.chunks == 1 and report.embed_window is None and report.over_window == 0
     assert "MockEmbedding does not state its input window (max_input_tokens)" in caplog.text
+
+
+# --- interruption and progress ---------------------------------------------------------------------------------
+class SigintAtCall:
+    """Sends SIGINT to this process during the N-th embedding call of the real model (as Ctrl-C would)."""
+
+    def __init__(self, model: Any, at_call: int) -> None:
+        self.model, self.at_call, self.calls = model, at_call, 0
+        self.embed_batch_size = 2
+
+    def get_text_embedding_batch(self, texts: list, **kw: Any) -> list:
+        import os
+        import signal
+
+        self.calls += 1
+        vectors = self.model.get_text_embedding_batch(texts)
+        if self.calls == self.at_call:
+            os.kill(os.getpid(), signal.SIGINT)
+        return vectors
+
+    def get_text_embedding(self, text: str) -> list:
+        return self.model.get_text_embedding(text)
+
+
+@pytest.mark.parametrize("at_call", [1, 3])
+def test_sigint_stops_at_the_next_sub_batch_and_rerun_resumes(docs, milvus_client, collection_name, embed_model,
+                                                              at_call):
+    from llama_index_convrag.ingest.progress import IngestInterrupted
+
+    interrupting = SigintAtCall(embed_model, at_call)
+    with pytest.raises(IngestInterrupted) as info:
+        run(docs, milvus_client, collection_name, interrupting)
+    assert interrupting.calls == at_call  # no embedding call after the signal
+    report = info.value.report
+    assert report.interrupted and report.chunks == len(rows(milvus_client, collection_name))
+    assert report.incomplete and not set(report.incomplete) & set(report.added)
+    assert "re-run the same command to resume" in str(report)
+    assert report.not_reached + len(report.incomplete) + len(report.added) + len(report.unsupported) \
+        + len(report.failed) == 5
+
+    resumed = run(docs, milvus_client, collection_name, embed_model)
+    assert sorted(resumed.unchanged) == sorted(report.added)
+    assert set(report.incomplete) <= set(resumed.added) | set(resumed.updated)
+    stored = rows(milvus_client, collection_name)
+    assert len(stored) == len({r["id"] for r in stored}) == resumed.chunks + sum(
+        1 for r in stored if r["doc_id"] in report.added)
+    for doc_id in {r["doc_id"] for r in stored}:
+        chunks = [r for r in stored if r["doc_id"] == doc_id]
+        assert len(chunks) == chunks[0]["metadata"]["chunk_count"]
+
+
+def test_progress_lines_count_files_and_chunks(docs, milvus_client, collection_name, embed_model):
+    import io
+
+    stream = io.StringIO()
+    report = run(docs, milvus_client, collection_name, embed_model, progress_every=1e-9, progress_stream=stream)
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith(f"ingest: 5/5 files read, {report.chunks} chunks stored (")

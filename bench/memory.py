@@ -1,0 +1,113 @@
+"""Where ingest's memory goes: peak RSS of this process (Milvus Lite's server is a separate process) at each step.
+
+Each configuration runs in a fresh child process and reports RSS after the imports, after loading the model, and the
+peak while ingesting SciFact abstracts as .txt files plus one large text file (whole-file reads):
+
+* ``before``: the local model as it was (32 texts per ONNX run whatever their length, the ORT memory arena on);
+* ``arena off``: the same batches with ORT's CPU memory arena disabled (memory returns to the allocator);
+* ``after``: runs bounded to 8 x 256^2 attention cells (``max_batch_cells``, the default now), arena on.
+
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory.py [--files 200] [--big-mb 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import load_scifact  # noqa: E402
+
+CONFIGS = {
+    "before": {"max_batch_cells": 10**12, "arena": True},
+    "arena off": {"max_batch_cells": 10**12, "arena": False},
+    "after (default)": {"max_batch_cells": None, "arena": True},
+}
+
+
+def rss_mb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) // 1024
+    return -1
+
+
+def child(folder: str, db: str, config: dict) -> None:
+    marks = {"python": rss_mb()}
+    import onnxruntime as ort
+
+    from llama_index_convrag.config import MilvusTarget
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+    from llama_index_convrag.ingest import ingest
+    from llama_index_convrag.storage.milvus import connect_milvus
+
+    if not config["arena"]:
+        base = ort.SessionOptions
+
+        class NoArena(base):  # type: ignore[misc, valid-type]
+            def __init__(self) -> None:
+                super().__init__()
+                self.enable_cpu_mem_arena = False
+
+        ort.SessionOptions = NoArena
+    marks["imports"] = rss_mb()
+    kw = {} if config["max_batch_cells"] is None else {"max_batch_cells": config["max_batch_cells"]}
+    model = LocalMiniLMEmbedding(**kw)
+    model.warm_up()
+    marks["model loaded"] = rss_mb()
+    client = connect_milvus(MilvusTarget(uri=db), timeout=120)  # a loaded machine starts Lite slowly
+    t0 = time.perf_counter()
+    report = ingest([folder], collection_name="mem", embed_model=model, client=client)
+    marks["ingest seconds"] = round(time.perf_counter() - t0, 1)
+    marks["chunks"] = report.chunks
+    marks["after ingest"] = rss_mb()
+    marks["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    print(json.dumps(marks))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=200, help="SciFact abstracts as files (default 200)")
+    ap.add_argument("--big-mb", type=float, default=2.0, help="size of the one large text file (default 2 MB)")
+    ap.add_argument("--child", nargs=3, metavar=("FOLDER", "DB", "CONFIG"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], CONFIGS[args.child[2]])
+        return
+    _, texts, _, _ = load_scifact()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "files"
+        folder.mkdir()
+        for i, t in enumerate(texts[: args.files]):
+            (folder / f"doc{i:05d}.txt").write_text(t, encoding="utf-8")
+        big, i = [], args.files
+        while sum(map(len, big)) < args.big_mb * 1e6:
+            big.append(texts[i % len(texts)])
+            i += 1
+        (folder / "big.txt").write_text("\n\n".join(big), encoding="utf-8")
+        print(f"{args.files} SciFact abstracts + one {args.big_mb:g} MB text file; RSS of the ingesting process, MB\n")
+        print("| configuration | imports | model loaded | peak while ingesting | after | chunks | ingest s |")
+        print("|---|---|---|---|---|---|---|")
+        for name in CONFIGS:
+            db = Path(tmp) / f"{name.split()[0]}.db"
+            done = subprocess.run([sys.executable, __file__, "--child", str(folder), str(db), name],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"| {name} | failed: {done.stderr.strip()[-200:]} |")
+                continue
+            m = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"| {name} | {m['imports']} | {m['model loaded']} | {m['peak']} | {m['after ingest']} | "
+                  f"{m['chunks']} | {m['ingest seconds']} |", flush=True)
+            shutil.rmtree(db, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""A Milvus Lite 3.x server process (``milvus-lite server --data-dir D --port P``) for tests and benches.
+
+Milvus Lite 3.x is a different version of the package this project pins (2.5.1, embedded), so it lives in its own
+virtual environment; :data:`ENV_VENV` (default ``/work/venv-lite3``) names it. Create one with::
+
+    python3 -m venv /work/venv-lite3 && /work/venv-lite3/bin/pip install "milvus-lite>=3"
+
+The server speaks gRPC on ``127.0.0.1:PORT``; clients of this package reach it with ``http://127.0.0.1:PORT``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ENV_VENV = "CONVRAG_LITE3_VENV"
+DEFAULT_VENV = "/work/venv-lite3"
+SETUP_HINT = (f'python3 -m venv {DEFAULT_VENV} && {DEFAULT_VENV}/bin/pip install "milvus-lite>=3" '
+              f"(or point ${ENV_VENV} at a virtual environment that has it)")
+
+
+def lite3_executable(venv: Optional[str] = None) -> Optional[Path]:
+    """The ``milvus-lite`` command of the Milvus Lite 3.x environment, or None when it is not installed."""
+    root = Path(venv if venv is not None else os.environ.get(ENV_VENV, DEFAULT_VENV))
+    exe = root / "bin" / "milvus-lite"
+    return exe if exe.is_file() else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiteServer:
+    """Start with :meth:`start` (or as a context manager); :attr:`uri` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self, executable: Path, *, data_dir: Optional[Path] = None, port: Optional[int] = None,
+                 start_timeout_s: float = 60.0) -> None:
+        self.executable = executable
+        self.data_dir = data_dir
+        self.port = port if port is not None else free_port()
+        self.start_timeout_s = start_timeout_s
+        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._proc: Optional[subprocess.Popen] = None
+        self.log_path: Optional[Path] = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "LiteServer":
+        if self.data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="convrag-lite3-")
+            self.data_dir = Path(self._tmp.name) / "data"
+        self.log_path = Path(str(self.data_dir) + ".log")
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen([str(self.executable), "server", "--data-dir", str(self.data_dir),
+                                           "--host", "127.0.0.1", "--port", str(self.port)],
+                                          stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"milvus-lite server exited with {self._proc.returncode}; log: {self.log_path}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"milvus-lite server did not listen on port {self.port} within {self.start_timeout_s} s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "LiteServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
