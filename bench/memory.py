@@ -44,10 +44,10 @@ def child(folder: str, db: str, config: dict) -> None:
     marks = {"python": rss_mb()}
     import onnxruntime as ort
 
-    from llama_index_convrag.config import MilvusTarget
+    from llama_index_convrag.milvus.client import MilvusTarget
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
     from llama_index_convrag.ingest import ingest
-    from llama_index_convrag.storage.milvus import connect_milvus
+    from llama_index_convrag.milvus.client import connect_milvus
 
     if not config["arena"]:
         base = ort.SessionOptions

@@ -22,18 +22,18 @@ from typing import Any, Callable, List, Tuple
 
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
-from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.milvus.client import connect_milvus
 from llama_index_convrag.testing.lite_server import SETUP_HINT, LiteServer, lite3_executable
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "How does one chat turn flow?"
 CLIENT_SCRIPT = """
 import sys
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 t = MilvusTarget(uri=sys.argv[1])

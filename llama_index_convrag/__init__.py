@@ -41,7 +41,7 @@ _EXPORTS: Dict[str, str] = {
     "resolve_embed_model": "llama_index_convrag.config",
     # errors (one tree under ConvRAGError)
     **{name: "llama_index_convrag.errors" for name in (
-        "ConvRAGError", "BudgetExceededError", "ConfigurationError", "ConversationStoreError", "FileParseError",
+        "ConvRAGError", "BinaryFileError", "BudgetExceededError", "ConfigurationError", "ConversationStoreError", "FileParseError",
         "MilvusConnectionError", "ReaderError", "RerankHTTPError", "ScorerError", "UnsupportedFileError",
     )},
 }
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.config import resolve_embed_model, resolve_llm
     from llama_index_convrag.embeddings import LocalMiniLMEmbedding
     from llama_index_convrag.errors import (
+        BinaryFileError,
         BudgetExceededError,
         ConfigurationError,
         ConversationStoreError,

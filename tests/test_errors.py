@@ -27,6 +27,7 @@ OLD_BASES = {
     errors.ConfigurationError: ValueError,
     errors.FileParseError: ValueError,
     errors.UnsupportedFileError: Exception,
+    errors.BinaryFileError: errors.UnsupportedFileError,
     errors.ReaderError: Exception,
 }
 
@@ -64,5 +65,5 @@ def test_old_import_paths_give_the_same_classes():
 def test_configuration_errors_are_raised_as_such():
     with pytest.raises(errors.ConfigurationError, match=r"one of \['local', 'openai'\], got 'cohere'"):
         resolve_embed_model(spec="cohere", env={})
-    with pytest.raises(errors.ConfigurationError, match="got '  '"):
+    with pytest.raises(errors.ConfigurationError, match="Milvus URI '  ' is empty; accepted: "):
         resolve_milvus("  ", env={})

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -97,59 +96,25 @@ class Output:
         self.stdout.flush()
 
 
-COLLECTION_NAME_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-MAX_COLLECTION_NAME = 255
-URI_FORMS = ("a Milvus Lite file path ending in .db (e.g. ./convrag.db)", "http://HOST:PORT or https://HOST:PORT",
-             "tcp://HOST:PORT", "unix:/path/to/milvus.sock")
-
-
-def suggest_collection_name(name: str) -> str:
-    """A valid collection name close to ``name``: accents dropped, other characters to ``_``, a letter first."""
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    clean = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", ascii_name)).strip("_")
-    if not clean:
-        return "convrag"
-    if clean[0].isdigit():
-        clean = f"c_{clean}"
-    return clean[:MAX_COLLECTION_NAME]
-
-
 def check_collection_name(name: str) -> str:
-    """``name`` when Milvus accepts it (ASCII letter or ``_`` first, then letters, digits, ``_``; at most 255
-    characters); exit 2 with a suggested valid name otherwise. No I/O."""
-    if len(name) <= MAX_COLLECTION_NAME and COLLECTION_NAME_RULE.fullmatch(name):
-        return name
-    if not name:
-        why = "is empty"
-    elif len(name) > MAX_COLLECTION_NAME:
-        why = f"is {len(name)} characters long (at most {MAX_COLLECTION_NAME})"
-    elif not re.match(r"[A-Za-z_]", name):
-        why = "must start with an ASCII letter or an underscore"
-    else:
-        bad = sorted({ch for ch in name if not re.match(r"[A-Za-z0-9_]", ch)})
-        why = f"may only hold ASCII letters, digits and underscores (found {''.join(bad)!r})"
-    raise CLIError(EXIT_USAGE, f"collection name {name[:60]!r}{'...' if len(name) > 60 else ''} {why}; "
-                               f"try --collection {suggest_collection_name(name)}")
+    """``name`` when Milvus accepts it; exit 2 with a suggested valid name otherwise. No I/O."""
+    from llama_index_convrag.milvus.client import suggest_collection_name, validate_collection_name
+
+    try:
+        return validate_collection_name(name)
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, str(exc).rsplit("; try ", 1)[0] + f"; try --collection "
+                                                                    f"{suggest_collection_name(name)}") from exc
 
 
 def check_uri(uri: str) -> str:
     """``uri`` when it has a form Milvus clients accept; exit 2 naming the accepted forms otherwise. No I/O."""
-    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", uri)
-    if scheme is not None and len(scheme.group(1)) > 1:  # "C:" is a Windows drive, not a scheme
-        name = scheme.group(1).lower()
-        ok = uri.startswith("unix:") if name == "unix" else (name in ("http", "https", "tcp")
-                                                             and re.match(r"[a-z]+://[^/\s]+", uri))
-        if ok:
-            return uri
-        why = f"scheme {name!r} is not one Milvus speaks" if name not in ("http", "https", "tcp", "unix") \
-            else "has no host"
-    elif not uri.strip():
-        why = "is empty"
-    elif not uri.endswith(".db"):
-        why = "is a file path not ending in .db (Milvus Lite files must)"
-    else:
-        return uri
-    raise CLIError(EXIT_USAGE, f"Milvus URI {uri!r} {why}; accepted: {'; '.join(URI_FORMS)}")
+    from llama_index_convrag.milvus.client import validate_uri
+
+    try:
+        return validate_uri(uri)
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
 
 
 def lite_lock_holder(db_path: Path) -> Optional[int]:
@@ -201,10 +166,9 @@ def connect(uri: Optional[str]) -> Any:
     from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus, resolve_milvus
 
     try:
-        target = resolve_milvus(uri)
+        target = resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI
     except ValueError as exc:
-        raise CLIError(EXIT_MILVUS, str(exc)) from exc
-    check_uri(target.uri)  # also when it came from CONVRAG_MILVUS_URI
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
     check_lite_free(target)
     try:
         client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)  # Lite's own log: <file>.server.log

@@ -12,8 +12,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from pymilvus import MilvusClient
 
-from llama_index_convrag.ingest.schema import detect_spec
-from llama_index_convrag.retrievers.filters import quote_string
+from llama_index_convrag.milvus.schema import detect_spec
+from llama_index_convrag.milvus.filters import quote_string
 
 PAGE = 1000
 

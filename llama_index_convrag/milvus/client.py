@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, Mapping, Optional, Tuple
@@ -37,6 +39,60 @@ def default_milvus_uri() -> str:
     return str(Path.cwd() / "convrag.db")
 
 
+COLLECTION_NAME_RULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_COLLECTION_NAME = 255
+#: The URI forms Milvus clients accept (pymilvus treats anything not ending in .db as a server address).
+URI_FORMS = ("a Milvus Lite file path ending in .db (e.g. ./convrag.db)", "http://HOST:PORT or https://HOST:PORT",
+             "tcp://HOST:PORT", "unix:/path/to/milvus.sock")
+
+
+def suggest_collection_name(name: str) -> str:
+    """A valid collection name close to ``name``: accents dropped, other characters to ``_``, a letter first."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    clean = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", ascii_name)).strip("_")
+    if not clean:
+        return "convrag"
+    if clean[0].isdigit():
+        clean = f"c_{clean}"
+    return clean[:MAX_COLLECTION_NAME]
+
+
+def validate_collection_name(name: str) -> str:
+    """``name`` when Milvus accepts it (an ASCII letter or ``_`` first, then ASCII letters, digits, ``_``; at most
+    255 characters, measured on Milvus Lite 2.5.1); :class:`ConfigurationError` with a valid suggestion otherwise."""
+    if len(name) <= MAX_COLLECTION_NAME and COLLECTION_NAME_RULE.fullmatch(name):
+        return name
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_COLLECTION_NAME:
+        why = f"is {len(name)} characters long (at most {MAX_COLLECTION_NAME})"
+    elif not re.match(r"[A-Za-z_]", name):
+        why = "must start with an ASCII letter or an underscore"
+    else:
+        bad = sorted({ch for ch in name if not re.match(r"[A-Za-z0-9_]", ch)})
+        why = f"may only hold ASCII letters, digits and underscores (found {''.join(bad)!r})"
+    shown = f"{name[:60]!r}{'...' if len(name) > 60 else ''}"
+    raise ConfigurationError(f"collection name {shown} {why}; try {suggest_collection_name(name)!r}")
+
+
+def validate_uri(uri: str) -> str:
+    """``uri`` when it has a form Milvus clients accept (:data:`URI_FORMS`); :class:`ConfigurationError` naming
+    them otherwise. No I/O."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", uri)
+    if scheme is not None and len(scheme.group(1)) > 1:  # "C:" is a Windows drive, not a scheme
+        name = scheme.group(1).lower()
+        if name == "unix" or (name in ("http", "https", "tcp") and re.match(r"[A-Za-z]+://[^/\s]+", uri)):
+            return uri
+        why = "has no host" if name in ("http", "https", "tcp") else f"scheme {name!r} is not one Milvus speaks"
+    elif not uri.strip():
+        why = "is empty"
+    elif not uri.endswith(".db"):
+        why = "is a file path not ending in .db (Milvus Lite files must)"
+    else:
+        return uri
+    raise ConfigurationError(f"Milvus URI {uri!r} {why}; accepted: {'; '.join(URI_FORMS)}")
+
+
 def resolve_milvus(
     uri: Optional[str] = None, token: Optional[str] = None, env: Optional[Mapping[str, str]] = None
 ) -> MilvusTarget:
@@ -45,8 +101,7 @@ def resolve_milvus(
     resolved = pick(uri, env, ENV_MILVUS_URI)
     if resolved is None:
         resolved = default_milvus_uri()
-    if not resolved.strip():
-        raise ConfigurationError(f"Milvus URI must be a file path or http(s)://host:port, got {resolved!r}")
+    validate_uri(resolved)
     return MilvusTarget(uri=resolved, token=pick(token, env, ENV_MILVUS_TOKEN))
 
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from pymilvus import DataType, Function, FunctionType, MilvusClient
 
-from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus, validate_collection_name
 from llama_index_convrag.milvus.filters import quote_string
 
 DENSE = "dense"
@@ -145,6 +145,7 @@ def create_collection(
     text_max_length: int = 65_535,
 ) -> None:
     """Create ``collection_name`` with ``spec`` (convrag layout); no-op when it already exists."""
+    validate_collection_name(collection_name)
     if spec.layout != "convrag":
         raise ValueError(f"only the 'convrag' layout can be created here, got {spec.layout!r}")
     if client.has_collection(collection_name):

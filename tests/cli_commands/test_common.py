@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from llama_index_convrag.cli import main
 from llama_index_convrag.cli_commands.common import (CLIError, check_collection_name, check_question, check_uri,
-                                                     lite_lock_holder, suggest_collection_name)
+                                                     lite_lock_holder)
+from llama_index_convrag.milvus.client import suggest_collection_name
 
 FUZZ = settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -113,16 +114,14 @@ def test_any_collection_name_is_accepted_or_refused_with_a_valid_suggestion(name
 @settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.one_of(st.text(max_size=20), st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)))
 def test_our_name_rule_agrees_with_milvus(milvus_client, name):
-    """What the validator accepts, Milvus Lite creates; what it refuses, Milvus refuses too."""
-    from llama_index_convrag.ingest import create_collection, default_spec
-
+    """What the validator accepts, Milvus Lite creates; what it refuses, Milvus refuses too (raw pymilvus call)."""
     try:
         check_collection_name(name)
         ours = True
     except CLIError:
         ours = False
     try:
-        create_collection(milvus_client, name, default_spec(4))
+        milvus_client.create_collection(name, dimension=4)
         theirs = True
         milvus_client.drop_collection(name)
     except Exception:

@@ -8,10 +8,10 @@ import os
 import signal
 import sys
 
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.ingest import ingest
-from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.milvus.client import connect_milvus
 
 
 class KillAtCall:

@@ -14,12 +14,13 @@ from typing import Any, List
 
 import pytest
 
-from llama_index_convrag.config import MilvusTarget, OpenAICompatible
+from llama_index_convrag.config import OpenAICompatible
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.storage.conversation import ConversationStoreError, SQLiteConversationStore
 from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR, open_lease, release_leases
-from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.milvus.client import connect_milvus
 from tests.faults.conftest import REPO, python, wait_for
 
 SENTENCES = " ".join(f"Fact {i}: the lighthouse keeper logged storm number {i} in the harbour book." for i in range(30))

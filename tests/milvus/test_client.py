@@ -75,5 +75,5 @@ def test_milvus_resolution_order(tmp_path, monkeypatch):
 
 
 def test_blank_milvus_uri_is_rejected():
-    with pytest.raises(ValueError, match="got '  '"):
+    with pytest.raises(ValueError, match="Milvus URI '  ' is empty; accepted: "):
         resolve_milvus("  ", env={})

@@ -14,10 +14,10 @@ import pytest
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_convrag.cli import main
-from llama_index_convrag.config import MilvusTarget
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
-from llama_index_convrag.storage.milvus import connect_milvus
+from llama_index_convrag.milvus.client import connect_milvus
 from llama_index_convrag.testing.lite_server import SETUP_HINT, LiteServer, lite3_executable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,8 +69,8 @@ def test_retrieval_through_the_server(collection, embed_model, search_type, rank
 
 
 def test_two_client_processes(collection, server):
-    script = ("import sys\nfrom llama_index_convrag.config import MilvusTarget\n"
-              "from llama_index_convrag.storage.milvus import connect_milvus\n"
+    script = ("import sys\nfrom llama_index_convrag.milvus.client import MilvusTarget\n"
+              "from llama_index_convrag.milvus.client import connect_milvus\n"
               "c = connect_milvus(MilvusTarget(uri=sys.argv[1]))\n"
               "print(c.query('docs', filter='id != \"\"', output_fields=['count(*)'])[0]['count(*)'])\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
