@@ -560,3 +560,10 @@ def test_refused_llm_connection_fails_fast_exit_5(capsys, docs, where, tmp_path)
     assert err == (f"convrag: error: cannot reach the LLM server at 'http://127.0.0.1:{port}/v1': connection refused "
                    f"(is the server running?)\n")
     assert not (tmp_path / "c.db").exists()  # refused before ingesting or opening anything
+
+
+def test_analyzer_choices_are_the_schema_analyzers():
+    from llama_index_convrag.cli import ANALYZER_CHOICES
+    from llama_index_convrag.milvus.schema import ANALYZERS
+
+    assert ANALYZER_CHOICES == tuple(sorted(ANALYZERS))

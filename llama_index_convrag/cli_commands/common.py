@@ -38,6 +38,8 @@ EXIT_CODES_HELP = """exit codes:
   130 interrupted (Ctrl-C); an interrupted ingest keeps what it stored, re-run to resume"""
 
 MILVUS_CONNECT_TIMEOUT_S = 5.0
+#: Milvus Lite starts its embedded server first, which takes longer than 5 s on a busy machine.
+LITE_START_TIMEOUT_S = 60.0
 STORE_FILE = "convrag_chats.db"
 
 
@@ -171,7 +173,8 @@ def connect(uri: Optional[str]) -> Any:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     check_lite_free(target)
     try:
-        client = connect_milvus(target, timeout=MILVUS_CONNECT_TIMEOUT_S)  # Lite's own log: <file>.server.log
+        timeout = LITE_START_TIMEOUT_S if target.is_lite else MILVUS_CONNECT_TIMEOUT_S
+        client = connect_milvus(target, timeout=timeout)  # Lite's own log: <file>.server.log
         client.list_collections()
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
