@@ -11,7 +11,8 @@ import sys
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.ingest import ingest
-from llama_index_convrag.milvus.client import connect_milvus
+from llama_index_convrag.errors import MilvusConnectionError
+from llama_index_convrag.milvus.client import connect_milvus, forget_clients
 
 
 class KillAtCall:
@@ -31,7 +32,14 @@ class KillAtCall:
 
 if __name__ == "__main__":
     folder, db, collection, at_call = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    client = connect_milvus(MilvusTarget(uri=db))
+    for attempt in range(3):  # Milvus Lite's embedded server can fail to start on an overloaded machine
+        try:
+            client = connect_milvus(MilvusTarget(uri=db), timeout=60)
+            break
+        except MilvusConnectionError:
+            forget_clients()
+            if attempt == 2:
+                raise
     ingest([folder], collection_name=collection, client=client, chunk_size=64, chunk_overlap=8, batch_size=4,
            embed_model=KillAtCall(LocalMiniLMEmbedding(), at_call))
     print("finished without being killed", flush=True)
