@@ -163,6 +163,19 @@ def check_lite_free(target: Any) -> None:
                                   f"--uri http://HOST:PORT")
 
 
+def _connect_with_retry(target: Any, timeout: float) -> Any:
+    """Milvus Lite's embedded server sometimes fails to start on a busy machine: two more tries for a Lite file."""
+    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus
+
+    for attempt in range(3 if target.is_lite else 1):
+        try:
+            return connect_milvus(target, timeout=timeout)
+        except MilvusConnectionError:
+            if attempt == (2 if target.is_lite else 0):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def connect(uri: Optional[str]) -> Any:
     """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
     from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus, resolve_milvus
@@ -174,7 +187,7 @@ def connect(uri: Optional[str]) -> Any:
     check_lite_free(target)
     try:
         timeout = LITE_START_TIMEOUT_S if target.is_lite else MILVUS_CONNECT_TIMEOUT_S
-        client = connect_milvus(target, timeout=timeout)  # Lite's own log: <file>.server.log
+        client = _connect_with_retry(target, timeout)  # Lite's own log: <file>.server.log
         client.list_collections()
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
