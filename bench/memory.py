@@ -7,7 +7,8 @@ peak while ingesting SciFact abstracts as .txt files plus one large text file (w
   ``ORT_ENABLE_ALL`` which folds the int8 weights into fp32 copies, the ORT memory arena on);
 * ``arena off``: the same with ORT's CPU memory arena disabled (memory returns to the allocator);
 * ``bounded runs``: runs bounded to 8 x 256^2 attention cells (``max_batch_cells``), still ``ORT_ENABLE_ALL``;
-* ``after``: bounded runs and no graph rewriting (the defaults now).
+* ``after``: bounded runs and no graph rewriting (the defaults now);
+* ``after + arena off``: the defaults with ORT's CPU memory arena disabled.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory.py [--files 200] [--big-mb 2]
 """
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ CONFIGS = {
     "arena off": {"max_batch_cells": 10**12, "arena": False, "optimize": True},
     "bounded runs": {"max_batch_cells": None, "arena": True, "optimize": True},
     "after (default)": {"max_batch_cells": None, "arena": True, "optimize": False},
+    "after + arena off": {"max_batch_cells": None, "arena": False, "optimize": False},
 }
 
 
@@ -115,7 +117,7 @@ def main() -> None:
         print("| configuration | imports | model loaded | peak while ingesting | after | chunks | ingest s |")
         print("|---|---|---|---|---|---|---|")
         for name in args.configs.split(","):
-            db = Path(tmp) / f"{name.split()[0]}.db"
+            db = Path(tmp) / (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") + ".db")  # one per config
             done = subprocess.run([sys.executable, __file__, "--child", str(folder), str(db), name],
                                   capture_output=True, text=True)
             if done.returncode != 0:
@@ -124,7 +126,7 @@ def main() -> None:
             m = json.loads(done.stdout.strip().splitlines()[-1])
             print(f"| {name} | {m['imports']} | {m['model loaded']} | {m['peak']} | {m['after ingest']} | "
                   f"{m['chunks']} | {m['ingest seconds']} |", flush=True)
-            shutil.rmtree(db, ignore_errors=True)
+            db.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

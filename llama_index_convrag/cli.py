@@ -1,9 +1,9 @@
 """``convrag``: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations.
 
-Commands: ``ingest``, ``ask``, ``chat``, ``docs list``, ``docs remove``, ``eval retrieval``, ``eval conversation``,
-``bench embed``, ``bench list`` (each has ``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` /
-``OPENAI_BASE_URL`` / ``--base-url``) ``ask`` and ``chat`` run retrieval-only: extractive answers citing the top
-passages. Exit codes are listed in :data:`~llama_index_convrag.cli_commands.common.EXIT_CODES_HELP` (``--help``).
+Commands: ``ingest``, ``ask``, ``chat``, ``docs list``, ``docs remove``, ``conversations list``,
+``conversations export``, ``eval retrieval``, ``eval conversation``, ``bench embed``, ``bench list`` (each has
+``--help`` with examples). Without an LLM (no ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``--base-url``) ``ask`` and
+``chat`` run retrieval-only: extractive answers citing the top passages. Exit codes are listed in :data:`~llama_index_convrag.cli_commands.common.EXIT_CODES_HELP` (``--help``).
 With ``--json`` an error is also printed on stdout as ``{"error": {"exit_code", "type", "message"}}``.
 """
 
@@ -24,6 +24,15 @@ from llama_index_convrag.retrievers.modes import DEFAULT_RANKER_TYPE, FUSION_TYP
 #: BM25 analyzers of ``milvus.schema.ANALYZERS`` (kept here so that ``--help`` does not import pymilvus; a test
 #: checks they agree).
 ANALYZER_CHOICES = ("chinese", "english", "jieba", "standard")
+#: The engine's choice lists, repeated for the same reason (``tests/cli_commands/test_engine_options.py`` checks
+#: each against its source):
+#: ``synthesizers.registry.registered_modes()``, ``chat.rewrite.STRATEGIES``, ``chat.defaults.CHAT_MODES``,
+#: ``cli_commands.engine_options.RERANKERS``.
+RESPONSE_MODE_CHOICES = ("accumulate", "compact", "compact_accumulate", "context_only", "extractive", "generation",
+                         "no_text", "refine", "simple_summarize", "tree_summarize")
+REWRITE_STRATEGY_CHOICES = ("llm", "contextual", "concat", "none")
+CHAT_MODE_CHOICES = ("condense_question", "condense_plus_context", "context")
+RERANK_CHOICES = ("embedding", "llm")
 DEFAULT_COLLECTION = "convrag"
 DESCRIPTION = "convrag: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations."
 
@@ -31,11 +40,13 @@ MAIN_EPILOG = f"""examples:
   convrag ingest docs/                         index a folder into ./convrag.db (collection 'convrag')
   convrag ask docs/ "How does one chat turn flow?" --follow-up "What if it fails?"
   printf 'q1\\nq2\\n' | convrag chat docs/        one question per line from stdin
+  convrag chat docs/ --conversation ID --filter file_name=guide.md --rerank embedding
   convrag eval retrieval ../shared/data/scifact --max-queries 200
   convrag bench list
 
-environment: CONVRAG_MILVUS_URI (default ./convrag.db), OPENAI_API_KEY, OPENAI_BASE_URL, CONVRAG_LLM_MODEL,
-CONVRAG_EMBED_MODEL (default: the local MiniLM model, no network)
+environment: CONVRAG_MILVUS_URI (default ./convrag.db), CONVRAG_MILVUS_TOKEN (a Milvus server's token: user:password
+or an API key), OPENAI_API_KEY, OPENAI_BASE_URL, CONVRAG_LLM_MODEL, CONVRAG_EMBED_MODEL (default: the local MiniLM
+model, no network)
 
 {EXIT_CODES_HELP}"""
 
@@ -69,7 +80,8 @@ _non_negative = _int_at_least(0)
 def _common(parser: argparse.ArgumentParser, *, collection: Optional[str] = DEFAULT_COLLECTION,
             json_help: str = "machine-readable JSON on stdout") -> None:
     parser.add_argument("--uri", default=None,
-                        help="Milvus Lite file or server URI (default: $CONVRAG_MILVUS_URI or ./convrag.db)")
+                        help="Milvus Lite file or server URI (default: $CONVRAG_MILVUS_URI or ./convrag.db); a "
+                             "secured server's token comes from $CONVRAG_MILVUS_TOKEN")
     parser.add_argument("--collection", default=collection,
                         help=f"collection name (default: {collection if collection else 'named after the data set'})")
     parser.add_argument("--json", action="store_true", help=json_help)
@@ -93,6 +105,26 @@ def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranker", choices=FUSION_TYPES, default=DEFAULT_RANKER_TYPE,
                         help=f"hybrid fusion (default {DEFAULT_RANKER_TYPE}: per-query min-max normalised, the "
                              "library default; best on SciFact, Cranfield and CAsT)")
+    parser.add_argument("--rerank", choices=RERANK_CHOICES, default=None,
+                        help="rerank the fused candidates (max(10, top-k)): embedding (passage windows re-scored "
+                             "by the embedding model, offline) or llm (the LLM ranks them); default: none")
+    parser.add_argument("--filter", action="append", default=None, metavar="COND",
+                        help="metadata condition, repeatable (all must hold): KEY=VALUE or KEY OP VALUE with OP "
+                             "==, !=, >, >=, <, <= (e.g. file_name=notes.md, chunk>=2); a JSON number, true/false "
+                             "or quoted string keeps its type")
+    parser.add_argument("--response-mode", choices=RESPONSE_MODE_CHOICES, default=None,
+                        help="how the answer is written (the engine's response_mode; default compact with an LLM, "
+                             "extractive without; context_only, extractive, no_text need no LLM)")
+    parser.add_argument("--rewrite-strategy", choices=REWRITE_STRATEGY_CHOICES, default=None,
+                        help="how a follow-up becomes a retrieval query (default llm with an LLM, concat without; "
+                             "contextual, concat, none need no LLM)")
+    parser.add_argument("--chat-mode", choices=CHAT_MODE_CHOICES, default=None,
+                        help="the engine's chat_mode (default condense_question)")
+    parser.add_argument("--system-prompt", default=None, metavar="TEXT",
+                        help="system prompt of the answers (with an LLM and --chat-mode condense_plus_context or "
+                             "context)")
+    parser.add_argument("--conversation", default=None, metavar="ID",
+                        help="resume a stored conversation (see 'convrag conversations list')")
     parser.add_argument("--store", default=None,
                         help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")
     _llm_options(parser)
@@ -109,7 +141,7 @@ def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, ex
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from llama_index_convrag.cli_commands import bench, conversation, docs, evaluate, ingest
+    from llama_index_convrag.cli_commands import bench, conversation, conversations, docs, evaluate, ingest
 
     parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,6 +203,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--missing", action="store_true", help="documents whose file no longer exists")
     p.add_argument("--dry-run", action="store_true", help="show what would be removed, remove nothing")
     _common(p)
+
+    cv = _sub(commands, "conversations", "List or export the conversations 'ask' and 'chat' stored (resume one "
+              "with --conversation ID).",
+              "  convrag conversations list\n  convrag conversations export 3f2a... --format markdown\n"
+              "  convrag chat docs/ --conversation 3f2a...")
+    cv_cmds = cv.add_subparsers(dest="conversations_command", metavar="ACTION", required=True)
+    p = _sub(cv_cmds, "list", "Stored conversations: id, number of questions, last update, first question.",
+             "  convrag conversations list\n  convrag conversations list --json --store chats.db",
+             conversations.cmd_conversations_list)
+    p.add_argument("--store", default=None, help="conversation store (default: convrag_chats.db next to the Milvus "
+                                                 "file of --uri)")
+    _common(p, collection=None)
+    p = _sub(cv_cmds, "export", "One conversation: every question and answer with its status and citations, and "
+             "the turn records (JSON) or a readable transcript (markdown).",
+             "  convrag conversations export ID\n  convrag conversations export ID --format markdown > chat.md",
+             conversations.cmd_conversations_export)
+    p.add_argument("conversation_id", metavar="ID")
+    p.add_argument("--format", choices=("json", "markdown"), default="json", help="default json")
+    p.add_argument("--store", default=None, help="conversation store (default: convrag_chats.db next to the Milvus "
+                                                 "file of --uri)")
+    _common(p, collection=None)
 
     ev = _sub(commands, "eval", "Evaluate retrieval (BEIR) or conversational retrieval (TREC CAsT).",
               "  convrag eval retrieval ../shared/data/scifact --max-queries 200\n"
@@ -277,10 +330,13 @@ def validate_args(args: argparse.Namespace) -> None:
             setattr(args, attr, check_question(getattr(args, attr)))
     if getattr(args, "follow_up", None):
         args.follow_up = [check_question(q, "follow-up") for q in args.follow_up]
-    if args.command in ("ask", "chat") and getattr(args, "path", None) is not None:
+    if args.command in ("ask", "chat"):
+        from llama_index_convrag.cli_commands.engine_options import check_static
         from llama_index_convrag.cli_commands.ingest import candidate_files
 
-        candidate_files([args.path])
+        check_static(args)
+        if args.path is not None:
+            candidate_files([args.path])
 
 
 def _interrupted(exc: KeyboardInterrupt, out: Output) -> int:

@@ -66,7 +66,8 @@ def run_json(capsys: pytest.CaptureFixture, argv: List[str]) -> Dict[str, Any]:
 
 # --- help and usage ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv", [[], ["ingest"], ["ask"], ["chat"], ["eval"], ["eval", "retrieval"],
-                                  ["eval", "conversation"], ["docs"], ["docs", "list"], ["docs", "remove"], ["bench"], ["bench", "embed"], ["bench", "list"]])
+                                  ["eval", "conversation"], ["docs"], ["docs", "list"], ["docs", "remove"],
+                                  ["conversations"], ["conversations", "list"], ["conversations", "export"], ["bench"], ["bench", "embed"], ["bench", "list"]])
 def test_help_has_examples_and_exit_codes(capsys, argv):
     code, out, _ = run(capsys, [*argv, "--help"])
     assert code == 0
@@ -567,3 +568,50 @@ def test_analyzer_choices_are_the_schema_analyzers():
     from llama_index_convrag.milvus.schema import ANALYZERS
 
     assert ANALYZER_CHOICES == tuple(sorted(ANALYZERS))
+
+
+def test_ctrl_c_during_ingest_exit_130_says_what_was_kept_and_rerun_resumes(capsys, docs, where, monkeypatch,
+                                                                             embed_model):
+    """Issue 14: SIGINT mid-ingest stops at the next embedding run, says what was kept, exit 130; re-run resumes."""
+    from llama_index_convrag.cli_commands import ingest as ingest_cmd
+    from tests.ingest.test_pipeline import SigintAtCall
+
+    (docs / "more.txt").write_text("Oolong tea is partly oxidised and steeps for three minutes.")
+    interrupting = SigintAtCall(embed_model, 1)
+    monkeypatch.setattr(ingest_cmd, "embed_model", lambda: interrupting)
+    code, out, err = run(capsys, ["ingest", str(docs), "--json", *where])
+    assert code == 130 and interrupting.calls == 1  # no embedding run after the signal
+    kept = json.loads(out)
+    assert kept["interrupted"] is True and "convrag: interrupted\n" in err
+    assert "re-run the same command to resume" in err
+    monkeypatch.undo()
+    monkeypatch.setattr(ingest_cmd, "embed_model", lambda: embed_model)
+    resumed = run_json(capsys, ["ingest", str(docs), *where])
+    assert sorted(resumed["unchanged"]) == sorted(kept["added"]) and len(kept["added"]) < 4
+    assert len(resumed["added"]) + len(resumed["updated"]) + len(resumed["unchanged"]) == 4
+
+
+def test_corrupt_pdf_without_the_docs_extra_says_what_to_install(capsys, tmp_path, where, monkeypatch):
+    """Issue 14: a corrupt .pdf with the README's [local] install (no pypdf) names the docs extra, not 'unsupported:
+    ... supported: ... .pdf'."""
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 corrupt")
+    code, _, err = run(capsys, ["ingest", str(folder), *where])
+    assert code == 3
+    assert 'broken.pdf: PDF support needs the docs extra (pypdf): pip install "llama-index-convrag[docs]"' in err
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(capsys, docs, where, monkeypatch):
+    """Issue 14: a 20 MB file with stderr in a log printed nothing for 29 minutes; now a line every interval."""
+    from llama_index_convrag.cli_commands import ingest as ingest_cmd
+
+    monkeypatch.setattr(ingest_cmd, "PROGRESS_LINE_SECONDS", 1e-9)
+    code, _, err = run(capsys, ["ingest", str(docs), *where])
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("ingest: ")]
+    assert lines and lines[-1].startswith("ingest: 3/3 files read, 3 chunks stored (")
+    assert "\r" not in err  # no terminal bar redrawing in a log
+    code, _, err = run(capsys, ["ingest", str(docs), "-q", *where])
+    assert code == 0 and "ingest: " not in err

@@ -87,3 +87,28 @@ def test_server_refuses_non_loopback_host():
 
     with pytest.raises(ValueError, match="loopback"):
         LocalOpenAIServer(host="0.0.0.0")
+
+
+def test_a_client_that_goes_away_mid_stream_leaves_no_traceback(capfd):
+    """Issue 14: a client closing a stream (its timeout, a killed chat) made the server thread print a
+    BrokenPipeError traceback into the test log. Now the request ends quietly; other handler errors are recorded."""
+    import socket
+    import struct
+    import time
+
+    from llama_index_convrag.testing import LocalOpenAIServer
+
+    with LocalOpenAIServer(chat_responder=lambda body: {"content": " ".join(["word"] * 400)}) as server:
+        server.slow_stream(0.005)
+        body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: local\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST: writes fail
+        deadline = time.monotonic() + 60
+        while server.handled == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.handled == 1 and server.handler_errors == []
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err

@@ -53,6 +53,8 @@ def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
             f"{'extractive'!r}); got response_mode={mode!r}")
     engine_kw.setdefault("citations", True)
     chat_mode = own.get("chat_mode")
+    # without an LLM the index's embedding model scores sentences, for the modes that use one (extractive)
+    uses_embed_model = llm is None and lookup_mode(mode if mode is not None else "extractive").uses_embed_model
     return ConvRAGChatEngine.from_defaults(
-        index.as_retriever(**retriever_kw), llm, embed_model=index.embed_model if llm is None else None,
+        index.as_retriever(**retriever_kw), llm, embed_model=index.embed_model if uses_embed_model else None,
         chat_mode=chat_mode if chat_mode is not None else "condense_question", **engine_kw)

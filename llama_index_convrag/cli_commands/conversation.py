@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from llama_index_convrag.cli_commands.common import (Output, check_dimension, connect, default_store_path,
-                                                     embed_model, llm_error, require_collection, resolve_llm)
+from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, connect,
+                                                     default_store_path, embed_model, llm_error, require_collection,
+                                                     resolve_llm)
+from llama_index_convrag.cli_commands.conversations import open_store, require_conversation
+from llama_index_convrag.cli_commands.conversations import store_path as store_path_for
+from llama_index_convrag.cli_commands.engine_options import check_llm_needs, engine_kwargs, retriever_kwargs
 from llama_index_convrag.cli_commands.ingest import not_ingested_notes, run_ingest
 
 SNIPPET_CHARS = 240
@@ -55,8 +60,17 @@ SCORE_MEANINGS = {
 }
 
 
-def score_meaning(search_type: str, ranker: Optional[str]) -> str:
+#: What a passage's score means after ``--rerank``, by scorer.
+RERANK_MEANINGS = {
+    "embedding": "reranker: best cosine similarity of the question and a window of the passage (-1 to 1)",
+    "llm": "reranker: the LLM's relevance grade, listed order breaking ties (only the order means something)",
+}
+
+
+def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str] = None) -> str:
     """``[n]`` is the rank; the rest says what the number after it means for this retrieval setting."""
+    if rerank is not None:
+        return f"[n] is the rank; score = {RERANK_MEANINGS[rerank]}"
     key = (search_type, ranker if search_type == "hybrid" else None)
     return f"[n] is the rank; score = {SCORE_MEANINGS.get(key, 'the retriever score')}"
 
@@ -132,12 +146,17 @@ def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
 
 # --- session building ------------------------------------------------------------------------------------
 def _session(args: Any, out: Output, path: Optional[str]) -> Any:
-    from llama_index_convrag.chat.defaults import NO_LLM_RESPONSE_MODE
     from llama_index_convrag.indices import ConvRAGIndex
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.storage.conversation.recovery import open_lease
 
     llm = resolve_llm(args.base_url, args.model, args.gguf)  # configuration errors before any slow work
+    check_llm_needs(args, llm is not None)
+    store_path = Path(args.store) if args.store is not None else None
+    if args.conversation is not None:  # resuming: the store and the conversation must exist, before Milvus
+        store_path = store_path if store_path is not None else store_path_for(args.uri, None)
+        with closing(open_store(store_path)) as existing:
+            require_conversation(existing, args.conversation, store_path)
     target, client = connect(args.uri)
     model = embed_model()
     report = None
@@ -152,21 +171,22 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
         require_collection(client, args.collection)
         check_dimension(client, args.collection, model)
     index = ConvRAGIndex.from_collection(args.collection, embed_model=model, client=client, target=target)
-    store_path = Path(args.store) if args.store is not None else default_store_path(target)
+    store_path = store_path if store_path is not None else default_store_path(target)
     store = SQLiteConversationStore(store_path)
     _, recovered = open_lease(store, store_path)  # held until exit: marks turns of crashed runs 'error'
     if recovered:
         out.note(f"{len(recovered)} unfinished answer(s) of an earlier run that stopped were marked 'error' "
                  f"(their questions are kept)")
-    retriever_kw = {"similarity_top_k": args.top_k, "search_type": args.search_type}
-    if args.search_type == "hybrid":
-        retriever_kw["ranker_type"] = args.ranker
-    answers: Dict[str, Any] = {"llm": llm} if llm is not None else {"response_mode": NO_LLM_RESPONSE_MODE}
-    engine = index.as_chat_engine(conversation_store=store, **answers, **retriever_kw)
+    try:
+        engine = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
+                                      **retriever_kwargs(args, llm, model))
+    except (TypeError, ValueError) as exc:  # an option value the engine refuses (its message names the accepted)
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
-                            score_meaning(args.search_type, args.ranker))
-    out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id} "
-             f"in {store_path}")
+                            score_meaning(args.search_type, args.ranker, args.rerank))
+    resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
+    out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
+             f"{resumed} in {store_path}")
     return session, report
 
 

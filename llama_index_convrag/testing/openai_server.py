@@ -62,6 +62,11 @@ class LocalOpenAIServer:
         self.delay_s = 0.0
         self.stream_delay_s = 0.0
         self.reset_stream_after: Optional[int] = None
+        #: ``"TypeName: message"`` of every exception that escaped a request handler (a bug in a responder, say);
+        #: a client that went away (its timeout, a closed stream) is not one.
+        self.handler_errors: List[str] = []
+        #: Connections whose handler has returned (the client closed them, or went away mid-reply).
+        self.handled = 0
         self._failures: List[int] = []
         self._lock = threading.Lock()
         self._httpd: Optional[ThreadingHTTPServer] = None
@@ -116,6 +121,7 @@ class LocalOpenAIServer:
         with self._lock:
             self.requests.clear()
             self._failures.clear()
+            self.handler_errors.clear()
         self.delay_s = 0.0
         self.stream_delay_s = 0.0
         self.reset_stream_after = None
@@ -178,6 +184,21 @@ def _make_handler(server: LocalOpenAIServer) -> type:
 
         def log_message(self, *args: Any) -> None:  # keep test output clean
             return
+
+        def handle(self) -> None:
+            """A client that goes away mid-reply ends the request quietly (no BrokenPipeError traceback from
+            ``socketserver`` in the test log); anything else is recorded in ``handler_errors`` and re-raised."""
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            except Exception as exc:
+                with server._lock:
+                    server.handler_errors.append(f"{type(exc).__name__}: {exc}")
+                raise
+            finally:
+                with server._lock:
+                    server.handled += 1
 
         def _send_json(self, status: int, payload: Dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

@@ -74,3 +74,20 @@ def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, 
     assert [c.marker for c in store.get_citations(streamed.message_id)] == [1]  # filled when the stream ended
     with pytest.raises(TypeError, match=r"unknown kwargs \['bogus'\]"):
         index.as_chat_engine(llm=llm, bogus=1)
+
+
+@pytest.mark.parametrize("mode, answer", [("no_text", "None"), ("context_only", "Inception")])
+def test_no_llm_modes_without_an_embedding_model_build(milvus_client, collection_name, embed_model, mode, answer):
+    """Every response mode that needs no LLM builds without one (the index's embedding model goes only to the
+    modes that use it: extractive); issue 14, ``convrag ask --response-mode no_text``."""
+    from llama_index.core import Document
+
+    from llama_index_convrag.indices import ConvRAGIndex
+    from tests.chat.conftest import DOCS
+
+    index = ConvRAGIndex.from_documents([Document(text=t, id_=k) for k, t in DOCS], collection_name=collection_name,
+                                        embed_model=embed_model, client=milvus_client)
+    engine = index.as_chat_engine(llm=None, response_mode=mode, similarity_top_k=1)
+    response = engine.chat("When was Inception released?")
+    assert answer in response.response  # no_text: "None", as core's engines (str() of an empty Response)
+    assert len(response.source_nodes) == 1
