@@ -7,7 +7,8 @@ and ``astream_chat`` tell the same story; the turn's state and steps live in :cl
 
 Chat modes: ``condense_question`` (the synthesizer answers the retrieval query), ``condense_plus_context`` (the LLM
 sees the context, the conversation and the user's words; ``context_chat.py``), ``context`` (the same, no rewrite).
-``query_engine=``: it answers the retrieval query. ``llm=None``: no-LLM rewrite, extractive answers.
+``query_engine=``: it answers the retrieval query. No LLM (none given, none assigned to ``Settings.llm``): no-LLM
+rewrite, extractive answers.
 
 ``response.metadata`` (streamed responses too): see :meth:`~.turn.Turn.metadata`.
 """
@@ -48,6 +49,7 @@ from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers.resolve import configured_llm
 
 dispatcher = get_dispatcher(__name__)
 
@@ -151,12 +153,15 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, templates, ...). Core's names are
         accepted: ``query_engine`` (condense-question over any query engine), ``condense_question_prompt``,
         ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
-        strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm=None``: the
-        rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and answers to :data:`NO_LLM_RESPONSE_MODE`.
+        strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm``: the one given,
+        else the one assigned to ``Settings.llm`` (never core's default-building getter; the synthesizer factory's rule,
+        ``synthesizers/resolve.py``); with neither, the rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and
+        answers to :data:`NO_LLM_RESPONSE_MODE`.
         ``judge=True`` (or a ``BaseJudge``) with ``judge_llm``, ``judge_prompt``, ``max_depth``, ``max_branching``,
         ``max_llm_calls``: judge-guided answers (:mod:`llama_index_convrag.judge`, condense_question mode with a
         retriever); the search tree is stored in the turn record (``judge_tree``) and returned in the metadata.
         """
+        llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
         judge_kw = pop_judge_kwargs({k: v for k, v in {
             "judge": judge, "judge_llm": judge_llm, "judge_prompt": judge_prompt, "max_depth": max_depth,
             "max_branching": max_branching, "max_llm_calls": max_llm_calls}.items() if v is not None})

@@ -6,7 +6,8 @@ keywords, ``__init__``'s options and ``get_response_synthesizer``'s arguments, a
 Anything else is rejected, naming it and the accepted names. ``streaming`` is accepted for LlamaIndex compatibility:
 the engine streams whenever ``stream_chat``/``astream_chat`` is called, so it only needs to be a bool.
 
-Without an LLM (none passed, none configured by the environment) only a response mode that needs none
+The LLM: the one passed, else the one assigned to ``Settings.llm`` (``synthesizers/resolve.py``), else one configured by
+the environment (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``). Without an LLM only a response mode that needs none
 (``response_mode="extractive"``, ...) builds an engine: retrieval-only turns with extractive answers.
 """
 
@@ -18,9 +19,10 @@ from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRA
 from llama_index_convrag.config import resolve_llm
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers.registry import lookup_mode
+from llama_index_convrag.synthesizers.resolve import configured_llm
 
 OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})
-"""Taken here: ``llm`` (resolved from the environment when absent), ``streaming``, ``chat_mode``."""
+"""Taken here: ``llm`` (else ``Settings.llm`` if assigned, else from the environment), ``streaming``, ``chat_mode``."""
 ENGINE_KWARGS: FrozenSet[str] = (ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names()) - OWN_KWARGS - frozenset(
     {"cls", "retriever", "query_engine", "embed_model"})
 """What goes to ``from_defaults`` (the retriever and the embedding model come from the index)."""
@@ -44,7 +46,7 @@ def split_chat_kwargs(
 def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
     """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing)."""
     retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
-    llm = resolve_llm(own.get("llm"))
+    llm = resolve_llm(configured_llm(own.get("llm")))
     mode = engine_kw.get("response_mode")
     if llm is None and (mode is None or lookup_mode(mode).requires_llm):
         raise ValueError(

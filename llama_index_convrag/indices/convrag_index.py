@@ -29,6 +29,7 @@ from llama_index_convrag.milvus.schema import CollectionSpec, create_collection,
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers.resolve import configured_llm
 
 ENGINE_KWARGS = frozenset(inspect.signature(RetrieverQueryEngine.__init__).parameters) - {
     "self", "retriever", "callback_manager"}
@@ -148,7 +149,8 @@ class ConvRAGIndex(VectorStoreIndex):
         """``RetrieverQueryEngine`` over :meth:`as_retriever`; needs ``llm=`` or ``response_synthesizer=``.
 
         Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are :data:`ENGINE_KWARGS` or
-        arguments of our ``get_response_synthesizer``. There is no fallback to ``Settings.llm``. ``judge=True`` (or a
+        arguments of our ``get_response_synthesizer``. The LLM: ``llm=``, else one assigned to ``Settings.llm`` (core's
+        default-building getter is never called). ``judge=True`` (or a
         ``BaseJudge``) with ``judge_llm``, ``max_depth``, ``max_branching``, ``max_llm_calls``: judge-guided recursive
         retrieval (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
         """
@@ -164,8 +166,10 @@ class ConvRAGIndex(VectorStoreIndex):
         postprocessors = rest.pop("node_postprocessors", None)
         synth = rest.pop("response_synthesizer", None)
         if synth is None:
-            if rest.get("llm") is None and rest.get("response_mode") != "no_text":
-                raise ValueError("as_query_engine needs llm= or response_synthesizer= (no Settings.llm fallback)")
+            rest["llm"] = configured_llm(rest.get("llm"))
+            if rest["llm"] is None and rest.get("response_mode") != "no_text":
+                raise ValueError("as_query_engine needs llm= or response_synthesizer= (or an LLM assigned to "
+                                 "Settings.llm; no default LLM is built)")
             synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest) if judge_kwargs is None \
                 else build_judge_synthesizer(retriever, callback_manager=self._callback_manager, **judge_kwargs, **rest)
         elif judge_kwargs is not None:

@@ -41,7 +41,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
 from llama_index.core.prompts.utils import is_chat_model
 from llama_index.core.prompts import BasePromptTemplate
-from llama_index.core.prompts.prompt_utils import get_biggest_chat_prompt
+from llama_index.core.prompts.prompt_utils import get_biggest_chat_prompt, get_biggest_prompt
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
@@ -58,7 +58,7 @@ from llama_index_convrag.synthesizers.calls import (
     template_variables,
 )
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
-from llama_index_convrag.synthesizers.resolve import NoLLM, resolve_prompt_helpers
+from llama_index_convrag.synthesizers.resolve import NoLLM, require_llm, resolve_prompt_helpers
 from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
 from llama_index_convrag.synthesizers.packing import (
     TiktokenTokenizer,
@@ -126,19 +126,22 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         program_factory: Optional[ProgramFactory] = None,
         **templates: Optional[BasePromptTemplate],
     ) -> None:
-        # Core's __init__ falls back to Settings.llm (a default OpenAI); ours takes the LLM it is given. A mode that
-        # calls no LLM, or whose calls all go through a given program_factory, needs none.
-        if self.requires_llm and llm is None and program_factory is None:
-            raise ValueError(f"{type(self).__name__} needs an LLM: pass llm=... (no default LLM is built)")
+        # Core's __init__ reads Settings.llm, whose getter builds a default OpenAI; ours takes the LLM it is given,
+        # else one assigned to Settings.llm (resolve.py). A mode that calls no LLM, or whose calls all go through a
+        # given program_factory, needs none.
+        if self.requires_llm and program_factory is None:
+            llm = require_llm(llm, type(self).__name__)
         if not isinstance(empty_response, str):
             raise ValueError(f"empty_response must be a str, got {empty_response!r}")
         if multimodal and (llm is None or not is_chat_model(llm)):
             raise ValueError("Multimodal synthesis requires a chat LLM.")
         if multimodal and citations:
             raise ValueError("citations=True is not supported with multimodal=True yet")
-        prompt_helper, chat_prompt_helper = resolve_prompt_helpers(llm, prompt_helper, chat_prompt_helper)
+        prompt_helper, chat_prompt_helper = resolve_prompt_helpers(
+            llm, prompt_helper, chat_prompt_helper, tokenizer.encode if tokenizer is not None else None
+        )
         super().__init__(
-            llm=llm if llm is not None else NoLLM(),  # never Settings.llm: core's __init__ reads it when llm is None
+            llm=llm if llm is not None else NoLLM(),  # never the Settings.llm getter (core's __init__ calls it for None)
             callback_manager=callback_manager if callback_manager is not None else Settings.callback_manager,
             prompt_helper=prompt_helper,
             chat_prompt_helper=chat_prompt_helper,
@@ -257,22 +260,34 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     def _fit(self, run: RunState, shapes: List[Shape], chunks: Sequence[Any], per_chunk: bool = False) -> List[Any]:
         """Pack ``chunks`` into windows that fit every call shape ``(template, context, padding)``; ``per_chunk``
-        only splits chunks that overflow. Messages (multimodal) are packed by the chat prompt helper, measured on
-        the biggest template with the query and extras filled."""
-        if not self._multimodal:
-            budget = self._budget(run, shapes)
+        only splits chunks that overflow. Text is filled to the token bound (``packing.py``); messages (multimodal)
+        are packed by the chat prompt helper (:meth:`_repack`)."""
+        if self._multimodal:
             if per_chunk:
-                return [window for chunk in chunks for window in self._pack([chunk], budget)]
-            return self._pack(chunks, budget)
-        filled = [
-            t.partial_format(**run.fill(**{k: v for k, v in ctx.items() if k != "context_messages"}))
-            for t, ctx, _ in shapes
-        ]
-        prompt, padding = get_biggest_chat_prompt(filled), max(pad for _, _, pad in shapes)
-        helper = self._chat_prompt_helper
+                return [m for chunk in chunks for m in self._repack(run, shapes, [chunk])]
+            return self._repack(run, shapes, chunks)
+        budget = self._budget(run, shapes)
         if per_chunk:
-            return [m for chunk in chunks for m in helper.repack(prompt, [chunk], padding=padding, llm=self._llm)]
-        return helper.repack(prompt, list(chunks), padding=padding, llm=self._llm)
+            return [window for chunk in chunks for window in self._pack([chunk], budget)]
+        return self._pack(chunks, budget)
+
+    def _repack(self, run: RunState, shapes: List[Shape], chunks: Sequence[Any]) -> List[Any]:
+        """Core's packing (``PromptHelper.repack`` / ``ChatPromptHelper.repack``: the helper's splitter, overlap and
+        tokenizer) against the biggest template, measured with the query and the extra variables filled."""
+        filled = [t.partial_format(**run.fill()) for t, _, _ in shapes]
+        padding = max(pad for _, _, pad in shapes)
+        helper = self._chat_prompt_helper if self._multimodal else self._prompt_helper
+        try:
+            if self._multimodal:
+                return helper.repack(get_biggest_chat_prompt(filled), list(chunks), padding=padding, llm=self._llm)
+            windows = helper.repack(get_biggest_prompt(filled), chunks, padding=padding, llm=self._llm)
+        except ValueError as error:  # core's "Chunk size -232 is not positive." names none of the terms
+            raise ValueError(
+                f"no room for context: context_window {helper.context_window} - num_output {helper.num_output} - "
+                f"padding {padding} - the prompt (template, query, extra variables {sorted(run.extras)}) leaves "
+                f"nothing ({error}); shorten the extra variables or use an LLM with a larger context_window"
+            ) from error
+        return [w for w in windows if w.strip()]  # all-blank chunks: no call (core calls with an empty context)
 
     def _pick(self, text_template: BasePromptTemplate, content_template: BasePromptTemplate) -> BasePromptTemplate:
         """The template of this medium: text, or message content blocks (multimodal)."""
@@ -388,20 +403,25 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         unused = self.check_variables(extras)
         return RunState(query_str=query_str, extras=extras, options=options), unused
 
+    def _answer(self, query_str: str, chunks: Sequence[Any], extra_vars: Dict[str, Any]) -> Any:
+        run, _ = self._new_run(query_str, extra_vars)
+        return self._finish(self._drive(run, self._steps(run, self._prepare_chunks(chunks))), is_async=False)
+
+    async def _aanswer(self, query_str: str, chunks: Sequence[Any], extra_vars: Dict[str, Any]) -> Any:
+        run, _ = self._new_run(query_str, extra_vars)
+        return self._finish(await self._adrive(run, self._steps(run, self._prepare_chunks(chunks))), is_async=True)
+
     @dispatcher.span
     def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:
         """The answer over ``text_chunks``; ``extra_vars`` fill extra template variables."""
-        run, _ = self._new_run(query_str, extra_vars)
-        return self._finish(self._drive(run, self._steps(run, self._prepare_chunks(text_chunks))), is_async=False)
+        return self._answer(query_str, text_chunks, extra_vars)
 
     @dispatcher.span
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
         """Async twin of :meth:`get_response`."""
-        run, _ = self._new_run(query_str, extra_vars)
-        steps = self._steps(run, self._prepare_chunks(text_chunks))
-        return self._finish(await self._adrive(run, steps), is_async=True)
+        return await self._aanswer(query_str, text_chunks, extra_vars)
 
     def _within(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, Any]:
         """The ledger to count into (the active synthesize run, or a new one) and the token to reset it with."""
@@ -421,7 +441,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     ) -> RESPONSE_TEXT_TYPE:
         """The answer over message chunks (text, image, audio blocks), with ``multimodal=True``."""
         self._check_messages("get_response_from_messages")
-        return self.get_response(query_str, message_chunks, **extra_vars)  # type: ignore[arg-type]
+        return self._answer(query_str, message_chunks, extra_vars)
 
     @dispatcher.span
     async def aget_response_from_messages(
@@ -429,7 +449,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     ) -> RESPONSE_TEXT_TYPE:
         """Async twin of :meth:`get_response_from_messages`."""
         self._check_messages("aget_response_from_messages")
-        return await self.aget_response(query_str, message_chunks, **extra_vars)  # type: ignore[arg-type]
+        return await self._aanswer(query_str, message_chunks, extra_vars)
 
     def _finish(self, result: Any, is_async: bool) -> Any:
         if isinstance(result, str) and self._output_cls is not None:
@@ -454,15 +474,15 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         return bundle, run, unused, chunks
 
     def _respond(self, run: RunState, chunks: Optional[List[Any]], extra_vars: Dict[str, Any]) -> Any:
-        """The answer: text chunks drive the mode's steps; message chunks go through ``get_response_from_messages``
-        (as core routes them), in this run's ledger."""
+        """The answer, through ``get_response`` (text) or ``get_response_from_messages`` (message chunks), as core
+        routes it (a compact mode packs there), counted in this run's ledger."""
         if chunks is None:
             return self._empty_response
-        if not self._multimodal:
-            return self._drive(run, self._steps(run, self._prepare_chunks(chunks)))
         token = _ACTIVE_RUN.set(run)
         try:
-            return self.get_response_from_messages(query_str=run.query_str, message_chunks=chunks, **extra_vars)
+            if self._multimodal:
+                return self.get_response_from_messages(query_str=run.query_str, message_chunks=chunks, **extra_vars)
+            return self.get_response(query_str=run.query_str, text_chunks=chunks, **extra_vars)
         finally:
             _ACTIVE_RUN.reset(token)
 
@@ -470,13 +490,13 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         """Async twin of :meth:`_respond`."""
         if chunks is None:
             return self._empty_response
-        if not self._multimodal:
-            return await self._adrive(run, self._steps(run, self._prepare_chunks(chunks)))
         token = _ACTIVE_RUN.set(run)
         try:
-            return await self.aget_response_from_messages(
-                query_str=run.query_str, message_chunks=chunks, **extra_vars
-            )
+            if self._multimodal:
+                return await self.aget_response_from_messages(
+                    query_str=run.query_str, message_chunks=chunks, **extra_vars
+                )
+            return await self.aget_response(query_str=run.query_str, text_chunks=chunks, **extra_vars)
         finally:
             _ACTIVE_RUN.reset(token)
 

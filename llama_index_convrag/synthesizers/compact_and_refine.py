@@ -1,35 +1,32 @@
-"""Compact: pack chunks to fill the usable window (extra variables counted), then refine across the windows.
+"""Compact: pack the chunks into windows as core does (``compact.py``: the prompt helper's splitter and overlap; the
+prompt measured with the extra variables filled), then refine across the windows.
 
-Core packs with the template's variables empty and re-splits with 10% overlap, so it can need more calls than
-``ceil(total tokens / usable window)`` and overflows with long extras; here text windows are filled exactly, without
-overlap, so the call count sits at that bound. Message chunks (``multimodal=True``) are packed as core packs them,
-with ``response_padding_size`` as the padding (``compact_messages.py``).
+The room kept for the existing answer is ``min(response_padding_size, num_output)``: the answer was written within
+``num_output`` tokens, so core's 500 (with 256 or 128 of output) only shrinks every window, and with a long extra
+variable leaves no room at all. An answer longer than that (an LLM ignoring its limit) is still safe: the refine step
+splits its window again (``Refine._refit``).
 """
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import List
 
-from llama_index_convrag.synthesizers.base import RunState, Shape
-from llama_index_convrag.synthesizers.compact_messages import PacksMessages
+from llama_index_convrag.synthesizers.base import Shape
+from llama_index_convrag.synthesizers.compact import Compacts
 from llama_index_convrag.synthesizers.refine import Refine
 from llama_index_convrag.synthesizers.types import ResponseMode
 
 
-class CompactAndRefine(PacksMessages, Refine):
+class CompactAndRefine(Compacts, Refine):
     """Refine over packed windows instead of single chunks."""
 
     mode = ResponseMode.COMPACT.value
 
-    def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
-        """Pack with room kept for the existing answer, so refine steps rarely re-split (messages arrive packed)."""
-        if self._multimodal:
-            return list(chunks)
-        return self._fit(run, self._compact_shapes(), chunks)
-
-    def _message_shapes(self) -> List[Shape]:
-        padding = self._response_padding_size
+    def _compact_shapes(self) -> List[Shape]:
+        """Core's: the bigger of the QA and refine prompts, with room kept for the existing answer (module doc)."""
+        helper = self._chat_prompt_helper if self._multimodal else self._prompt_helper
+        padding = min(self._response_padding_size, helper.num_output)
         return [
             (self._qa, self._ctx(""), padding),
-            (self._refine, {**self._ctx(""), "existing_answer": ""}, padding),
+            (self._refine, {**self._ctx("", "context_msg"), "existing_answer": ""}, padding),
         ]

@@ -1,10 +1,10 @@
 """``get_response_synthesizer``: core's signature and defaults, backed by the mode registry.
 
-Prompt helpers: the one passed, else the one set explicitly on ``Settings`` (``Settings.prompt_helper = ...``), else
-one from the LLM's metadata (as core). LLM resolution (decided here, documented): an explicit ``llm`` wins; otherwise, for a mode that calls an LLM,
-``Settings.llm`` is used only if the user set it explicitly (``Settings._llm is not None``); otherwise a
-``ValueError`` says how to pass one. Core's factory reads ``Settings.llm``, which silently builds a default OpenAI
-client; we never do. ``no_text`` and ``context_only`` need no LLM at all.
+Settings (one rule with the chat engine, ``resolve.py``): an argument passed wins; else a value assigned on
+``Settings`` (``Settings.llm``, ``Settings.prompt_helper``, ``Settings.chat_prompt_helper``) is used; else prompt
+helpers come from the LLM's metadata (as core) and a mode that calls an LLM raises a ``ValueError`` saying how to pass
+one. Core's factory calls the ``Settings.llm`` getter, which silently builds a default OpenAI client; we never do.
+``no_text`` and ``context_only`` need no LLM at all.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
-from llama_index.core.settings import Settings
 from llama_index.core.types import BasePydanticProgram
 
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
 from llama_index_convrag.synthesizers.packing import Tokenizer
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
+from llama_index_convrag.synthesizers.resolve import require_llm
 from llama_index_convrag.synthesizers.types import ResponseMode
 
 
@@ -77,14 +77,8 @@ def get_response_synthesizer(
         raise ValueError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
     if embed_model is not None and not cls.uses_embed_model:
         raise ValueError(f"embed_model is used by {_modes_where('uses_embed_model')}, not {mode!r}")
-    if llm is None and cls.requires_llm and program_factory is None:
-        if Settings._llm is None:
-            raise ValueError(
-                f"response_mode {mode!r} needs an LLM: pass llm=... (for example "
-                "llama_index_convrag.config.resolve_llm(base_url=..., model=...)) or set "
-                "llama_index.core.Settings.llm explicitly; no default OpenAI client is built"
-            )
-        llm = Settings._llm
+    if cls.requires_llm and program_factory is None:
+        llm = require_llm(llm, f"response_mode {mode!r}")
     config = SynthesizerConfig(
         llm=llm,
         prompt_helper=prompt_helper,

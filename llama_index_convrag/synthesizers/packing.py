@@ -5,7 +5,9 @@ variables (``{chat_history}``, ``{tone_name}``) are packed as if empty and overf
 measures the template *with* the query and the extra variables filled, and this module does the arithmetic.
 
 Chunks are packed as token-id sequences, in order, filling every window to the budget and splitting a chunk
-only where a window is full. There is no overlap, so ``len(pack(...)) == lower_bound_calls(...)`` exactly.
+only where a window is full. There is no overlap, so ``len(pack(...)) == lower_bound_calls(...)`` exactly. Used by
+tree_summarize, simple_summarize and the per-chunk fitting of refine and accumulate; the compact modes split as core
+does (``compact.py``), with the prompt measured filled.
 """
 
 from __future__ import annotations

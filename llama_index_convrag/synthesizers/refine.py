@@ -25,7 +25,6 @@ from llama_index_convrag.synthesizers.base import (
     BaseSynthesizer,
     CallRequest,
     RunState,
-    Shape,
     Steps,
     SynthesizerConfig,
 )
@@ -99,17 +98,6 @@ class Refine(BaseSynthesizer):
     @classmethod
     def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
         return {**super().config_kwargs(config), "early_stop": config.early_stop}
-
-    def _compact_shapes(self) -> List[Shape]:
-        """Compact's window: the refine prompt keeps room for the existing answer, which the LLM wrote within
-        ``num_output`` tokens, so the reserve is ``min(response_padding_size, num_output)`` (core always keeps 500).
-        An answer longer than that (an LLM ignoring its limit) is still safe: ``_refit`` splits the window again."""
-        helper = self._chat_prompt_helper if self._multimodal else self._prompt_helper
-        reserve = min(self._response_padding_size, helper.num_output)
-        return [
-            (self._qa, self._ctx("", "context_str"), DEFAULT_PADDING),
-            (self._refine, {**self._ctx("", "context_msg"), "existing_answer": ""}, reserve + DEFAULT_PADDING),
-        ]
 
     def _windows(self, run: RunState, chunks: List[Any]) -> List[Any]:
         """Refine: one window per chunk, split now only if it overflows the QA prompt.

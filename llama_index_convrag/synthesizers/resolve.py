@@ -1,14 +1,16 @@
-"""How a synthesizer's collaborators are resolved without hidden defaults.
+"""How the collaborators of a synthesizer or chat engine are resolved without hidden defaults.
 
-Prompt helpers, as core resolves them: the one passed, else the one the user set explicitly on ``Settings``
-(``Settings._prompt_helper`` / ``Settings._chat_prompt_helper``: configuration, not a fallback), else one built from
-the LLM's metadata, else core's defaults (modes without an LLM). ``Settings.llm`` is never read: core's getter builds
-a default OpenAI client.
+One rule for the factory, the synthesizer classes, ``ConvRAGChatEngine.from_defaults`` and the index's
+``as_query_engine`` / ``as_chat_engine``: an argument you pass wins; else a value assigned on ``Settings``
+(``Settings.llm = ...``, ``Settings.prompt_helper = ...``, ``Settings.chat_prompt_helper = ...``) is configuration
+and is used, as core uses it; else nothing is built behind your back. Core's ``Settings.llm`` *getter* is never
+called: with nothing assigned it builds a default OpenAI client (``MockLLM`` under ``IS_TESTING``). Prompt helpers
+not given nor assigned are built from the LLM's metadata, as core builds them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
@@ -16,14 +18,38 @@ from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.settings import Settings
 
 
+def configured_llm(llm: Optional[LLM]) -> Optional[LLM]:
+    """``llm`` if given, else the LLM assigned to ``Settings.llm``, else ``None`` (the getter is not called)."""
+    return llm if llm is not None else Settings._llm
+
+
+def require_llm(llm: Optional[LLM], what: str) -> LLM:
+    """:func:`configured_llm`, or a ``ValueError`` naming ``what`` needs it and how to give it."""
+    llm = configured_llm(llm)
+    if llm is None:
+        raise ValueError(
+            f"{what} needs an LLM: pass llm=... or assign llama_index.core.Settings.llm (for example "
+            "llama_index_convrag.config.resolve_llm(base_url=..., model=...)); no default OpenAI client is built"
+        )
+    return llm
+
+
 def resolve_prompt_helpers(
-    llm: Optional[LLM], prompt_helper: Optional[PromptHelper], chat_prompt_helper: Optional[ChatPromptHelper]
+    llm: Optional[LLM],
+    prompt_helper: Optional[PromptHelper],
+    chat_prompt_helper: Optional[ChatPromptHelper],
+    tokenizer: Optional[Callable[[str], List]] = None,
 ) -> Tuple[PromptHelper, ChatPromptHelper]:
-    """``(prompt_helper, chat_prompt_helper)``: given, else explicitly set on Settings, else from ``llm``."""
+    """``(prompt_helper, chat_prompt_helper)``: given, else explicitly set on Settings, else from ``llm``; a text
+    helper built here counts with ``tokenizer`` when one is given (the synthesizer's ``tokenizer=``)."""
     if prompt_helper is None:
         prompt_helper = Settings._prompt_helper
     if prompt_helper is None:
-        prompt_helper = PromptHelper.from_llm_metadata(llm.metadata) if llm is not None else PromptHelper()
+        prompt_helper = (
+            PromptHelper.from_llm_metadata(llm.metadata, tokenizer=tokenizer)
+            if llm is not None
+            else PromptHelper(tokenizer=tokenizer)
+        )
     if chat_prompt_helper is None:
         chat_prompt_helper = Settings._chat_prompt_helper
     if chat_prompt_helper is None:

@@ -309,7 +309,7 @@ def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
 
 
 def test_from_defaults_builds_our_synthesizers(retriever: Any, store: Any) -> None:
-    """One product, one factory: without synthesizer= the engine answers with ours (core's before)."""
+    """Issue 11 bug 6. One product, one factory: without synthesizer= the engine answers with ours (core's before)."""
     from llama_index_convrag.synthesizers import BaseSynthesizer as OurSynthesizer
 
     engine = make(retriever, store, response_mode="refine", citations=True)

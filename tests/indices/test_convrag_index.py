@@ -1,6 +1,7 @@
 from typing import Any
 
 import pytest
+from llama_index.core import Settings
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import Document
 
@@ -70,6 +71,17 @@ def test_as_query_engine_passes_a_built_synthesizer_and_rejects_unknowns(index):
         index.as_query_engine(llm=llm, temperature=0.1)
     with pytest.raises(ValueError, match="needs llm= or response_synthesizer="):
         index.as_query_engine(similarity_top_k=2)
+
+
+def test_an_llm_assigned_to_settings_answers_query_and_chat_engines(index):
+    """The Settings rule of the factory and the chat engine (synthesizers/resolve.py) holds for the index too."""
+    llm = ScriptedLLM.fixed("from settings")
+    saved, Settings.llm = Settings._llm, llm
+    try:
+        assert str(index.as_query_engine(similarity_top_k=1).query("yeast?")) == "from settings"
+        assert index.as_chat_engine(similarity_top_k=1)._llm is llm
+    finally:
+        Settings._llm = saved
 
 
 def test_as_chat_engine_serves_our_modes_with_our_retriever(index):

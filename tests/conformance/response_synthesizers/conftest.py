@@ -2,7 +2,7 @@
 
 Every entry is a strict xfail: when one starts passing, the suite fails until the entry is removed.
 ``DIVERGENCES`` are deliberate and listed in docs/COMPATIBILITY.md; ``CORE_FAILS`` fail on LlamaIndex core 0.14.25
-itself (the ported files are newer than that release); ``PENDING`` are not done yet.
+itself (the ported files are newer than that release), so they are not divergences; ``PENDING`` are not done yet.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Dict
 import pytest
 
 NO_SETTINGS_LLM = (
-    "divergence: no Settings.llm fallback - core builds a default OpenAI client when no llm is given; we raise "
-    "naming the fix (docs/COMPATIBILITY.md)"
+    "divergence: no default Settings.llm - with no llm given and none assigned to Settings.llm, core's getter builds "
+    "a default OpenAI client; we raise naming the fix (docs/COMPATIBILITY.md)"
 )
 ACCUMULATE_STREAMS = (
     "divergence: accumulate modes stream the joined answer where core raises 'Unable to stream' "
@@ -53,24 +53,7 @@ CORE_FAILS: Dict[str, str] = {
     },
 }
 
-PACKING = (
-    "divergence: compact windows are filled to the token bound, measured on the prompt with the query and extra "
-    "variables filled, with room for the existing answer of min(response_padding_size, num_output); core splits at "
-    "word boundaries with its own padding and the test spies on Refine/Accumulate.get_response for those exact "
-    "windows (docs/COMPATIBILITY.md)"
-)
-_CA = "test_compact_and_accumulate.py::TestCompactAndAccumulate::"
-_CR = "test_compact_and_refine.py::TestCompactAndRefine::"
-
-PENDING: Dict[str, str] = {
-}
-
-DIVERGENCES.update(
-    {
-        **{f"{_CA}test_{s}synthesize[{llm}]": PACKING for s in ("", "a") for llm in ("llm0", "llm1")},
-        **{f"{_CR}test_{s}synthesize{x}": PACKING for s in ("", "a") for x in ("", "__streaming")},
-    }
-)
+PENDING: Dict[str, str] = {}
 
 EXPECTED = {**DIVERGENCES, **CORE_FAILS, **PENDING}
 
