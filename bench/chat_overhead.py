@@ -11,11 +11,14 @@ Overhead = turn wall time - time inside the LLM's answer function - time inside 
 turn per measured turn, starting at the given size.
 
     PYTHONPATH=. python bench/chat_overhead.py [--quick]
+    PYTHONPATH=. python bench/chat_overhead.py --profile 100   # cProfile of ours (SQLite file), 200-turn history
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -132,13 +135,33 @@ def measure(build: Builder, nodes: List[NodeWithScore], history_turns: int, turn
     return out
 
 
+def profile(nodes: List[NodeWithScore], turns: int, top: int = 25) -> None:
+    """cProfile of ``turns`` turns of our engine (SQLite file) over a 200-turn history: top entries by own time."""
+    with tempfile.TemporaryDirectory() as d:
+        engine = _ours("file")(nodes, _history(200), Path(d))
+        for i in range(5):
+            engine.chat(f"Warm-up {i}?")
+        prof = cProfile.Profile()
+        cpu_start = time.process_time()
+        prof.enable()
+        for i in range(turns):
+            engine.chat(f"And what about it, part {i}?")
+        prof.disable()
+        print(f"{turns} turns, CPU {(time.process_time() - cpu_start) * 1000 / turns:.2f} ms/turn under cProfile")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
 def main(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 measured turns instead of 40")
+    parser.add_argument("--profile", type=int, metavar="TURNS", help="only profile ours over TURNS turns")
     args = parser.parse_args(list(argv))
     turns = 10 if args.quick else 40
     nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=t), score=1.0 - i / 10) for i, t in
              enumerate(_load_texts())]
+    if args.profile is not None:
+        profile(nodes, args.profile)
+        return
     systems: List[Tuple[str, Builder]] = [
         ("llamaindex CondenseQuestion", build_llamaindex),
         ("convrag :memory:", _ours(":memory:")),

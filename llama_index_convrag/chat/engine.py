@@ -43,6 +43,7 @@ from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finaliz
 from llama_index_convrag.chat.triggers import needs_rewrite
 from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
                                            stage_names, sync_deltas, system_text)
+from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer, pop_judge_kwargs
 from llama_index_convrag.judge.synthesizer import message_scope
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
@@ -237,7 +238,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self.conversation_id = uuid.uuid4().hex
 
     # --- one turn, four ways -------------------------------------------------------------------------------------
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     def chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
         turn = self._begin(message, chat_history, streaming=False)
         with self._failing(turn):
@@ -249,7 +250,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.finish(self._store, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
         turn = self._begin(message, chat_history, streaming=False)
         with self._failing(turn):
@@ -261,7 +262,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.finish(self._store, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     def stream_chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> ConvRAGStreamingResponse:
         turn = self._begin(message, chat_history, streaming=True)
         with self._failing(turn):
@@ -273,7 +274,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, sync_stream=stream_lifecycle(deltas, finalizer))
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     async def astream_chat(
         self, message: str, chat_history: Optional[List[ChatMessage]] = None
     ) -> ConvRAGStreamingResponse:

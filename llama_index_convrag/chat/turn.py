@@ -25,8 +25,9 @@ from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.chat.rewrite import RewriteResult, select_history
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
+from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.rank_trail import get_trail
-from llama_index_convrag.storage.conversation.base import Citation, ConversationStore
+from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
 
 dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
@@ -57,15 +58,13 @@ class Turn:
         if chat_history is not None:
             history, ids = list(chat_history), None
         else:
-            stored = store.history(conversation_id)
-            if window is not None:  # only the rewrite window is used: skip converting older messages
-                stored = [stored[i] for i in select_history(stored, window)]  # type: ignore[arg-type]
+            stored = store.history(conversation_id) if window is None else recent_history(store, conversation_id, window)
             history, ids = [m.to_chat_message() for m in stored], [m.id for m in stored]
         user, placeholder = store.begin_turn(conversation_id, message)
         record = TurnRecord(conversation_id=conversation_id, user_message_id=user.id,
                             assistant_message_id=placeholder.id, original_question=message, streaming=streaming,
                             started_at=time.time())
-        dispatcher.event(ChatTurnStartEvent(conversation_id=conversation_id, user_message_id=user.id,
+        emit(dispatcher, lambda: ChatTurnStartEvent(conversation_id=conversation_id, user_message_id=user.id,
                                             assistant_message_id=placeholder.id, question=message))
         return cls(record=record, history=history, history_ids=ids)
 
@@ -87,7 +86,7 @@ class Turn:
         rec.rewrite_fallback_reason, rec.rewrite_skipped_reason = result.fallback_reason, result.skipped_reason
         if result.fallback_reason is not None:
             logger.warning("question rewrite fell back to the original question: %s", result.fallback_reason)
-        dispatcher.event(QuestionRewriteEvent(
+        emit(dispatcher, lambda: QuestionRewriteEvent(
             question=rec.original_question, retrieval_query=result.query, strategy=result.strategy,
             used_llm=result.used_llm, latency_ms=result.latency_ms, fallback_reason=result.fallback_reason,
             skipped_reason=result.skipped_reason))
@@ -108,7 +107,7 @@ class Turn:
             self.trim = report
             self.record.trim_report = report.to_dict()
             logger.debug("context budget for turn %s: %s", self.record.assistant_message_id, self.record.trim_report)
-            dispatcher.event(ContextTrimEvent(report=self.record.trim_report))
+            emit(dispatcher, lambda: ContextTrimEvent(report=self.record.trim_report))
             self.nodes = [self.nodes[i] for i in report.kept_chunks]
         self.record.retrieved_ids["budget"] = [n.node.node_id for n in self.nodes]
         self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
@@ -132,7 +131,7 @@ class Turn:
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
                           error=rec.error, citations=citations, record=rec.to_dict())
-        dispatcher.event(ChatTurnEndEvent(assistant_message_id=rec.assistant_message_id, status=rec.status,
+        emit(dispatcher, lambda: ChatTurnEndEvent(assistant_message_id=rec.assistant_message_id, status=rec.status,
                                           error=rec.error))
 
     def metadata(self, generated_question: bool) -> Dict[str, Any]:
@@ -176,6 +175,25 @@ def final_doc_id(nws: NodeWithScore) -> str:
     """The document id evaluation scores a context node by: its ``ref_doc_id``, else its node id."""
     ref = nws.node.ref_doc_id
     return ref if ref is not None else nws.node.node_id
+
+
+def recent_history(store: ConversationStore, conversation_id: str, last_n_turns: int) -> List[Message]:
+    """``store.history(conversation_id)`` cut to its last ``last_n_turns`` user turns (as :func:`select_history`
+    cuts), read from the newest message backwards: the cost follows the window, not the length of the history."""
+    if last_n_turns == 0:
+        return []
+    recent: List[Message] = []
+    users = 0
+    for m in reversed(store.get_conversation(conversation_id)):
+        if not in_history(m):
+            continue
+        recent.append(m)
+        if m.role == MessageRole.USER:
+            users += 1
+            if users == last_n_turns:
+                break
+    recent.reverse()
+    return [recent[i] for i in select_history(recent, last_n_turns)]  # type: ignore[arg-type]
 
 
 def stage_names(postprocessors: Sequence[BaseNodePostprocessor]) -> List[Tuple[str, BaseNodePostprocessor]]:
@@ -282,4 +300,4 @@ def _citation(nws: NodeWithScore, index: int, marker: Optional[int]) -> Citation
 
 
 __all__ = ["Turn", "aread_text", "async_deltas", "build_citations", "final_doc_id", "group_turns", "read_text",
-           "stage_names", "sync_deltas", "system_text"]
+           "recent_history", "stage_names", "sync_deltas", "system_text"]

@@ -11,13 +11,15 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Dict, Hashable, List, Sequence, Tuple
 
 Ranked = Sequence[Tuple[Hashable, float]]
 
 
-def _order(scores: Dict[Hashable, float], first_seen: Dict[Hashable, int]) -> List[Tuple[Hashable, float]]:
-    return sorted(scores.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
+def _order(scores: Dict[Hashable, float]) -> List[Tuple[Hashable, float]]:
+    """Best first; ties keep first-seen order (``scores`` is filled in first-seen order and the sort is stable)."""
+    return sorted(scores.items(), key=itemgetter(1), reverse=True)
 
 
 def rrf(lists: Sequence[Ranked], k: float = 60.0) -> List[Tuple[Hashable, float]]:
@@ -25,12 +27,10 @@ def rrf(lists: Sequence[Ranked], k: float = 60.0) -> List[Tuple[Hashable, float]
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k!r}")
     scores: Dict[Hashable, float] = {}
-    seen: Dict[Hashable, int] = {}
     for ranked in lists:
         for rank, (doc, _) in enumerate(ranked, start=1):
-            seen.setdefault(doc, len(seen))
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-    return _order(scores, seen)
+    return _order(scores)
 
 
 def minmax(ranked: Ranked, higher_is_better: bool = True) -> Dict[Hashable, float]:
@@ -51,12 +51,9 @@ def weighted(
         raise ValueError(f"need one weight per list: {len(lists)} lists, {len(weights)} weights")
     directions = list(higher_is_better) if higher_is_better else [True] * len(lists)
     scores: Dict[Hashable, float] = {}
-    seen: Dict[Hashable, int] = {}
+    get = scores.get
     for ranked, w, up in zip(lists, weights, directions):
+        weight = float(w)
         for doc, norm in minmax(ranked, up).items():
-            seen.setdefault(doc, len(seen))
-            scores[doc] = scores.get(doc, 0.0) + float(w) * norm
-        for doc, _ in ranked:
-            seen.setdefault(doc, len(seen))
-            scores.setdefault(doc, 0.0)
-    return _order(scores, seen)
+            scores[doc] = get(doc, 0.0) + weight * norm
+    return _order(scores)

@@ -7,7 +7,8 @@ How each mode runs (one or more Milvus calls, never asking for vectors or BM25 o
   With ``explain=True`` it instead runs one ``search`` per field and fuses client-side with the same formula
   (:func:`fusion.rrf`), so each node also carries its per-field rank and score.
 * ``hybrid`` + ``weighted``: one ``search`` per field (``fusion_depth`` candidates each, default 100) and
-  client-side min-max-normalised weighted fusion (:func:`fusion.weighted`). Milvus' own ``WeightedRanker`` mixes
+  client-side min-max-normalised weighted fusion (:func:`fusion.weighted`). When more candidates come back than
+  are kept, the searches return ids and scores only and one ``get`` fetches the kept candidates' fields. Milvus' own ``WeightedRanker`` mixes
   unbounded BM25 with cosine and measured worse than dense alone on SciFact (nDCG@10 0.572 vs 0.660).
 * ``model``: the fusion above (``pre_ranker_type``) down to ``pre_topk`` nodes, then ``ranker_params["model"]``
   (any ``BaseNodePostprocessor``) reranks them with the ``QueryBundle``; the first ``similarity_top_k`` are kept.
@@ -29,11 +30,9 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
-from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
-from llama_index_instrumentation.event_handlers import NullEventHandler
-from llama_index_instrumentation.span_handlers import NullSpanHandler
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
+from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
 from llama_index_convrag.milvus.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
 from llama_index_convrag.rank_trail import add_stage, get_trail
@@ -57,31 +56,33 @@ class FieldRequest:
                                 expr=expr if expr else None)
 
 
-def observed(callback_manager: Optional[CallbackManager]) -> bool:
-    """Whether anything listens to a retrieval: a callback handler, or a span or event handler on the dispatcher
-    chain of LlamaIndex's ``BaseRetriever.retrieve``."""
-    if callback_manager is not None and callback_manager.handlers:
-        return True
-    d: Any = core_retriever.dispatcher
-    while d is not None:
-        if any(not isinstance(h, NullEventHandler) for h in d.event_handlers) or \
-                any(not isinstance(h, NullSpanHandler) for h in d.span_handlers):
-            return True
-        if not d.propagate or d.manager is None or d.parent_name not in d.manager.dispatchers:
-            break
-        d = d.parent
-    return False
-
-
-def unspanned(method: Any) -> Any:
-    """Keep LlamaIndex's ``DispatcherSpanMixin`` from wrapping ``method`` in a span (its ``inspect.signature``
-    binding costs ~0.1 ms a call); :meth:`MilvusHybridRetriever.retrieve` opens core's span itself when observed."""
-    setattr(method, DISPATCHER_SPAN_DECORATED_ATTR, True)
-    return method
-
-
 def _bundle(query: QueryType) -> QueryBundle:
     return QueryBundle(query) if isinstance(query, str) else query
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The kept candidates ``(key, score)`` (key = primary key as a string), their primary keys as Milvus returns
+    them, each field's ``{key: (rank, score)}`` for the trail and the fusion stage name."""
+
+    kept: List[Tuple[str, float]]
+    pks: Dict[str, Any]
+    stages: List[Tuple[str, Dict[str, Tuple[int, float]]]]
+    fused_stage: Optional[str]
+
+
+def _known_entities(lean: bool, per_field: Sequence[Any], ranking: Ranking) -> Optional[Dict[str, Mapping[str, Any]]]:
+    """The kept candidates' output fields from the hits that carry them (the first list holding each id); None when
+    a lean search left them to fetch."""
+    if lean:
+        return None if ranking.kept else {}
+    out: Dict[str, Mapping[str, Any]] = {}
+    for hits in per_field:
+        for h in hits:
+            key = str(h["id"])
+            if key in ranking.pks and key not in out:
+                out[key] = h.get("entity", {})
+    return out
 
 
 def _stage(spec: CollectionSpec, field: str) -> str:
@@ -187,16 +188,16 @@ class MilvusHybridRetriever(BaseRetriever):
     # -- entry points ---------------------------------------------------------------------------------------
     @unspanned
     def retrieve(self, str_or_query_bundle: QueryType) -> List[NodeWithScore]:
-        """LlamaIndex's ``retrieve`` (span, events, callbacks) when anything listens (:func:`observed`); else the
+        """LlamaIndex's ``retrieve`` (span, events, callbacks) when anything listens (``observed``); else the
         search alone: the same nodes without the ~0.3 ms of bookkeeping nobody reads."""
-        if observed(self.callback_manager):
+        if observed(core_retriever.dispatcher, self.callback_manager):
             return super().retrieve(str_or_query_bundle)
         return self._retrieve(_bundle(str_or_query_bundle))
 
     @unspanned
     async def aretrieve(self, str_or_query_bundle: QueryType) -> List[NodeWithScore]:
         """Async twin of :meth:`retrieve`."""
-        if observed(self.callback_manager):
+        if observed(core_retriever.dispatcher, self.callback_manager):
             return await super().aretrieve(str_or_query_bundle)
         return await self._aretrieve(_bundle(str_or_query_bundle))
 
@@ -221,21 +222,22 @@ class MilvusHybridRetriever(BaseRetriever):
             return "server_rrf", p.fusion_depth
         return "client", p.fusion_depth
 
-    def _assemble(self, plan: str, per_field: Sequence[Sequence[Mapping[str, Any]]]) -> List[NodeWithScore]:
-        """Fuse per-field hit lists (or take the single / server-fused list) and attach the trail.
+    def _lean(self, plan: str) -> bool:
+        """Whether the per-field searches return ids and scores only, the kept candidates' fields being fetched
+        afterwards in one ``get``: client fusion reads ``fusion_depth`` hits per field but keeps ``candidates()``,
+        and decoding every hit's text costs more than the extra round trip."""
+        return plan == "client" and self._params.fusion_depth > self._params.candidates()
 
-        One pass over the hits; nodes and trails are built only for the candidates kept (client fusion reads up to
-        ``fusion_depth`` hits per field but keeps ``candidates()``)."""
+    def _rank(self, plan: str, per_field: Sequence[Any]) -> Ranking:
+        """Fuse per-field hit lists (``ids`` and ``distances``; or take the single / server-fused list) and keep the
+        candidates, with each kept id's per-field rank and score for the trail. Reads no output field."""
         p, spec = self._params, self._spec
-        hits: Dict[str, Mapping[str, Any]] = {}
+        pks: Dict[str, Any] = {}
         lists: List[List[Tuple[str, float]]] = []
-        for field_hits in per_field:
-            ranked = []
-            for h in field_hits:
-                key = str(h["id"])
-                hits.setdefault(key, h)
-                ranked.append((key, float(h["distance"])))
-            lists.append(ranked)
+        for hits in per_field:
+            keys = [str(pk) for pk in hits.ids]
+            pks.update(zip(keys, hits.ids))
+            lists.append(list(zip(keys, map(float, hits.distances))))
         stage: Optional[str] = None
         if plan == "single":
             fused = lists[0]
@@ -256,14 +258,28 @@ class MilvusHybridRetriever(BaseRetriever):
             for field, ranked in zip(p.search_fields, lists):
                 stages.append((_stage(spec, field), {key: (rank, score) for rank, (key, score)
                                                      in enumerate(ranked, start=1) if key in wanted}))
+        return Ranking(kept=kept, pks={key: pks[key] for key, _ in kept}, stages=stages, fused_stage=stage)
+
+    def _fetch_request(self, ranking: Ranking) -> List[Any]:
+        """The primary keys whose fields a lean search must fetch."""
+        return [ranking.pks[key] for key, _ in ranking.kept]
+
+    def _fetched(self, rows: Sequence[Mapping[str, Any]]) -> Dict[str, Mapping[str, Any]]:
+        return {str(row[self._spec.primary_field]): row for row in rows}
+
+    def _nodes(self, ranking: Ranking, entities: Mapping[str, Mapping[str, Any]]) -> List[NodeWithScore]:
+        """Nodes with their trails for the kept candidates (one deleted since the search has no row: skipped)."""
         out = []
-        for rank, (key, score) in enumerate(kept, start=1):
-            nws = NodeWithScore(node=node_from_entity(spec, hits[key]["id"], hits[key].get("entity", {})), score=score)
-            for st, positions in stages:
+        for rank, (key, score) in enumerate(ranking.kept, start=1):
+            entity = entities.get(key)
+            if entity is None:
+                continue
+            nws = NodeWithScore(node=node_from_entity(self._spec, ranking.pks[key], entity), score=score)
+            for st, positions in ranking.stages:
                 if key in positions:
                     add_stage(nws, st, *positions[key])
-            if stage is not None:
-                add_stage(nws, stage, rank, score)
+            if ranking.fused_stage is not None:
+                add_stage(nws, ranking.fused_stage, rank, score)
             out.append(nws)
         return out
 
@@ -291,17 +307,23 @@ class MilvusHybridRetriever(BaseRetriever):
         reqs = self._requests(query_bundle, self._embed(query_bundle), limit)
         fields = self._output_fields
         expr = self._params.filter_expr
+        lean = self._lean(plan)
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
             res = self._client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
                                              RRFRanker(fparams["k"]), limit=self._params.candidates(),
                                              output_fields=fields)
-            per_field = [list(res[0])]
+            per_field = [res[0]]
         else:
-            per_field = [list(self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
-                                                  limit=r.limit, search_params=r.param, filter=expr,
-                                                  output_fields=fields)[0]) for r in reqs]
-        nodes = self._assemble(plan, per_field)
+            per_field = [self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
+                                             limit=r.limit, search_params=r.param, filter=expr,
+                                             output_fields=[] if lean else fields)[0] for r in reqs]
+        ranking = self._rank(plan, per_field)
+        entities = _known_entities(lean, per_field, ranking)
+        if entities is None:
+            entities = self._fetched(self._client.get(self._collection_name, ids=self._fetch_request(ranking),
+                                                      output_fields=fields))
+        nodes = self._nodes(ranking, entities)
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
@@ -332,19 +354,26 @@ class MilvusHybridRetriever(BaseRetriever):
         reqs = self._requests(query_bundle, await self._aembed(query_bundle), limit)
         fields = self._output_fields
         expr = self._params.filter_expr
+        lean = self._lean(plan)
         client = self._async_client()
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
             res = await client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
                                              RRFRanker(fparams["k"]), limit=self._params.candidates(),
                                              output_fields=fields)
-            per_field = [list(res[0])]
+            per_field = [res[0]]
         else:
             results = await asyncio.gather(*(
                 client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
-                              search_params=r.param, filter=expr, output_fields=fields) for r in reqs))
-            per_field = [list(r[0]) for r in results]
-        nodes = self._assemble(plan, per_field)
+                              search_params=r.param, filter=expr, output_fields=[] if lean else fields)
+                for r in reqs))
+            per_field = [r[0] for r in results]
+        ranking = self._rank(plan, per_field)
+        entities = _known_entities(lean, per_field, ranking)
+        if entities is None:
+            entities = self._fetched(await client.get(self._collection_name, ids=self._fetch_request(ranking),
+                                                      output_fields=fields))
+        nodes = self._nodes(ranking, entities)
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]

@@ -36,6 +36,7 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.instrumentation import get_dispatcher
+from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
@@ -49,6 +50,7 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 from llama_index.core.utilities.token_counting import TokenCounter
 
+from llama_index_convrag.instrumentation import emit, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
@@ -198,9 +200,19 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     # prompts ---------------------------------------------------------------------------------
     # Each mode keeps its templates in named attributes (``self._text_qa_template`` ...) and implements
     # ``_get_prompts`` / ``_update_prompts`` over them, as core's synthesizers do.
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # LlamaIndex's span mixin would wrap every mode's prompt getters in a span; they run on every turn
+        for name in ("_get_prompts", "_update_prompts"):
+            method = cls.__dict__.get(name)
+            if method is not None and not hasattr(method, DISPATCHER_SPAN_DECORATED_ATTR):
+                setattr(cls, name, span_when_observed(get_dispatcher(cls.__module__))(method))
+        super().__init_subclass__(**kwargs)
+
+    @span_when_observed(dispatcher)
     def _get_prompts(self) -> PromptDictType:
         return {}
 
+    @span_when_observed(dispatcher)
     def _update_prompts(self, prompts: PromptDictType) -> None:
         """No templates (modes without an LLM call)."""
 
@@ -312,18 +324,15 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     # calls -----------------------------------------------------------------------------------
     def _record(self, run: RunState, template: BasePromptTemplate, request: CallRequest) -> None:
         tokens = self._prompt_tokens(template, request.kwargs)
-        dispatcher.event(
-            SynthesisLLMCallEvent(
-                mode=self.mode, call_index=run.llm_calls, prompt_tokens=tokens, structured=request.structured
-            )
-        )
+        emit(dispatcher, lambda: SynthesisLLMCallEvent(
+            mode=self.mode, call_index=run.llm_calls, prompt_tokens=tokens, structured=request.structured))
         run.llm_calls += 1
         run.prompt_tokens += tokens
 
     def _skip(self, run: RunState, error: str) -> None:
         index = run.llm_calls - 1
         run.skipped_chunks.append({"call_index": index, "error": error})
-        dispatcher.event(SynthesisChunkSkippedEvent(mode=self.mode, call_index=index, error=error))
+        emit(dispatcher, lambda: SynthesisChunkSkippedEvent(mode=self.mode, call_index=index, error=error))
 
     def _program(self, template: BasePromptTemplate) -> Tuple[Any, BasePromptTemplate]:
         if self._program_factory is not None:
@@ -411,12 +420,12 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         run, _ = self._new_run(query_str, extra_vars)
         return self._finish(await self._adrive(run, self._steps(run, self._prepare_chunks(chunks))), is_async=True)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:
         """The answer over ``text_chunks``; ``extra_vars`` fill extra template variables."""
         return self._answer(query_str, text_chunks, extra_vars)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
@@ -435,7 +444,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 f"{type(self).__name__} was built with multimodal=False: use get_response for text chunks"
             )
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     def get_response_from_messages(
         self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
@@ -443,7 +452,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self._check_messages("get_response_from_messages")
         return self._answer(query_str, message_chunks, extra_vars)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     async def aget_response_from_messages(
         self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
@@ -468,7 +477,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     ]:
         """Validate the extras (before any LLM call) and read the chunks; ``None`` chunks: nothing to answer from."""
         bundle = QueryBundle(query_str=query) if isinstance(query, str) else query
-        dispatcher.event(SynthesizeStartEvent(query=bundle))
+        emit(dispatcher, lambda: SynthesizeStartEvent(query=bundle))
         run, unused = self._new_run(bundle.query_str, extra_vars)
         chunks = self._chunks_of(nodes) if len(nodes) > 0 or self.answers_without_nodes else None
         return bundle, run, unused, chunks
@@ -510,10 +519,10 @@ class BaseSynthesizer(CoreBaseSynthesizer):
 
     def _end(self, event: Any, bundle: QueryBundle, response: RESPONSE_TYPE) -> RESPONSE_TYPE:
         event.on_end(payload={EventPayload.RESPONSE: response})
-        dispatcher.event(SynthesizeEndEvent(query=bundle, response=response))
+        emit(dispatcher, lambda: SynthesizeEndEvent(query=bundle, response=response))
         return response
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     def synthesize(
         self,
         query: QueryType,
@@ -528,7 +537,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             response = self._build_response(result, run, nodes, additional_source_nodes, unused)
             return self._end(event, bundle, response)
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)
     async def asynthesize(
         self,
         query: QueryType,

@@ -13,11 +13,14 @@ does (``compact.py``), with the prompt measured filled.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, List, Protocol, Sequence
 
 CHUNK_SEPARATOR = "\n\n"
+#: Texts whose token ids :class:`TiktokenTokenizer` keeps (least recently used dropped first).
+ENCODE_CACHE_SIZE = 1024
 
 
 class Tokenizer(Protocol):
@@ -38,10 +41,17 @@ class TiktokenTokenizer:
         return _encoding(self.model)
 
     def encode(self, text: str) -> List[int]:
-        return self._enc().encode(text, allowed_special="all")
+        return list(_encode(self.model, text))
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc().decode(list(ids))
+
+
+@lru_cache(maxsize=ENCODE_CACHE_SIZE)
+def _encode(model: str, text: str) -> "array[int]":
+    """Token ids of ``text``, remembered: a conversation sends the same retrieved chunks turn after turn (and the
+    synthesizer counts, packs and counts again), so each is encoded once. Stored as a compact uint32 array."""
+    return array("I", _encoding(model).encode(text, allowed_special="all"))
 
 
 @lru_cache(maxsize=4)
@@ -113,8 +123,14 @@ def render_chunks(texts: Sequence[str]) -> List[str]:
 
 
 def pack_texts(texts: Sequence[str], budget: int, tokenizer: Tokenizer) -> List[str]:
-    """Pack rendered text chunks into window texts of at most ``budget`` tokens each (as counted)."""
-    windows = pack_token_ids([tokenizer.encode(t) for t in texts], budget)
+    """Pack rendered text chunks into window texts of at most ``budget`` tokens each (as counted).
+
+    When everything fits in one window and the tokenizer round-trips exactly (tiktoken's byte-level BPE: decoding
+    concatenated encodings gives the concatenated texts), the window is the joined texts, without decoding."""
+    encoded = [tokenizer.encode(t) for t in texts]
+    if isinstance(tokenizer, TiktokenTokenizer) and 0 < sum(len(e) for e in encoded) <= budget:
+        return ["".join(texts).strip()]
+    windows = pack_token_ids(encoded, budget)
     return [tokenizer.decode(w).strip() for w in windows]
 
 

@@ -264,7 +264,9 @@ def test_instrumentation_events_and_span(retriever: Any, store: Any) -> None:
         root.span_handlers.remove(spans)
     names = [e.class_name() for e in handler.events if e.class_name().startswith(("Chat", "Question", "Context"))]
     assert names == ["ChatTurnStartEvent", "QuestionRewriteEvent", "ContextTrimEvent", "ChatTurnEndEvent"]
-    assert any(s.id_.startswith("ConvRAGChatEngine.chat-") for s in spans.completed_spans)
+    [chat] = [s for s in spans.completed_spans if s.id_.startswith("ConvRAGChatEngine.chat-")]
+    synthesize = [s for s in spans.completed_spans if ".synthesize-" in s.id_]
+    assert len(synthesize) == 1 and synthesize[0].parent_id == chat.id_  # nested as before
 
 
 def test_validation(retriever: Any, store: Any) -> None:

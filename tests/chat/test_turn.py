@@ -9,8 +9,9 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.chat.budget import TrimReport
 from llama_index_convrag.chat.rewrite import RewriteResult
+from llama_index_convrag.chat.rewrite import select_history
 from llama_index_convrag.chat.turn import (Turn, aread_text, build_citations, final_doc_id, group_turns, read_text,
-                                           stage_names)
+                                           recent_history, stage_names)
 
 
 def node(key: str, score: float, ref: Any = None) -> NodeWithScore:
@@ -25,6 +26,25 @@ def node(key: str, score: float, ref: Any = None) -> NodeWithScore:
 def seed(store: Any, *pairs: str) -> None:
     for i, text in enumerate(pairs):
         store.add_message_text("c", "user" if i % 2 == 0 else "assistant", text)
+
+
+def test_recent_history_cuts_the_window_as_select_history_does(store: Any) -> None:
+    """Read backwards from the newest message, the window is the one select_history cuts from the whole history:
+    leading system text, failed, pending and empty cancelled answers skipped, fewer user turns than the window."""
+    for cid in ("c", "other"):
+        store.add_message_text(cid, "system", "be brief")
+    store.add_message_text("c", "assistant", "hello")
+    for i in range(6):
+        store.add_message_text("c", "user", f"q{i}")
+        status = ["complete", "error", "cancelled", "pending"][i % 4]
+        store.add_message_text("c", "assistant", f"a{i}" if i != 2 else "", status=status)
+    store.add_message_text("c", "user", "last, unanswered")
+    for cid in ("c", "other"):
+        full = store.history(cid)
+        for window in range(0, 10):
+            expected = [full[i] for i in select_history(full, window)]  # type: ignore[arg-type]
+            assert recent_history(store, cid, window) == expected, (cid, window)
+    assert [m.content for m in recent_history(store, "c", 3)] == ["q4", "a4", "q5", "last, unanswered"]
 
 
 def test_begin_reads_the_window_then_stores_user_and_placeholder(store: Any) -> None:

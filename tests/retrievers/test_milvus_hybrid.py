@@ -225,7 +225,9 @@ def test_unobserved_retrieve_equals_the_instrumented_path(make):
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 
-    from llama_index_convrag.retrievers.milvus_hybrid import observed
+    from llama_index.core.base import base_retriever as core_retriever
+
+    from llama_index_convrag.instrumentation import observed
 
     class Collect(BaseEventHandler):
         events: list = []
@@ -234,16 +236,35 @@ def test_unobserved_retrieve_equals_the_instrumented_path(make):
             self.events.append(type(event).__name__)
 
     r = make(similarity_top_k=4)
-    assert not observed(r.callback_manager)
+    assert not observed(core_retriever.dispatcher, r.callback_manager)
     quiet = r.retrieve(QUERY)
     root = get_dispatcher()
     handler = Collect()
     root.add_event_handler(handler)
     try:
-        assert observed(r.callback_manager)
+        assert observed(core_retriever.dispatcher, r.callback_manager)
         loud = r.retrieve(QUERY)
     finally:
         root.event_handlers.remove(handler)
     assert ids(loud) == ids(quiet) and [n.score for n in loud] == [n.score for n in quiet]
     assert handler.events[:1] == ["RetrievalStartEvent"] and "RetrievalEndEvent" in handler.events
-    assert not observed(r.callback_manager)
+    assert not observed(core_retriever.dispatcher, r.callback_manager)
+
+
+@pytest.mark.parametrize("ranker", [{"ranker_type": "weighted"}, {"ranker_type": "rrf", "explain": True}])
+def test_lean_fusion_fetches_the_same_nodes_as_searching_with_fields(make, ranker):
+    """Fusing 16 candidates per field down to 4, the searches return ids and scores only and one get fetches the
+    kept rows; the nodes (text, metadata, document, score, trail) equal those of a search that returns every field
+    (16 kept, first 4), sync and async."""
+    import asyncio
+
+    lean = make(search_type="hybrid", fusion_depth=16, similarity_top_k=4, **ranker)
+    full = make(search_type="hybrid", fusion_depth=16, similarity_top_k=16, **ranker)
+    assert lean._lean(lean._plan()[0]) and not full._lean(full._plan()[0])
+
+    def view(nodes: List[NodeWithScore]) -> list:
+        return [(n.node_id, n.node.text, n.node.metadata, n.node.ref_doc_id, n.score, get_trail(n)) for n in nodes]
+
+    expected = view(full.retrieve(QUERY)[:4])
+    assert len(expected) == 4 and view(lean.retrieve(QUERY)) == expected
+    assert view(asyncio.run(lean.aretrieve(QUERY))) == expected

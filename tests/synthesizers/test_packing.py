@@ -55,3 +55,13 @@ def test_pack_texts_keeps_all_text_and_respects_budget():
     assert "".join("".join(w.split()) for w in windows) == "".join("".join(t.split()) for t in texts)
     # re-encoding text cut mid-chunk can merge differently by a token or two; synthesizers keep padding >= 5
     assert all(len(tok.encode(w)) <= 25 + 3 for w in windows)
+
+
+def test_one_window_of_joined_texts_equals_the_decoded_window():
+    """The one-window shortcut (no decode) gives what decoding the packed token ids gives, multi-byte text too."""
+    tok = TiktokenTokenizer()
+    texts = render_chunks(["  Café naïve — 東京 🚀 ", "second\tchunk\n\n", "  x  "])
+    ids = [i for t in texts for i in tok.encode(t)]
+    assert pack_texts(texts, len(ids), tok) == [tok.decode(ids).strip()]
+    assert pack_texts(texts, len(ids) - 1, tok) == [tok.decode(w).strip() for w in pack_token_ids(
+        [tok.encode(t) for t in texts], len(ids) - 1)]

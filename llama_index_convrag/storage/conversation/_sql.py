@@ -11,8 +11,8 @@ import threading
 import time
 from abc import abstractmethod
 from collections import OrderedDict
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 
@@ -26,6 +26,8 @@ from llama_index_convrag.storage.conversation.base import (
 
 APP_ID = "llama-index-convrag"
 Run = Callable[..., List[tuple]]
+#: A cached conversation: its messages, the highest ``pos`` and ``updated_at`` read, and the change token.
+Cached = Tuple[List[Message], int, float, Optional[Any]]
 
 # Each step upgrades from version i to i+1. {AUTO}/{FLOAT} are dialect types.
 MIGRATIONS: List[List[str]] = [
@@ -65,8 +67,8 @@ class SQLConversationStore(ConversationStore):
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)
     _opened: bool = PrivateAttr(default=False)
     _open_lock: Any = PrivateAttr(default_factory=threading.Lock)
-    #: conversation id -> (messages, max pos, max updated_at) as last read; refreshed incrementally.
-    _history_cache: "OrderedDict[str, Tuple[List[Message], int, float]]" = PrivateAttr(default_factory=OrderedDict)
+    #: conversation id -> (messages, max pos, max updated_at as last read, change token); see get_conversation.
+    _history_cache: "OrderedDict[str, Cached]" = PrivateAttr(default_factory=OrderedDict)
 
     # --- hooks ---------------------------------------------------------------------------------
     @abstractmethod
@@ -80,6 +82,11 @@ class SQLConversationStore(ConversationStore):
 
     def _describe(self) -> str:
         return type(self).__name__
+
+    def _change_token(self, run: Run) -> Optional[Any]:
+        """A value that changes whenever *another* connection commits (SQLite: ``PRAGMA data_version``), read
+        inside ``run``'s transaction; None when the backend has none (every read then asks the database)."""
+        return None
 
     # --- opening and migration -----------------------------------------------------------------
     def open(self) -> "SQLConversationStore":
@@ -136,20 +143,27 @@ class SQLConversationStore(ConversationStore):
     def add_messages(self, messages: Sequence[Message]) -> None:
         for m in messages:
             _check_status(m.status)
-        with self._tx() as run:
+        with self._write_through({m.conversation_id for m in messages}) as (run, cache):
             for m in messages:
+                kwargs = json.dumps(m.additional_kwargs, default=str)
                 run(
                     f"INSERT INTO convrag_messages ({_MSG_COLS}) VALUES (:id, :conversation_id, :role, :content, "
                     ":status, :error, :created_at, :updated_at, :additional_kwargs)",
                     {"id": m.id, "conversation_id": m.conversation_id, "role": m.role, "content": m.content,
                      "status": m.status, "error": m.error, "created_at": m.created_at, "updated_at": m.updated_at,
-                     "additional_kwargs": json.dumps(m.additional_kwargs, default=str)},
+                     "additional_kwargs": kwargs},
                 )
+                if m.conversation_id in cache:  # as a read would return it (JSON round trip of the kwargs)
+                    cache[m.conversation_id].append(Message(
+                        id=m.id, conversation_id=m.conversation_id, role=m.role, content=m.content, status=m.status,
+                        error=m.error, created_at=float(m.created_at), updated_at=float(m.updated_at),
+                        additional_kwargs=json.loads(kwargs)))
 
     def finalize_message(self, message_id: str, *, content: str, status: str, error: Optional[str] = None) -> None:
         _check_status(status)
         with self._tx() as run:
             self._finalize(run, message_id, content, status, error)
+            self._stale_cache()  # its conversation is not known here: every cached one asks the database next
 
     def put_citations(self, message_id: str, citations: Sequence[Citation]) -> None:
         with self._tx() as run:
@@ -162,17 +176,68 @@ class SQLConversationStore(ConversationStore):
     def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
                     error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
         _check_status(status)
-        with self._tx() as run:
+        with self._write_through({conversation_id}) as (run, cache):
             self._put_citations(run, message_id, citations)
             self._put_record(run, conversation_id, message_id, record)
-            self._finalize(run, message_id, content, status, error)
+            updated_at = self._finalize(run, message_id, content, status, error)
+            messages = cache.get(conversation_id)
+            i = _index_of(messages, message_id) if messages is not None else None
+            if messages is not None and i is None:  # another conversation's message: ask the database next
+                del cache[conversation_id]
+            elif messages is not None and i is not None:
+                old = messages[i]
+                messages[i] = Message(id=old.id, conversation_id=old.conversation_id, role=old.role, content=content,
+                                      status=status, error=error, created_at=old.created_at, updated_at=updated_at,
+                                      additional_kwargs=old.additional_kwargs)
 
     @staticmethod
-    def _finalize(run: Run, message_id: str, content: str, status: str, error: Optional[str]) -> None:
+    def _finalize(run: Run, message_id: str, content: str, status: str, error: Optional[str]) -> float:
+        """Update the message; returns the ``updated_at`` written."""
         if not run("SELECT id FROM convrag_messages WHERE id = :id", {"id": message_id}):
             raise KeyError(f"no message with id {message_id!r}")
+        now = time.time()
         run("UPDATE convrag_messages SET content = :c, status = :s, error = :e, updated_at = :t WHERE id = :id",
-            {"c": content, "s": status, "e": error, "t": time.time(), "id": message_id})
+            {"c": content, "s": status, "e": error, "t": now, "id": message_id})
+        return now
+
+    # --- the history cache ----------------------------------------------------------------------
+    def _cache_guard(self) -> ContextManager[Any]:
+        """Held around a cache update and the transaction it mirrors (SQLite: the connection's lock), so that
+        threads sharing this store object apply their writes to the cache in commit order."""
+        return nullcontext()
+
+    @contextmanager
+    def _write_through(self, conversation_ids: Iterable[str]) -> Iterator[Tuple[Run, Dict[str, List[Message]]]]:
+        """A write transaction, with the cached message lists of ``conversation_ids`` that the write updates in
+        place: only those no other connection changed since they were read (same change token), so the cache stays
+        an exact copy of the table. The others are dropped (read again next time), as are all of them on failure."""
+        with self._cache_guard():
+            lists: Dict[str, List[Message]] = {}
+            try:
+                with self._tx() as run:
+                    token = self._change_token(run)
+                    for cid in conversation_ids:
+                        cached = self._history_cache.get(cid)
+                        if token is None or cached is None:  # no token: reads re-check the rows anyway
+                            continue
+                        if cached[3] == token:
+                            lists[cid] = list(cached[0])
+                        else:
+                            del self._history_cache[cid]
+                    yield run, lists
+            except BaseException:
+                for cid in lists:
+                    self._history_cache.pop(cid, None)
+                raise
+            for cid, messages in lists.items():
+                cached = self._history_cache.get(cid)
+                if cached is not None:
+                    self._history_cache[cid] = (messages, *cached[1:])
+
+    def _stale_cache(self) -> None:
+        """Every cached conversation asks the database on its next read (incrementally)."""
+        for cid in list(self._history_cache):
+            self._history_cache[cid] = (*self._history_cache[cid][:3], None)
 
     @staticmethod
     def _put_citations(run: Run, message_id: str, citations: Sequence[Citation]) -> None:
@@ -188,8 +253,8 @@ class SQLConversationStore(ConversationStore):
             {"m": message_id, "c": conversation_id, "r": json.dumps(record, default=str)})
 
     def delete_conversation(self, conversation_id: str) -> List[Message]:
-        self._history_cache.pop(conversation_id, None)
         with self._tx() as run:
+            self._history_cache.pop(conversation_id, None)  # in the transaction: no read of this store interleaves
             rows = run(f"SELECT {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
                        {"c": conversation_id})
             messages = [_row_to_message(r) for r in rows]
@@ -197,8 +262,8 @@ class SQLConversationStore(ConversationStore):
         return messages
 
     def _delete_message_ids(self, ids: Sequence[str]) -> None:
-        self._history_cache.clear()
         with self._tx() as run:
+            self._history_cache.clear()
             self._delete_ids(run, ids)
 
     @staticmethod
@@ -212,28 +277,31 @@ class SQLConversationStore(ConversationStore):
     def get_conversation(self, conversation_id: str) -> List[Message]:
         """The conversation's messages in order (treat them as read-only).
 
-        Parsed messages are cached per conversation; a later call reads only rows added or updated since (plus a
-        row count, so deletions by any writer force a full read), so a turn does not re-parse the whole history.
+        Parsed messages are cached per conversation, and this store's own writes update the cache. While no other
+        connection has committed since (the backend's change token, SQLite's ``data_version``), the cache is
+        returned as is; otherwise only rows added or updated since are read (plus a row count, so deletions by any
+        writer force a full read), so a turn does not re-parse the whole history.
         """
         c = {"c": conversation_id}
-        with self._tx(write=False) as run:
+        with self._cache_guard(), self._tx(write=False) as run:
+            token = self._change_token(run)  # before the rows: a commit after it only makes the next read re-check
             cached = self._history_cache.get(conversation_id)
-            if cached is not None:
-                messages, last_pos, last_update = cached
+            if cached is not None and (token is None or cached[3] != token):
+                messages, last_pos, last_update, _ = cached
                 count = run("SELECT COUNT(*) FROM convrag_messages WHERE conversation_id = :c", c)[0][0]
                 rows = run(f"SELECT pos, {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c AND "
                            "(pos > :p OR updated_at >= :t) ORDER BY pos",
                            {**c, "p": last_pos, "t": last_update - CLOCK_SLACK_S})
                 merged = _merge(messages, rows)
-                cached = (merged, *_marks(rows, last_pos, last_update)) if len(merged) == count else None
+                cached = (merged, *_marks(rows, last_pos, last_update), token) if len(merged) == count else None
             if cached is None:
                 rows = run(f"SELECT pos, {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos",
                            c)
-                cached = ([_row_to_message(r[1:]) for r in rows], *_marks(rows, -1, float("-inf")))
-        self._history_cache[conversation_id] = cached
-        self._history_cache.move_to_end(conversation_id)
-        while len(self._history_cache) > CACHED_CONVERSATIONS:
-            self._history_cache.popitem(last=False)
+                cached = ([_row_to_message(r[1:]) for r in rows], *_marks(rows, -1, float("-inf")), token)
+            self._history_cache[conversation_id] = cached
+            self._history_cache.move_to_end(conversation_id)
+            while len(self._history_cache) > CACHED_CONVERSATIONS:
+                self._history_cache.popitem(last=False)
         return list(cached[0])
 
     def get_message(self, message_id: str) -> Optional[Message]:
@@ -277,6 +345,14 @@ def _merge(messages: List[Message], rows: Sequence[Sequence[Any]]) -> List[Messa
         elif float(r[8]) != out[i].updated_at:  # unchanged rows (same updated_at) are not parsed again
             out[i] = _row_to_message(r[1:])
     return out
+
+
+def _index_of(messages: Sequence[Message], message_id: str) -> Optional[int]:
+    """The position of ``message_id`` in ``messages`` (searched from the end: it is usually the newest), or None."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == message_id:
+            return i
+    return None
 
 
 def _marks(rows: Sequence[Sequence[Any]], last_pos: int, last_update: float) -> Tuple[int, float]:

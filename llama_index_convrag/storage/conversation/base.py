@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from abc import abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -60,7 +60,10 @@ class Citation:
     text: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """A JSON-ready copy (what ``dataclasses.asdict`` returns, without its recursive deep copy)."""
+        return {"node_id": self.node_id, "source_index": self.source_index, "marker": self.marker,
+                "ref_doc_id": self.ref_doc_id, "score": self.score,
+                "stage_scores": [dict(s) for s in self.stage_scores], "text": self.text}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Citation":
@@ -146,8 +149,7 @@ class ConversationStore(BaseChatStore):
     def history(self, conversation_id: str) -> List[Message]:
         """The messages to condition on: every non-assistant message, complete answers, and the partial text of
         answers whose stream the reader stopped (``cancelled``; the user saw it). Failed and pending answers are not."""
-        return [m for m in self.get_conversation(conversation_id)
-                if m.role != "assistant" or m.status == "complete" or (m.status == "cancelled" and m.content != "")]
+        return [m for m in self.get_conversation(conversation_id) if in_history(m)]
 
     # --- BaseChatStore -------------------------------------------------------------------------
     def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
@@ -184,6 +186,12 @@ class ConversationStore(BaseChatStore):
     @abstractmethod
     def _delete_message_ids(self, ids: Sequence[str]) -> None:
         """Delete messages (and their citations and records) by id."""
+
+
+def in_history(message: Message) -> bool:
+    """Whether a message is conditioned on (see :meth:`ConversationStore.history`)."""
+    return message.role != "assistant" or message.status == "complete" or (
+        message.status == "cancelled" and message.content != "")
 
 
 def _from_chat(conversation_id: str, message: ChatMessage) -> Message:

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Union
+from typing import Any, ContextManager, Iterator, List, Optional, Union
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
@@ -64,6 +64,12 @@ class SQLiteConversationStore(SQLConversationStore):
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         self._conn = conn
+
+    def _change_token(self, run: Run) -> Optional[Any]:
+        return run("PRAGMA data_version")[0][0]
+
+    def _cache_guard(self) -> ContextManager[Any]:
+        return self._lock
 
     def _has_meta(self, run: Run) -> bool:
         return bool(run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'convrag_meta'"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,67 @@ def test_cached_history_sees_writes_from_another_store_on_the_file(tmp_path: Pat
     assert b.get_conversation("c1") == [] and a.get_conversation("c1") == []
     a.close()
     b.close()
+
+
+def test_cache_updated_by_own_writes_equals_a_fresh_read(tmp_path: Path) -> None:
+    """Writes of this store object update its cached history in place (four threads, reads in between): the cache
+    stays equal to what a new store reads from the file, JSON round trip of additional_kwargs included."""
+    path = tmp_path / "w.db"
+    store = SQLiteConversationStore(path)
+    errors = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(25):
+                cid = f"c{t % 2}"
+                store.get_conversation(cid)
+                _, a = store.begin_turn(cid, f"q{t}-{i}")
+                store.add_message_text(cid, "tool", "x", additional_kwargs={"pair": (t, i)})
+                if i % 5 == 4:
+                    store.finalize_message(a.id, content="stopped", status="cancelled")
+                else:
+                    store.finish_turn(cid, a.id, content=f"a{t}-{i}", status="complete", error=None, citations=[],
+                                      record={"i": i})
+                store.history(cid)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    fresh = SQLiteConversationStore(path)
+    for cid in ("c0", "c1"):
+        assert len(fresh.get_conversation(cid)) == 150
+        assert store.get_conversation(cid) == fresh.get_conversation(cid)
+    tools = [m.additional_kwargs["pair"] for m in store.get_conversation("c0") if m.role == "tool"]
+    assert len(tools) == 50 and all(isinstance(p, list) for p in tools)  # as read back from JSON
+    store.close()
+    fresh.close()
+
+
+def test_unchanged_history_is_served_without_reading_rows(tmp_path: Path) -> None:
+    """While no other connection commits, reads after this store's own writes touch no message row; a commit by
+    another store object makes the next read go to the table."""
+    path = tmp_path / "t.db"
+    store, other = SQLiteConversationStore(path), SQLiteConversationStore(path)
+    store.begin_turn("c", "q1")
+    store.get_conversation("c")
+    statements: list = []
+    store.open()
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    _, a = store.begin_turn("c", "q2")
+    store.finish_turn("c", a.id, content="a2", status="complete", error=None, citations=[], record={})
+    assert [m.content for m in store.history("c")] == ["q1", "q2", "a2"]
+    def history_reads() -> list:
+        return [s for s in statements if "FROM convrag_messages WHERE conversation_id" in s]
+
+    assert history_reads() == []
+    other.begin_turn("c", "q3")
+    assert [m.content for m in store.history("c")] == ["q1", "q2", "a2", "q3"]
+    assert history_reads() != []
+    store.close()
+    other.close()
