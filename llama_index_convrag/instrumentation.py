@@ -14,6 +14,7 @@ import inspect
 from typing import Any, Callable, Optional, TypeVar
 
 from llama_index.core.callbacks import CallbackManager
+from llama_index_instrumentation import get_dispatcher
 from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR, Dispatcher
 from llama_index_instrumentation.event_handlers import NullEventHandler
 from llama_index_instrumentation.span_handlers import NullSpanHandler
@@ -70,10 +71,28 @@ def span_when_observed(dispatcher: Dispatcher) -> Callable[[F], F]:
     return decorate
 
 
+def quiet_spans(cls: type) -> None:
+    """For a ``DispatcherSpanMixin`` subclass's ``__init_subclass__``, before ``super().__init_subclass__()``: the
+    methods the mixin would wrap in ``dispatcher.span`` (implementations of abstract methods, overrides of spanned
+    ones) get :func:`span_when_observed` instead, with the same dispatcher (the class's module); the mixin then
+    skips them. Only plain functions; anything else is left to the mixin."""
+    names = set()
+    for base in inspect.getmro(cls)[1:]:
+        for attr, method in base.__dict__.items():
+            if callable(method) and (getattr(method, "__isabstractmethod__", False)
+                                     or hasattr(method, DISPATCHER_SPAN_DECORATED_ATTR)):
+                names.add(attr)
+    dispatcher = get_dispatcher(cls.__module__)
+    for attr, method in list(cls.__dict__.items()):
+        if attr in names and inspect.isfunction(method) and not getattr(method, "__isabstractmethod__", False) \
+                and not hasattr(method, DISPATCHER_SPAN_DECORATED_ATTR):
+            setattr(cls, attr, span_when_observed(dispatcher)(method))
+
+
 def emit(dispatcher: Dispatcher, make_event: Callable[[], Any]) -> None:
     """``dispatcher.event(make_event())`` when :func:`observed`; the event is not even built otherwise."""
     if observed(dispatcher):
         dispatcher.event(make_event())
 
 
-__all__ = ["emit", "observed", "span_when_observed", "unspanned"]
+__all__ = ["emit", "observed", "quiet_spans", "span_when_observed", "unspanned"]

@@ -36,7 +36,6 @@ from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index_instrumentation.dispatcher import DISPATCHER_SPAN_DECORATED_ATTR
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
@@ -50,7 +49,7 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 from llama_index.core.utilities.token_counting import TokenCounter
 
-from llama_index_convrag.instrumentation import emit, span_when_observed
+from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
@@ -60,7 +59,7 @@ from llama_index_convrag.synthesizers.calls import (
     template_variables,
 )
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
-from llama_index_convrag.synthesizers.resolve import NoLLM, require_llm, resolve_prompt_helpers
+from llama_index_convrag.synthesizers.resolve import NoLLM, helper_tokenizer, require_llm, resolve_prompt_helpers
 from llama_index_convrag.synthesizers.events import SynthesisChunkSkippedEvent, SynthesisLLMCallEvent
 from llama_index_convrag.synthesizers.packing import (
     TiktokenTokenizer,
@@ -140,7 +139,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if multimodal and citations:
             raise ValueError("citations=True is not supported with multimodal=True yet")
         prompt_helper, chat_prompt_helper = resolve_prompt_helpers(
-            llm, prompt_helper, chat_prompt_helper, tokenizer.encode if tokenizer is not None else None
+            llm, prompt_helper, chat_prompt_helper, helper_tokenizer(tokenizer)
         )
         super().__init__(
             llm=llm if llm is not None else NoLLM(),  # never the Settings.llm getter (core's __init__ calls it for None)
@@ -201,11 +200,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     # Each mode keeps its templates in named attributes (``self._text_qa_template`` ...) and implements
     # ``_get_prompts`` / ``_update_prompts`` over them, as core's synthesizers do.
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # LlamaIndex's span mixin would wrap every mode's prompt getters in a span; they run on every turn
-        for name in ("_get_prompts", "_update_prompts"):
-            method = cls.__dict__.get(name)
-            if method is not None and not hasattr(method, DISPATCHER_SPAN_DECORATED_ATTR):
-                setattr(cls, name, span_when_observed(get_dispatcher(cls.__module__))(method))
+        quiet_spans(cls)  # a mode's get_response, prompt getters...: spanned only when a handler listens
         super().__init_subclass__(**kwargs)
 
     @span_when_observed(dispatcher)

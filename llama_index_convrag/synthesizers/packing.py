@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, List, Protocol, Sequence
 
 CHUNK_SEPARATOR = "\n\n"
@@ -45,6 +45,12 @@ class TiktokenTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc().decode(list(ids))
+
+    def is_same_encoding(self, tokenize: Callable[[str], List[int]]) -> bool:
+        """Whether ``tokenize`` is core's default tokenizer for this model (``partial(encoding.encode,
+        allowed_special="all")``, as ``llama_index.core.utils.get_tokenizer`` builds it): the same ids as ``encode``."""
+        return (isinstance(tokenize, partial) and tokenize.keywords == {"allowed_special": "all"}
+                and not tokenize.args and getattr(tokenize.func, "__self__", None) is self._enc())
 
 
 @lru_cache(maxsize=ENCODE_CACHE_SIZE)

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
+import llama_index.core
+
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.settings import Settings
+
+from llama_index_convrag.synthesizers.packing import TiktokenTokenizer, Tokenizer
 
 
 def configured_llm(llm: Optional[LLM]) -> Optional[LLM]:
@@ -32,6 +36,20 @@ def require_llm(llm: Optional[LLM], what: str) -> LLM:
             "llama_index_convrag.config.resolve_llm(base_url=..., model=...)); no default OpenAI client is built"
         )
     return llm
+
+
+def helper_tokenizer(tokenizer: Optional[Tokenizer]) -> Callable[[str], List[int]]:
+    """What a prompt helper built here counts with: the synthesizer's ``tokenizer``; else the tokenizer assigned to
+    ``Settings.tokenizer`` (core's global), as core would use it; else, and when that global is core's own default
+    (tiktoken's gpt-3.5-turbo encoding, all special tokens allowed), the cached :class:`TiktokenTokenizer`: the same
+    token ids, but a chunk retrieved again on a later turn is not encoded again."""
+    if tokenizer is not None:
+        return tokenizer.encode
+    assigned = llama_index.core.global_tokenizer
+    default = TiktokenTokenizer()
+    if assigned is None or default.is_same_encoding(assigned):
+        return default.encode
+    return assigned
 
 
 def resolve_prompt_helpers(

@@ -65,3 +65,30 @@ def test_one_window_of_joined_texts_equals_the_decoded_window():
     assert pack_texts(texts, len(ids), tok) == [tok.decode(ids).strip()]
     assert pack_texts(texts, len(ids) - 1, tok) == [tok.decode(w).strip() for w in pack_token_ids(
         [tok.encode(t) for t in texts], len(ids) - 1)]
+
+
+def test_prompt_helper_counts_with_the_cached_default_or_what_is_assigned():
+    """Without a tokenizer the helper counts with the cached TiktokenTokenizer, also when core's own default is the
+    global tokenizer (same ids); a tokenizer assigned to Settings is used as core would use it."""
+    import llama_index.core
+    from llama_index.core import Settings
+    from llama_index.core.utils import get_tokenizer
+
+    from llama_index_convrag.synthesizers.resolve import helper_tokenizer
+
+    saved = llama_index.core.global_tokenizer
+    try:
+        llama_index.core.global_tokenizer = None
+        first = helper_tokenizer(None)
+        assert first.__self__ == TiktokenTokenizer() and first("Café 東京") == get_tokenizer()("Café 東京")
+        assert helper_tokenizer(None).__self__ == TiktokenTokenizer()  # core's default is now the global one
+
+        def words(text: str) -> list:
+            return text.split()
+
+        Settings.tokenizer = words
+        assert helper_tokenizer(None) is words
+        mine = TiktokenTokenizer("gpt-4o")
+        assert helper_tokenizer(mine) == mine.encode
+    finally:
+        llama_index.core.global_tokenizer = saved
