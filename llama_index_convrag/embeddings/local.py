@@ -93,10 +93,11 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.clip(norms, 1e-12, None)
 
 
-#: Attention cells (rows x width x width) one ONNX run may hold: 8 texts of 256 tokens. The run's transient memory
-#: grows with it (12 heads of width x width scores per layer): 32 x 256 peaks near 1.5 GB, 8 x 256 near 0.6 GB
-#: (``bench/memory.py``), while short texts still go 32 at a time.
-DEFAULT_MAX_BATCH_CELLS = 8 * 256 * 256
+#: Attention cells (rows x width x width) one ONNX run may hold: 4 texts of 256 tokens. The run's transient memory
+#: grows with it (12 heads of width x width scores per layer): an ingest's peak RSS with 32 x 256 runs was 1.5 GB,
+#: 8 x 256 0.63 GB, 4 x 256 0.57 GB, at the same speed (1.02x vs 8 x 256; ``bench/memory.py``, ``--speed``), while
+#: short texts still go 32 at a time.
+DEFAULT_MAX_BATCH_CELLS = 4 * 256 * 256
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, max_cells: Optional[int] = None) -> List[List[int]]:
