@@ -4,6 +4,7 @@ OpenAI-compatible server for the LLM path."""
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -156,6 +157,28 @@ def test_embedding_rerank_reorders_and_explains_the_score(capsys, docs, where):
     citations = data["turns"][0]["citations"]
     assert citations[0]["file"] == "tea.txt" and len(citations) == 2
     assert -1.0 <= citations[1]["score"] <= citations[0]["score"] <= 1.0  # cosines, not min-max fused scores
+
+
+def test_llm_rerank_puts_the_llms_pick_first(capsys, docs, where, openai_server):
+    """``--rerank llm``: the LLM ranks the fused candidates (listwise prompt); its pick comes first even when
+    retrieval ranked it last."""
+    from llama_index_convrag.testing import echo_chat
+
+    def responder(body):
+        text = body["messages"][-1]["content"]
+        if "numbered documents" not in text:
+            return echo_chat(body)
+        numbers = [n for n, doc in re.findall(r"Document (\d+):\n([^\n]*)", text) if "Sourdough" in doc]
+        return {"content": f"Doc: {numbers[0]}, Relevance: 10"}
+
+    openai_server.chat_responder = responder
+    data = run_json(capsys, ["ask", str(docs), "How long should green tea steep?", "--base-url",
+                             openai_server.base_url, "--model", "local", "--rerank", "llm", "--top-k", "2", *where])
+    citations = data["turns"][0]["citations"]
+    assert [c["file"] for c in citations][0] == "bread.txt" and len(citations) == 2
+    assert data["turns"][0]["scores"].startswith("[n] is the rank; score = reranker: the LLM's relevance grade")
+    assert any("numbered documents" in r.body["messages"][-1]["content"] for r in openai_server.requests
+               if r.path.endswith("/chat/completions"))
 
 
 # --- conversations: resume, list, export -------------------------------------------------------------------
