@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -141,7 +142,7 @@ class EmbeddingCache:
             return
         OUT.mkdir(parents=True, exist_ok=True)
         keys = list(self.vectors)
-        tmp = self.path.with_name(self.path.stem + ".tmp.npz")
+        tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.tmp.npz")  # helpers share bench/out
         np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.vectors[k] for k in keys]))
         tmp.rename(self.path)
         self.dirty = False

@@ -26,11 +26,11 @@ from llama_index_convrag.retrievers.modes import DEFAULT_RANKER_TYPE, FUSION_TYP
 ANALYZER_CHOICES = ("chinese", "english", "jieba", "standard")
 #: The engine's choice lists, repeated for the same reason (``tests/cli_commands/test_engine_options.py`` checks
 #: each against its source):
-#: ``synthesizers.registry.registered_modes()``, ``chat.rewrite.STRATEGIES``, ``chat.defaults.CHAT_MODES``,
+#: ``synthesizers.registry.registered_modes()``, ``chat.defaults.REWRITE_STRATEGIES``, ``chat.defaults.CHAT_MODES``,
 #: ``cli_commands.engine_options.RERANKERS``.
 RESPONSE_MODE_CHOICES = ("accumulate", "compact", "compact_accumulate", "context_only", "extractive", "generation",
                          "no_text", "refine", "simple_summarize", "tree_summarize")
-REWRITE_STRATEGY_CHOICES = ("llm", "contextual", "concat", "none")
+REWRITE_STRATEGY_CHOICES = ("auto", "llm", "contextual", "concat", "none")
 CHAT_MODE_CHOICES = ("condense_question", "condense_plus_context", "context")
 RERANK_CHOICES = ("embedding", "llm")
 DEFAULT_COLLECTION = "convrag"
@@ -116,8 +116,8 @@ def _chat_options(parser: argparse.ArgumentParser) -> None:
                         help="how the answer is written (the engine's response_mode; default compact with an LLM, "
                              "extractive without; context_only, extractive, no_text need no LLM)")
     parser.add_argument("--rewrite-strategy", choices=REWRITE_STRATEGY_CHOICES, default=None,
-                        help="how a follow-up becomes a retrieval query (default llm with an LLM, concat without; "
-                             "contextual, concat, none need no LLM)")
+                        help="how a follow-up becomes a retrieval query (default auto: llm with an LLM, contextual "
+                             "without; contextual, concat, none need no LLM)")
     parser.add_argument("--chat-mode", choices=CHAT_MODE_CHOICES, default=None,
                         help="the engine's chat_mode (default condense_question)")
     parser.add_argument("--system-prompt", default=None, metavar="TEXT",

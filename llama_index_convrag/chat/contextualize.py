@@ -58,6 +58,9 @@ ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这�
                           "哪谁啥几又再才更最太真好")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+# "how long", "how many": the word after "how" asks for a quantity, it names no topic.
+_HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small|tall|high|deep|wide|soon|late|"
+                           r"early|fast|quickly|easy|hard|well|bad|good)\s*$", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)$")
 
 
@@ -130,6 +133,8 @@ def _en_terms(text: str) -> List[_Term]:
         word = m.group(0).strip("'’-")
         low = word.lower().replace("’", "'")
         if len(word) < 2 or low in EN_STOPWORDS or _key(word) in EN_STOPWORDS:
+            continue
+        if _HOW_MODIFIER.search(text[max(0, m.start() - 12):m.end()]):
             continue
         if word.isdigit():
             salience, label = 1.0, "number"

@@ -5,20 +5,30 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.response_synthesizers import BaseSynthesizer
 
+from llama_index_convrag.chat.rewrite import STRATEGIES, QuestionRewriter
+from llama_index_convrag.retrievers.conversational import ConversationalRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
 CHAT_MODES = ("condense_question", "condense_plus_context", "context")
 """The chat modes this engine serves (``as_chat_engine(chat_mode=...)`` accepts these and ``None``)."""
 NO_LLM_RESPONSE_MODE = "extractive"
 """The response mode of ``llm=None`` turns: extractive answers (the retrieved sentences closest to the question)."""
-NO_LLM_REWRITE_STRATEGY = "concat"
-"""The rewrite strategy of ``llm=None`` turns (needs no LLM)."""
+NO_LLM_REWRITE_STRATEGY = "contextual"
+"""The rewrite strategy of ``llm=None`` turns: salient, recent history terms, needs no LLM
+(:mod:`~llama_index_convrag.chat.contextualize`); the engine fuses its results with the question's own
+(:class:`~llama_index_convrag.retrievers.conversational.ConversationalRetriever`)."""
+AUTO_REWRITE_STRATEGY = "auto"
+"""``rewrite_strategy="auto"`` (and ``None``): ``llm`` when a (condense) LLM is configured, else
+:data:`NO_LLM_REWRITE_STRATEGY`."""
+REWRITE_STRATEGIES = (AUTO_REWRITE_STRATEGY, *STRATEGIES)
+"""Every ``rewrite_strategy`` the engine accepts."""
 
 
 def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_chat: Any) -> None:
@@ -73,14 +83,26 @@ def seed_messages(chat_history: Optional[List[ChatMessage]], memory: Optional[Ba
 
 
 def rewrite_strategy_for(strategy: Optional[str], skip_condense: bool, condense_llm: Optional[LLM]) -> str:
-    """The rewrite strategy: as given; ``none`` for ``skip_condense``; ``llm`` with an LLM, else the no-LLM one."""
+    """The rewrite strategy: as given; ``none`` for ``skip_condense``; ``auto`` / ``None``: ``llm`` with an LLM,
+    else :data:`NO_LLM_REWRITE_STRATEGY`. ValueError naming the accepted ones for anything else."""
+    if strategy is not None and strategy not in REWRITE_STRATEGIES:
+        raise ValueError(f"rewrite_strategy must be one of {list(REWRITE_STRATEGIES)}, got {strategy!r}")
     if skip_condense:
-        if strategy not in (None, "none"):
+        if strategy not in (None, AUTO_REWRITE_STRATEGY, "none"):
             raise ValueError(f"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy={strategy!r}")
         return "none"
-    if strategy is not None:
+    if strategy not in (None, AUTO_REWRITE_STRATEGY):
         return strategy
     return "llm" if condense_llm is not None else NO_LLM_REWRITE_STRATEGY
+
+
+def fusing_retriever(retriever: Optional[BaseRetriever], rewriter: QuestionRewriter,
+                     fuse: bool) -> Optional[BaseRetriever]:
+    """``retriever`` wrapped in a :class:`ConversationalRetriever` when the ``contextual`` rewrite is fused (the
+    follow-up's own list and the expanded query's); as given otherwise (other strategies, a query engine)."""
+    if retriever is None or not fuse or rewriter.strategy != "contextual":
+        return retriever
+    return ConversationalRetriever.deepened(retriever, rewriter.contextual_plan)
 
 
 def default_synthesizers(llm: Optional[LLM], embed_model: Optional[BaseEmbedding], synth_kw: Dict[str, Any],

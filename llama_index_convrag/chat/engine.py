@@ -36,8 +36,8 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
-from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers, pick_one,
-                                               rewrite_strategy_for, seed_messages)
+from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers,
+                                               fusing_retriever, pick_one, rewrite_strategy_for, seed_messages)
 from llama_index_convrag.chat.rewrite import HistoryFormatter, QuestionRewriter
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer, astream_lifecycle, stream_lifecycle
 from llama_index_convrag.chat.triggers import needs_rewrite
@@ -131,6 +131,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         context_prompt: Optional[PromptLike] = None,
         context_refine_prompt: Optional[PromptLike] = None,
         rewrite_strategy: Optional[str] = None,
+        contextual_fusion: bool = True,
         skip_condense: bool = False,
         rewrite_trigger: bool = True,
         last_n_turns: int = 3,
@@ -156,8 +157,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
         strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm``: the one given,
         else the one assigned to ``Settings.llm`` (never core's default-building getter; the synthesizer factory's rule,
-        ``synthesizers/resolve.py``); with neither, the rewrite strategy defaults to :data:`NO_LLM_REWRITE_STRATEGY` and
-        answers to :data:`NO_LLM_RESPONSE_MODE`.
+        ``synthesizers/resolve.py``); with neither, answers are :data:`~.defaults.NO_LLM_RESPONSE_MODE`.
+        ``rewrite_strategy``: one of :data:`~.defaults.REWRITE_STRATEGIES`; ``None`` or ``"auto"`` is ``llm`` when a
+        (condense) LLM is resolved and ``contextual`` (:data:`~.defaults.NO_LLM_REWRITE_STRATEGY`) otherwise. With
+        ``contextual`` and a retriever, a follow-up is searched as typed and as expanded and the two lists fused
+        (:class:`~llama_index_convrag.retrievers.conversational.ConversationalRetriever`;
+        ``contextual_fusion=False`` searches the expanded query alone).
         ``judge=True`` (or a ``BaseJudge``) with ``judge_llm``, ``judge_prompt``, ``max_depth``, ``max_branching``,
         ``max_llm_calls``: judge-guided answers (:mod:`llama_index_convrag.judge`, condense_question mode with a
         retriever); the search tree is stored in the turn record (``judge_tree``) and returned in the metadata.
@@ -179,6 +184,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             trigger=needs_rewrite if rewrite_trigger else None, get_chat_history=get_chat_history,
             count_tokens=count_tokens,
         )
+        retriever = fusing_retriever(retriever, rewriter, contextual_fusion)
         context_chat = None
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
@@ -290,7 +296,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
 
     # --- the steps -----------------------------------------------------------------------------------------------
     def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> Turn:
-        window = self._rewriter.last_n_turns if self.rephrase_question else None
+        window = self._rewriter.history_window if self.rephrase_question else None
         return Turn.begin(self._store, self.conversation_id, message, chat_history=chat_history, window=window,
                           streaming=streaming)
 

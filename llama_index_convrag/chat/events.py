@@ -26,6 +26,7 @@ class QuestionRewriteEvent(BaseEvent):
     latency_ms: float
     fallback_reason: Optional[str] = None
     skipped_reason: Optional[str] = None
+    explanation: Optional[Dict[str, Any]] = None
 
     @classmethod
     def class_name(cls) -> str:

@@ -32,6 +32,9 @@ from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
 from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_PROMPT
 
 STRATEGIES = ("llm", "contextual", "concat", "none")
+CONTEXTUAL_MAX_TURNS = 16
+"""User turns ``contextual`` reads: the conversation's first (its opening subject) and the latest 15 (recency decay
+leaves older turns a negligible weight)."""
 HistoryFormatter = Callable[[Sequence[ChatMessage]], str]
 Trigger = Callable[[str], TriggerDecision]
 CacheKey = Tuple[Tuple[str, ...], str, str]
@@ -192,6 +195,12 @@ class QuestionRewriter(PromptMixin):
         self._cache_lock = threading.Lock()
         self._plans: "OrderedDict[str, Contextualized]" = OrderedDict()
 
+    @property
+    def history_window(self) -> Optional[int]:
+        """User turns of history a rewrite reads (``None``: all; ``contextual`` weighs turns by recency itself and
+        keeps the conversation's opening turn, see :data:`CONTEXTUAL_MAX_TURNS`)."""
+        return None if self.strategy == "contextual" else self.last_n_turns
+
     def contextual_plan(self, query: str) -> Optional[Contextualized]:
         """The ``contextual`` decision that produced ``query`` (recent ones only), for a fusing retriever."""
         with self._cache_lock:
@@ -276,7 +285,10 @@ class QuestionRewriter(PromptMixin):
 
     def _contextual(self, question: str, history: Sequence[ChatMessage]) -> RewriteResult:
         start = time.perf_counter()
-        plan = contextualize(question, history_turns(history))  # recency weighting replaces the turn window
+        turns = history_turns(history)  # recency weighting replaces the turn window
+        if len(turns) > CONTEXTUAL_MAX_TURNS:
+            turns = turns[:1] + turns[-(CONTEXTUAL_MAX_TURNS - 1):]
+        plan = contextualize(question, turns)
         with self._cache_lock:
             self._plans[plan.query] = plan
             self._plans.move_to_end(plan.query)

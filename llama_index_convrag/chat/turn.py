@@ -84,12 +84,13 @@ class Turn:
         rec.retrieval_query, rec.rewrite_strategy, rec.rewrite_used_llm = result.query, result.strategy, result.used_llm
         rec.rewrite_latency_ms, rec.rewrite_cache_hit = result.latency_ms, result.cache_hit
         rec.rewrite_fallback_reason, rec.rewrite_skipped_reason = result.fallback_reason, result.skipped_reason
+        rec.rewrite_explanation = result.explanation
         if result.fallback_reason is not None:
             logger.warning("question rewrite fell back to the original question: %s", result.fallback_reason)
         emit(dispatcher, lambda: QuestionRewriteEvent(
             question=rec.original_question, retrieval_query=result.query, strategy=result.strategy,
             used_llm=result.used_llm, latency_ms=result.latency_ms, fallback_reason=result.fallback_reason,
-            skipped_reason=result.skipped_reason))
+            skipped_reason=result.skipped_reason, explanation=rec.rewrite_explanation))
 
     def apply_stages(self, stages: Stages) -> None:
         """Record the node ids of every retrieval stage; the last stage's nodes go on."""

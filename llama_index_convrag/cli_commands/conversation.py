@@ -2,8 +2,9 @@
 
 Every turn goes through ``ConvRAGIndex.as_chat_engine`` (our chat engine: rewrite, retrieval, cited answer, the
 turn persisted in the conversation store); this module only prints it. With an LLM configured the rewrite and the
-answer use it; without one the turn is retrieval-only: the no-LLM rewrite and an extractive answer (the retrieved
-sentences closest to the question, cited), with the passages shown as its sources.
+answer use it; without one the turn is retrieval-only: the no-LLM ``contextual`` rewrite (salient history terms, the
+follow-up's own results fused with the expanded query's; ``--json`` carries why each term was added) and an
+extractive answer (the retrieved sentences closest to the question, cited), with the passages shown as its sources.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class EngineSession:
         rewrite = record.rewrite_strategy if record.rewrite_skipped_reason is None else \
             f"none ({record.rewrite_skipped_reason})"
         return {"conversation_id": meta["conversation_id"], "message_id": meta["message_id"], "question": question,
-                "retrieval_query": record.retrieval_query, "rewrite": rewrite, "answer": answer,
+                "retrieval_query": record.retrieval_query, "rewrite": rewrite,
+                "rewrite_explanation": record.rewrite_explanation, "answer": answer,
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
                 "scores": self.scores, "seconds": round(time.perf_counter() - started, 3),
                 "rewrite_ms": round(record.rewrite_latency_ms, 1)}

@@ -4,7 +4,7 @@ Each CLI option is one of the engine's own keywords, with the library's own choi
 that ``--help`` stays light; ``tests/test_cli.py`` checks they agree):
 
 * ``--response-mode`` -> ``response_mode`` (``get_response_synthesizer``'s modes);
-* ``--rewrite-strategy`` -> ``rewrite_strategy`` (``chat.rewrite.STRATEGIES``);
+* ``--rewrite-strategy`` -> ``rewrite_strategy`` (``chat.defaults.REWRITE_STRATEGIES``);
 * ``--chat-mode`` -> ``chat_mode`` and ``--system-prompt`` -> ``system_prompt`` (context modes only);
 * ``--rerank`` -> ``ranker_type="model"`` with a :class:`ModelRerank` over the fused candidates;
 * ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``filters`` (LlamaIndex ``MetadataFilters``);
@@ -29,8 +29,8 @@ FILTER_FORMS = "KEY=VALUE or KEY OP VALUE with OP one of ==, !=, >, >=, <, <= (e
 
 #: Response modes that need no LLM (``requires_llm = False`` on their synthesizer classes).
 NO_LLM_RESPONSE_MODES = ("context_only", "extractive", "no_text")
-#: Rewrite strategies that need no LLM.
-NO_LLM_REWRITE_STRATEGIES = ("concat", "contextual", "none")
+#: Rewrite strategies that need no LLM (``auto`` is ``contextual`` without one).
+NO_LLM_REWRITE_STRATEGIES = ("auto", "concat", "contextual", "none")
 #: ``--rerank`` scorers: ``embedding`` re-scores passage windows with the embedding model (offline), ``llm`` asks
 #: the LLM to rank the candidates (listwise).
 RERANKERS = ("embedding", "llm")
@@ -78,7 +78,7 @@ def check_static(args: Any) -> None:
     if args.system_prompt is not None and args.chat_mode in (None, "condense_question"):
         raise CLIError(EXIT_USAGE, "--system-prompt shapes the answers of --chat-mode condense_plus_context or "
                                    "context; the default condense_question answers with the synthesizer's template")
-    if args.chat_mode == "context" and args.rewrite_strategy not in (None, "none"):
+    if args.chat_mode == "context" and args.rewrite_strategy not in (None, "auto", "none"):
         raise CLIError(EXIT_USAGE, f"--chat-mode context retrieves with the question as written (no rewrite); "
                                    f"drop --rewrite-strategy {args.rewrite_strategy}")
 

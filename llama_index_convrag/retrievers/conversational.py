@@ -10,12 +10,17 @@ list on top. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of th
 The retrieval query arrives as a plain string (the chat engine's ``retrieval_query``); ``plans`` maps it back to the
 decision that produced it (:meth:`QuestionRewriter.contextual_plan`). Queries without a plan, or whose plan added
 nothing, cost exactly one search.
+
+Min-max fusion of two top-5 lists is degenerate (each list's last item maps to 0, a one-item list to 1): the two
+searches run on ``candidates``, a copy of the retriever that returns :data:`FUSION_DEPTH` nodes
+(:func:`with_depth` makes one for retrievers with ``with_params``, such as ``MilvusHybridRetriever``), and the fused
+list is cut to ``top_k``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Dict, List, Optional, Protocol, Sequence
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -34,6 +39,19 @@ class ContextPlan(Protocol):
 
 
 PlanLookup = Callable[[str], Optional[ContextPlan]]
+FUSION_DEPTH = 50
+"""Candidates per search that the two lists are fused over (the bench fuses at the same depth)."""
+
+
+def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[BaseRetriever, Optional[int]]:
+    """``(a copy of retriever returning depth nodes, its own top_k)`` for a retriever with ``with_params`` and
+    ``params.similarity_top_k`` (``MilvusHybridRetriever``); ``(retriever, None)`` for any other."""
+    params = getattr(retriever, "params", None)
+    top_k = getattr(params, "similarity_top_k", None)
+    copy = getattr(retriever, "with_params", None)
+    if not isinstance(top_k, int) or copy is None or top_k >= depth:
+        return retriever, None
+    return copy(similarity_top_k=depth), top_k
 
 
 def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: ContextPlan,
@@ -54,13 +72,24 @@ def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWith
 class ConversationalRetriever(BaseRetriever):
     """Runs ``retriever`` for the question and its contextualised query and fuses them (see module docstring)."""
 
-    def __init__(self, retriever: BaseRetriever, plans: PlanLookup, *, top_k: Optional[int] = None) -> None:
+    def __init__(self, retriever: BaseRetriever, plans: PlanLookup, *, top_k: Optional[int] = None,
+                 candidates: Optional[BaseRetriever] = None) -> None:
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k!r}")
+        if candidates is not None and top_k is None:
+            raise ValueError("candidates= returns more nodes than the answer takes: pass top_k= too")
         super().__init__(callback_manager=retriever.callback_manager)
         self.retriever = retriever
+        self.candidates = candidates if candidates is not None else retriever
         self.plans = plans
         self.top_k = top_k
+
+    @classmethod
+    def deepened(cls, retriever: BaseRetriever, plans: PlanLookup,
+                 depth: int = FUSION_DEPTH) -> "ConversationalRetriever":
+        """Fuse over ``depth`` candidates per search where the retriever can be asked for them (:func:`with_depth`)."""
+        candidates, top_k = with_depth(retriever, depth)
+        return cls(retriever, plans, top_k=top_k, candidates=candidates if top_k is not None else None)
 
     def _plan(self, query_bundle: QueryBundle) -> Optional[ContextPlan]:
         plan = self.plans(query_bundle.query_str)
@@ -73,14 +102,14 @@ class ConversationalRetriever(BaseRetriever):
         plan = self._plan(query_bundle)
         if plan is None:
             return self.retriever.retrieve(query_bundle)
-        own = self.retriever.retrieve(QueryBundle(plan.question))
-        ctx = self.retriever.retrieve(query_bundle)
+        own = self.candidates.retrieve(QueryBundle(plan.question))
+        ctx = self.candidates.retrieve(query_bundle)
         return fuse_lists(own, ctx, plan, self._limit(own, ctx))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan = self._plan(query_bundle)
         if plan is None:
             return await self.retriever.aretrieve(query_bundle)
-        own, ctx = await asyncio.gather(self.retriever.aretrieve(QueryBundle(plan.question)),
-                                        self.retriever.aretrieve(query_bundle))
+        own, ctx = await asyncio.gather(self.candidates.aretrieve(QueryBundle(plan.question)),
+                                        self.candidates.aretrieve(query_bundle))
         return fuse_lists(own, ctx, plan, self._limit(own, ctx))

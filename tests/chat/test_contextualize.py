@@ -86,3 +86,13 @@ def test_rewriter_strategy_records_the_plan() -> None:
     shift = rw.rewrite("How do volcanoes form underwater?", history)
     assert (shift.query, shift.skipped_reason) == ("How do volcanoes form underwater?",
                                                    "topic shift: self-contained and names nothing from the history")
+
+
+def test_chinese_ellipsis_keeps_the_asked_attribute_not_the_replaced_subject() -> None:
+    c = contextualize("北京呢？", [H("上海的人口有多少", "两千多万")])
+    assert (c.query, c.reason) == ("北京呢？ 人口", "needs context (elliptical ending)")
+
+
+def test_how_long_asks_a_quantity_and_names_no_topic() -> None:
+    c = contextualize("How long does it last?", [H("How long is the flu contagious?")])
+    assert c.query == "How long does it last? flu contagious"

@@ -60,7 +60,13 @@ def test_seed_from_chat_history_or_memory() -> None:
 def test_rewrite_strategy_rules() -> None:
     llm = ScriptedLLM.fixed("q")
     assert rewrite_strategy_for(None, False, llm) == "llm"
-    assert rewrite_strategy_for(None, False, None) == NO_LLM_REWRITE_STRATEGY == "concat"
+    assert rewrite_strategy_for(None, False, None) == NO_LLM_REWRITE_STRATEGY == "contextual"
+    assert rewrite_strategy_for("auto", False, llm) == "llm"
+    assert rewrite_strategy_for("auto", False, None) == "contextual"
+    assert rewrite_strategy_for("auto", True, llm) == "none"
+    with pytest.raises(ValueError, match=r"rewrite_strategy must be one of \['auto', 'llm', 'contextual', 'concat', "
+                                         r"'none'\], got 'contextual_fused'"):
+        rewrite_strategy_for("contextual_fused", False, None)
     assert rewrite_strategy_for("concat", False, llm) == "concat"
     assert rewrite_strategy_for(None, True, llm) == rewrite_strategy_for("none", True, llm) == "none"
     with pytest.raises(ValueError, match=r"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy="

@@ -18,6 +18,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.chat import ConvRAGChatEngine
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_TEMPLATE
+from llama_index_convrag.retrievers.conversational import ConversationalRetriever
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing import ScriptedFailure, ScriptedLLM
 from tests.chat.conftest import FixedRetriever, word_count
@@ -367,16 +368,54 @@ def test_core_argument_names(retriever: Any, store: Any) -> None:
 def test_llm_none_retrieval_only_extractive_turns(retriever: Any, store: Any, embed_model: Any) -> None:
     engine = ConvRAGChatEngine.from_defaults(retriever, None, embed_model=embed_model, conversation_store=store,
                                              conversation_id="conv")
-    assert engine._synthesizer.mode == "extractive" and engine._rewriter.strategy == "concat"
+    assert engine._synthesizer.mode == "extractive" and engine._rewriter.strategy == "contextual"
+    assert isinstance(engine._retriever, ConversationalRetriever) and engine._retriever.retriever is retriever
     first = engine.chat("Who directed Inception?")
     assert "Inception is a 2010 science fiction film directed by Christopher Nolan. [1]" in first.response
     assert first.metadata["trim_report"] is None and first.metadata["turn"].retrieved_ids["final"][0] == "inception"
     second = engine.chat("And when was it released?")
-    assert second.metadata["turn"].retrieval_query == "Who directed Inception?\nAnd when was it released?"
+    record = second.metadata["turn"]
+    assert record.retrieval_query == "And when was it released? directed Inception"
+    assert [(a["term"], a["reason"]) for a in record.rewrite_explanation["added_terms"]] == [
+        ("Inception", "proper noun in the question 1 turn(s) back"),
+        ("directed", "content word in the question 1 turn(s) back")]
+    assert set(record.retrieved_ids["final"][:2]) == {"inception", "nolan"}  # 'released' is in Nolan's passage
     stored = store.get_citations(second.metadata["message_id"])
     assert [c.marker for c in stored] == [c["marker"] for c in second.metadata["citations"]] and stored
     assert [(m.role, m.status) for m in store.get_conversation("conv")] == [("user", "complete"),
                                                                            ("assistant", "complete")] * 2
+
+
+def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, embed_model: Any) -> None:
+    nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}"), score=1.0 - i / 10) for i in range(3)]
+    fixed = FixedRetriever(nodes)
+    engine = ConvRAGChatEngine.from_defaults(fixed, None, embed_model=embed_model, conversation_store=store,
+                                             conversation_id="conv", rewrite_strategy="auto")
+    engine.chat("Who directed Inception?")
+    engine.chat("Is it long?")
+    engine.chat("Why do volcanoes erupt underwater?")  # a new subject: nothing added, one search
+    assert fixed.queries == ["Who directed Inception?", "Is it long?", "Is it long? directed Inception",
+                             "Why do volcanoes erupt underwater?"]
+    record = engine.chat("When did it erupt last?").metadata["turn"]
+    assert record.rewrite_explanation["reason"] == "needs context (pronoun 'it')"
+    assert [a["term"] for a in record.rewrite_explanation["added_terms"]] == ["underwater", "volcanoes"]
+    alone = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
+                                            conversation_store=store, contextual_fusion=False)
+    assert not isinstance(alone._retriever, ConversationalRetriever)
+    alone.chat("Who directed Inception?")
+    alone.chat("Is it long?")
+    assert alone._retriever.queries == ["Who directed Inception?", "Is it long? directed Inception"]
+
+
+def test_contextual_reads_the_opening_turn_beyond_last_n_turns(store: Any, embed_model: Any) -> None:
+    fixed = FixedRetriever([NodeWithScore(node=TextNode(id_="n", text="passage"), score=1.0)])
+    engine = ConvRAGChatEngine.from_defaults(fixed, None, embed_model=embed_model, conversation_store=store,
+                                             conversation_id="conv", last_n_turns=1)
+    for question in ["Tell me about the Mariana Trench.", "How deep is it?", "Who explored it first?",
+                     "When was that?"]:
+        engine.chat(question)
+    record = engine.chat("Are there fish there?").metadata["turn"]
+    assert "Mariana" in record.retrieval_query  # the opening subject, four turns back (anchor weight)
 
 
 def test_llm_none_failed_turn_keeps_user_message(store: Any, embed_model: Any) -> None:

@@ -26,13 +26,13 @@ def where(milvus_target, collection_name, tmp_path):
 
 # --- the choice lists are the library's ------------------------------------------------------------------
 def test_choice_lists_are_the_engines_own():
-    from llama_index_convrag.chat.defaults import CHAT_MODES
-    from llama_index_convrag.chat.rewrite import STRATEGIES
+    from llama_index_convrag.chat.defaults import CHAT_MODES, REWRITE_STRATEGIES
     from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
 
     assert RESPONSE_MODE_CHOICES == tuple(registered_modes())
     assert set(NO_LLM_RESPONSE_MODES) == {m for m in registered_modes() if not lookup_mode(m).requires_llm}
-    assert REWRITE_STRATEGY_CHOICES == STRATEGIES and set(NO_LLM_REWRITE_STRATEGIES) == set(STRATEGIES) - {"llm"}
+    assert REWRITE_STRATEGY_CHOICES == REWRITE_STRATEGIES
+    assert set(NO_LLM_REWRITE_STRATEGIES) == set(REWRITE_STRATEGIES) - {"llm"}
     assert CHAT_MODE_CHOICES == CHAT_MODES and RERANK_CHOICES == RERANKERS
 
 

@@ -1,13 +1,15 @@
 """ConversationalRetriever: two searches fused with the contextualiser's weights; one search without a plan."""
 
 import asyncio
+from types import SimpleNamespace
 from typing import Dict, List
 
+import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever, fuse_lists
+from llama_index_convrag.retrievers.conversational import ConversationalRetriever, fuse_lists, with_depth
 
 
 class TableRetriever(BaseRetriever):
@@ -46,3 +48,30 @@ def test_two_searches_with_a_plan_one_without() -> None:
     assert base.asked[2:] == ["plain"]
     fused = asyncio.run(retriever.aretrieve(PLAN.query))
     assert [n.node.node_id for n in fused] == [n.node.node_id for n in retriever.retrieve(PLAN.query)]
+
+
+class DepthRetriever(TableRetriever):
+    """A table retriever with ``params.similarity_top_k`` and ``with_params``, like ``MilvusHybridRetriever``."""
+
+    def __init__(self, table: Dict[str, List[tuple]], top_k: int) -> None:
+        super().__init__(table)
+        self.params = SimpleNamespace(similarity_top_k=top_k)
+
+    def with_params(self, similarity_top_k: int) -> "DepthRetriever":
+        return DepthRetriever(self.table, similarity_top_k)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return super()._retrieve(query_bundle)[:self.params.similarity_top_k]
+
+
+def test_fusion_runs_over_deeper_lists_and_cuts_to_top_k() -> None:
+    # top-1 lists would tie at 1.0 each and keep the question's own 'generic'; depth 3 lets 'throat-treat' win.
+    base = DepthRetriever({PLAN.question: OWN, PLAN.query: CTX}, top_k=1)
+    retriever = ConversationalRetriever.deepened(base, {PLAN.query: PLAN}.get, depth=3)
+    assert (retriever.top_k, retriever.candidates.params.similarity_top_k) == (1, 3)
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat"]
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.question)] == ["generic"]  # no plan: base, one node
+    plain = TableRetriever({})
+    assert with_depth(plain) == (plain, None) and with_depth(base, depth=1) == (base, None)
+    with pytest.raises(ValueError, match="pass top_k= too"):
+        ConversationalRetriever(base, {}.get, candidates=base)
