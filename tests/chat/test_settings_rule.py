@@ -44,7 +44,7 @@ def test_an_llm_assigned_to_settings_is_used_by_engine_factory_and_classes() -> 
 
 def test_nothing_assigned_nothing_built() -> None:
     engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), response_mode="no_text")
-    assert engine._llm is None and engine._rewriter.strategy == "concat"
+    assert engine._llm is None and engine._rewriter.strategy == "contextual"
     with pytest.raises(ValueError, match=r"needs an LLM: pass llm=\.\.\. .*assign llama_index.core.Settings.llm"):
         get_response_synthesizer()
     with pytest.raises(ValueError, match=r"CompactAndRefine needs an LLM: pass llm=\.\.\. or assign"):
