@@ -3,9 +3,9 @@
 Milvus Lite 3.x is a different version of the package this project pins (2.5.1, embedded), so it lives in its own
 virtual environment; :data:`ENV_VENV` (default ``/work/venv-lite3``) names it. Create one with::
 
-    python3 -m venv /work/venv-lite3 && /work/venv-lite3/bin/pip install "milvus-lite>=3"
+    python3 -m venv /work/venv-lite3 && /work/venv-lite3/bin/pip install "milvus-lite>=3" pymilvus
 
-The server speaks gRPC on ``127.0.0.1:PORT``; clients of this package reach it with ``http://127.0.0.1:PORT``.
+(milvus-lite 3.x imports pymilvus's gRPC stubs but does not declare it.) The server speaks gRPC on ``127.0.0.1:PORT``; clients of this package reach it with ``http://127.0.0.1:PORT``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,20 @@ from typing import Any, Optional
 
 ENV_VENV = "CONVRAG_LITE3_VENV"
 DEFAULT_VENV = "/work/venv-lite3"
-SETUP_HINT = (f'python3 -m venv {DEFAULT_VENV} && {DEFAULT_VENV}/bin/pip install "milvus-lite>=3" '
+SETUP_HINT = (f'python3 -m venv {DEFAULT_VENV} && {DEFAULT_VENV}/bin/pip install "milvus-lite>=3" pymilvus '
               f"(or point ${ENV_VENV} at a virtual environment that has it)")
 
 
 def lite3_executable(venv: Optional[str] = None) -> Optional[Path]:
-    """The ``milvus-lite`` command of the Milvus Lite 3.x environment, or None when it is not installed."""
+    """The ``milvus-lite`` command of the Milvus Lite 3.x environment, or None when it is not installed.
+
+    milvus-lite 3.x imports pymilvus's gRPC stubs without declaring the dependency, so an environment without
+    pymilvus counts as not installed (its server would exit at once).
+    """
     root = Path(venv if venv is not None else os.environ.get(ENV_VENV, DEFAULT_VENV))
     exe = root / "bin" / "milvus-lite"
-    return exe if exe.is_file() else None
+    has_pymilvus = any(root.glob("lib/python*/site-packages/pymilvus"))
+    return exe if exe.is_file() and has_pymilvus else None
 
 
 def free_port() -> int:

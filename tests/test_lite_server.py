@@ -1,0 +1,34 @@
+"""testing/lite_server.py: which environments count as a usable Milvus Lite 3.x install."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llama_index_convrag.testing.lite_server import SETUP_HINT, lite3_executable
+
+
+def _venv(root: Path, *, exe: bool, pymilvus: bool) -> Path:
+    if exe:
+        (root / "bin").mkdir(parents=True)
+        (root / "bin" / "milvus-lite").write_text("#!/bin/sh\n")
+    if pymilvus:
+        (root / "lib" / "python3.11" / "site-packages" / "pymilvus").mkdir(parents=True)
+    return root
+
+
+def test_an_environment_with_the_command_and_pymilvus_is_usable(tmp_path: Path) -> None:
+    root = _venv(tmp_path / "v", exe=True, pymilvus=True)
+    assert lite3_executable(str(root)) == root / "bin" / "milvus-lite"
+
+
+def test_milvus_lite_without_pymilvus_is_not_usable(tmp_path: Path) -> None:
+    # milvus-lite 3.2 imports pymilvus's gRPC stubs without declaring it: its server exits at once
+    assert lite3_executable(str(_venv(tmp_path / "v", exe=True, pymilvus=False))) is None
+
+
+def test_a_missing_environment_is_not_usable(tmp_path: Path) -> None:
+    assert lite3_executable(str(tmp_path / "absent")) is None
+
+
+def test_the_setup_hint_installs_both_packages() -> None:
+    assert '"milvus-lite>=3" pymilvus' in SETUP_HINT
