@@ -7,7 +7,7 @@ optional details. The key is added to the node's ``excluded_llm_metadata_keys`` 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.schema import NodeWithScore
 
@@ -32,6 +32,17 @@ def add_stage(
     entry.update(details)
     trail = nws.node.metadata.setdefault(TRAIL_KEY, [])
     trail.append(entry)
+    hide_key(nws.node, TRAIL_KEY)
+    return nws
+
+
+def add_stages(nws: NodeWithScore, stages: Sequence[Tuple[str, int, Optional[float]]]) -> NodeWithScore:
+    """``add_stage`` for several ``(stage, rank, score)`` in order, hiding the key once."""
+    trail = nws.node.metadata.setdefault(TRAIL_KEY, [])
+    for stage, rank, score in stages:
+        if rank < 1:
+            raise ValueError(f"rank must be >= 1, got {rank!r}")
+        trail.append({"stage": stage, "rank": rank, "score": None if score is None else float(score)})
     hide_key(nws.node, TRAIL_KEY)
     return nws
 

@@ -270,14 +270,13 @@ def node_from_entity(spec: CollectionSpec, pk: Any, entity: Mapping[str, Any]) -
     for key in spec.scalar_metadata_fields:
         if key in entity:
             metadata[key] = entity[key]
-    node = TextNode(id_=str(pk), text=str(entity.get(spec.text_field, "")), metadata=metadata)
+    node = TextNode(id_=str(pk), text=str(entity.get(spec.text_field, "")), metadata=metadata,
+                    excluded_llm_metadata_keys=list(HIDDEN_METADATA_KEYS),
+                    excluded_embed_metadata_keys=list(HIDDEN_METADATA_KEYS))
     doc_id = entity.get(spec.doc_id_field) if spec.doc_id_field is not None else None
     if doc_id is None:
         doc_id = metadata.get(DOC_ID_KEY, metadata.get("ref_doc_id"))
     if doc_id is not None:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(doc_id))
         node.metadata.setdefault(DOC_ID_KEY, str(doc_id))
-    for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
-        keys = getattr(node, attr)
-        keys.extend(k for k in HIDDEN_METADATA_KEYS if k not in keys)
     return node

@@ -33,14 +33,19 @@ def rrf(lists: Sequence[Ranked], k: float = 60.0) -> List[Tuple[Hashable, float]
     return _order(scores)
 
 
+def _normalised(ranked: Ranked, higher_is_better: bool) -> List[float]:
+    """The scores of ``ranked`` mapped to [0, 1] (best -> 1; all equal -> 1.0), in list order."""
+    values = [s if higher_is_better else -s for _, s in ranked]
+    lo, hi = min(values), max(values)
+    span = hi - lo
+    return [1.0] * len(values) if span == 0 else [(v - lo) / span for v in values]
+
+
 def minmax(ranked: Ranked, higher_is_better: bool = True) -> Dict[Hashable, float]:
     """Scores mapped to [0, 1] within this list (best -> 1); all-equal lists map to 1.0."""
     if not ranked:
         return {}
-    values = [s if higher_is_better else -s for _, s in ranked]
-    lo, hi = min(values), max(values)
-    span = hi - lo
-    return {doc: (1.0 if span == 0 else (v - lo) / span) for (doc, _), v in zip(ranked, values)}
+    return dict(zip([doc for doc, _ in ranked], _normalised(ranked, higher_is_better)))
 
 
 def weighted(

@@ -35,7 +35,7 @@ from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
 from llama_index_convrag.milvus.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
-from llama_index_convrag.rank_trail import add_stage, get_trail
+from llama_index_convrag.rank_trail import add_stage, add_stages, get_trail
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
 
@@ -254,10 +254,10 @@ class MilvusHybridRetriever(BaseRetriever):
         kept = fused[: p.candidates()]
         stages: List[Tuple[str, Dict[str, Tuple[int, float]]]] = []
         if plan != "server_rrf":
-            wanted = {key for key, _ in kept}
             for field, ranked in zip(p.search_fields, lists):
-                stages.append((_stage(spec, field), {key: (rank, score) for rank, (key, score)
-                                                     in enumerate(ranked, start=1) if key in wanted}))
+                at = dict(zip([k for k, _ in ranked], range(len(ranked))))  # key -> index (the last, if repeated)
+                stages.append((_stage(spec, field), {key: (at[key] + 1, ranked[at[key]][1]) for key, _ in kept
+                                                     if key in at}))
         return Ranking(kept=kept, pks={key: pks[key] for key, _ in kept}, stages=stages, fused_stage=stage)
 
     def _fetch_request(self, ranking: Ranking) -> List[Any]:
@@ -275,12 +275,10 @@ class MilvusHybridRetriever(BaseRetriever):
             if entity is None:
                 continue
             nws = NodeWithScore(node=node_from_entity(self._spec, ranking.pks[key], entity), score=score)
-            for st, positions in ranking.stages:
-                if key in positions:
-                    add_stage(nws, st, *positions[key])
+            trail = [(st, *positions[key]) for st, positions in ranking.stages if key in positions]
             if ranking.fused_stage is not None:
-                add_stage(nws, ranking.fused_stage, rank, score)
-            out.append(nws)
+                trail.append((ranking.fused_stage, rank, score))
+            out.append(add_stages(nws, trail))
         return out
 
     def _finish_rerank(self, reranked: List[NodeWithScore]) -> List[NodeWithScore]:
