@@ -49,3 +49,33 @@ def test_weighted_missing_ids_get_zero_and_weight_count_must_match():
     assert fused == {"a": 0.3, "b": 0.0, "c": 0.7}
     with pytest.raises(ValueError, match="2 lists, 1 weights"):
         weighted([[], []], [1.0])
+
+
+def _reference_weighted(lists, weights, ups):
+    """The definition, written plainly: per-list min-max (best 1, all-equal 1.0, a repeated id keeps its last
+    score), weighted sum over the union, best first, ties in first-seen order."""
+    scores, seen = {}, {}
+    for ranked, w, up in zip(lists, weights, ups):
+        if not ranked:
+            continue
+        values = [s if up else -s for _, s in ranked]
+        lo, hi = min(values), max(values)
+        norms = {}
+        for (doc, _), v in zip(ranked, values):
+            norms[doc] = 1.0 if hi == lo else (v - lo) / (hi - lo)
+        for doc, norm in norms.items():
+            seen.setdefault(doc, len(seen))
+            scores[doc] = scores.get(doc, 0.0) + float(w) * norm
+    return sorted(scores.items(), key=lambda kv: (-kv[1], seen[kv[0]]))
+
+
+def test_weighted_equals_its_definition_on_random_lists_with_ties_and_repeats():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        lists = [[(rng.randint(0, 20), rng.choice([0.5, 1.0, rng.random(), -3 * rng.random()]))
+                  for _ in range(rng.randint(0, 25))] for _ in range(rng.randint(1, 3))]
+        weights = [rng.choice([0.5, 0.3, 1.0, 0.0]) for _ in lists]
+        ups = [rng.random() < 0.7 for _ in lists]
+        assert weighted(lists, weights, ups) == _reference_weighted(lists, weights, ups)
