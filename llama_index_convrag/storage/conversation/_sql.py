@@ -211,6 +211,7 @@ class SQLConversationStore(ConversationStore):
         """A write transaction, with the cached message lists of ``conversation_ids`` that the write updates in
         place: only those no other connection changed since they were read (same change token), so the cache stays
         an exact copy of the table. The others are dropped (read again next time), as are all of them on failure."""
+        self.open()  # before the guard: opening takes the connection's lock after the open lock, never inside it
         with self._cache_guard():
             lists: Dict[str, List[Message]] = {}
             try:
@@ -283,6 +284,7 @@ class SQLConversationStore(ConversationStore):
         writer force a full read), so a turn does not re-parse the whole history.
         """
         c = {"c": conversation_id}
+        self.open()  # before the guard (see _write_through)
         with self._cache_guard(), self._tx(write=False) as run:
             token = self._change_token(run)  # before the rows: a commit after it only makes the next read re-check
             cached = self._history_cache.get(conversation_id)
