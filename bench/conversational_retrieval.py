@@ -8,7 +8,8 @@ lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normal
 chunks, a document's score is its best chunk's. ``--milvus`` runs the same turns through ``MilvusHybridRetriever``
 on Milvus Lite instead.
 
-Per strategy: hit@5, nDCG@10, Recall@100 over judged turns, the share of the raw -> human gap closed (nDCG@10),
+``ctx-fuse`` fuses the top ``FUSION_DEPTH`` (50) of each list, as ``ConversationalRetriever`` does, with the weights
+the contextualiser chose. Per strategy: hit@5, nDCG@10, Recall@100 over judged turns, the share of the raw -> human gap closed (nDCG@10),
 and the follow-ups whose nDCG@10 fell below raw's ("worse").  ``--split dev|test|all`` takes even / odd dialogues.
 
     PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
@@ -65,7 +66,8 @@ class Index:
 
     def __init__(self, corpus: Mapping[str, str], chunk_size: int, cache: EmbeddingCache, analyzer: Analyzer,
                  k1: float = 1.2, b: float = 0.75) -> None:
-        self.doc_of, texts = chunk_corpus(dict(corpus), chunk_size, CHUNKS[chunk_size])
+        self.corpus = dict(corpus)
+        self.doc_of, texts = chunk_corpus(self.corpus, chunk_size, CHUNKS[chunk_size])
         self.cache = cache
         self.matrix = cache.embed(texts)
         self.analyzer = analyzer
@@ -125,7 +127,7 @@ class Index:
 
 # ------------------------------------------------------------------------------------------------ strategies
 
-Plan = List[Tuple[str, float]]  # (query, fusion weight); one entry = one search
+Plan = List[Tuple[str, object]]  # (query, fusion weight or the Contextualized plan); one entry = one search
 Strategy = Callable[[Sequence[ConversationTurn], ConversationTurn], Plan]
 
 
@@ -162,7 +164,7 @@ def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
         query = c.query if repeat == 1 else " ".join([c.question] * (repeat - 1) + [c.query])
         if not fuse:
             return [(query, 1.0)]
-        return [(c.question, c.question_weight), (query, c.context_weight)]
+        return [(c.question, c.question_weight), (query, c)]  # weight set by the question's results (coverage)
 
     return strategy
 
@@ -175,11 +177,15 @@ def run_plan(index: Index, plan: Plan, mode: str) -> List[str]:
         return [d for d, _ in index.search(plan[0][0], mode)]
     from llama_index_convrag.retrievers.fusion import weighted
 
-    lists = [index.search(q, mode) for q, _ in plan]
+    from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
+
+    lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
+    weights = [w if isinstance(w, float) else w.weight_given([index.corpus[d] for d, _ in lists[0]])[1]
+               for _, w in plan]  # as ConversationalRetriever: coverage of the question's own results
     if FUSION["method"] == "minmax":
-        return [d for d, _ in weighted(lists, [w for _, w in plan])]
+        return [d for d, _ in weighted(lists, weights)]
     scores: Dict[str, float] = {}
-    for (_, w), ranked in zip(plan, lists):
+    for w, ranked in zip(weights, lists):
         for rank, (d, _) in enumerate(ranked, start=1):
             scores[d] = scores.get(d, 0.0) + w / (FUSION["k"] + rank)
     return [d for d, _ in sorted(scores.items(), key=lambda kv: -kv[1])]

@@ -182,8 +182,8 @@ def test_ask_retrieval_only_follow_up_contextual_and_store(capsys, docs, where, 
     assert second["retrieval_query"] == "And what about it with black leaves? green tea steep"
     assert first["rewrite"] == "none (no history)" and second["rewrite"] == "contextual"
     explained = second["rewrite_explanation"]
-    assert (explained["reason"], explained["weights"]) == ("needs context (pronoun 'it')",
-                                                           {"question": 1.0, "context": 1.0})
+    assert (explained["reason"], explained["weights"]) == (
+        "needs context (pronoun 'it'); 2 own content term(s): expansion weight 1.00", {"question": 1.0, "context": 1.0})
     assert [(a["term"], a["reason"]) for a in explained["added_terms"]] == [
         (t, "content word in the question 1 turn(s) back") for t in ("green", "steep", "tea")]
     assert first["conversation_id"] == second["conversation_id"]

@@ -15,8 +15,15 @@ a millisecond per turn):
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question nothing is added; when an earlier turn was, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
-  (:mod:`llama_index_convrag.retrievers.conversational`). A follow-up that needs context gives its contextualised
-  list ``dependent_weight``; one that stands alone keeps its own list on top (``standalone_weight`` for history).
+  (:mod:`llama_index_convrag.retrievers.conversational`). The weight of the contextualised list comes from the
+  follow-up's own evidence (:func:`_context_weight`): ``context_scale`` divided by the number of content terms the
+  follow-up holds (a two-word question leans on the history, a detailed one on its own words), and at most
+  ``named_subject_weight`` when it names its own subject (a proper noun, an acronym, an ellipsis' new subject).
+  Then the question's own results speak (:meth:`Contextualized.weight_given`): the share of its top
+  :data:`COVERAGE_DEPTH` results that mention an added term (``coverage``) scales the weight from
+  :data:`UNCOVERED_FACTOR` (none on the conversation's topic: the question alone drifted) down to
+  :data:`COVERED_FACTOR` (all on topic: the history has little to add). Measured across CAsT 2021/2022 and CANARD
+  in ``bench/conversational_retrieval.py`` (README).
 """
 
 from __future__ import annotations
@@ -64,6 +71,14 @@ _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)$")
 
 
+COVERAGE_DEPTH = 10
+"""The question's own top results whose mention of the added terms sets ``coverage``."""
+COVERED_FACTOR = 0.25
+"""Context-weight factor when every one of those results mentions an added term."""
+UNCOVERED_FACTOR = 2.0
+"""Context-weight factor when none does."""
+
+
 @dataclass(frozen=True)
 class AddedTerm:
     """One history term appended to the query, with its weight and why it was chosen."""
@@ -86,6 +101,17 @@ class Contextualized:
     reason: str
     question_weight: float = 1.0
     context_weight: float = 0.0
+
+    def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
+        """``(coverage, context weight)`` once the question's own results are known (pure): ``coverage`` is the
+        share of the first :data:`COVERAGE_DEPTH` texts that mention an added term; the weight moves linearly from
+        ``context_weight * UNCOVERED_FACTOR`` (coverage 0) to ``context_weight * COVERED_FACTOR`` (coverage 1)."""
+        texts = list(own_results[:COVERAGE_DEPTH])
+        if not texts or not self.added:
+            return 0.0, self.context_weight
+        terms = [a.term for a in self.added]
+        coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
+        return coverage, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - coverage))
 
     def explain(self) -> Dict[str, object]:
         """A JSON-ready record for the turn log."""
@@ -196,8 +222,9 @@ def contextualize(
     answer_weight: float = 0.15,
     shift_damping: float = 0.2,
     min_weight: float = 0.25,
-    dependent_weight: float = 1.0,
-    standalone_weight: float = 0.5,
+    context_scale: float = 2.0,
+    max_context_weight: float = 3.0,
+    named_subject_weight: float = 0.3,
 ) -> Contextualized:
     """Expand ``question`` with salient, recent history terms (pure; see the module docstring)."""
     decision = needs_rewrite(question)
@@ -245,9 +272,40 @@ def contextualize(
     # Terms read in conversation order (oldest turn first, then text order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
-    weight = dependent_weight if decision.rewrite else standalone_weight
-    reason = f"needs context ({decision.reason})" if decision.rewrite else "stands alone: history as a light prior"
-    return Contextualized(question, query, added, decision.rewrite, False, reason, 1.0, weight)
+    weight, why = _context_weight(question, decision.reason, len(question_keys), context_scale, max_context_weight,
+                                  named_subject_weight)
+    reason = f"needs context ({decision.reason})" if decision.rewrite else "looks self-contained"
+    return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight)
+
+
+def _context_weight(question: str, trigger: str, own_terms: int, scale: float, cap: float, named_weight: float
+                    ) -> Tuple[float, str]:
+    """The expanded list's fusion weight (the question's own list weighs 1) and why (pure).
+
+    A follow-up that says little itself ("How fast did it go?": one content word) leans on the expansion, one that
+    says much ("Is there a relationship between these values and mental illness?") on its own words:
+    ``scale / own_terms``, at most ``cap``. A follow-up naming its own subject (a proper noun, an acronym, or the new
+    subject of an ellipsis: "What about the moon?", "北京呢？") keeps history as a light prior: at most
+    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.)
+    """
+    weight = min(cap, scale / max(own_terms, 1))
+    terms = extract_terms(question)
+    named = next((t.surface for t in terms if t.label in ("proper noun", "acronym")), None)
+    if named is None and trigger in ("ellipsis", "elliptical ending") and terms:
+        named = terms[-1].surface
+    if named is not None and weight > named_weight:
+        return named_weight, f"names its own subject {named!r}: history as a light prior"
+    return weight, f"{own_terms} own content term(s): expansion weight {weight:.2f}"
+
+
+def mentions(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text`` holds one of ``terms`` (English: as a word, case-, plural- and possessive-folded; Chinese:
+    as a substring)."""
+    cjk = [t for t in terms if t and t[0] >= "\u3400"]
+    if any(t in text for t in cjk):
+        return True
+    wanted = {_key(t) for t in terms if t and t[0] < "\u3400"}
+    return bool(wanted) and any(_key(m.group(0).strip("'’-")) in wanted for m in _EN_WORD.finditer(text))
 
 
 def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:

@@ -47,6 +47,7 @@ from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer, pop_judge_kwargs
 from llama_index_convrag.judge.synthesizer import message_scope
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
+from llama_index_convrag.retrievers.conversational import ConversationalRetriever
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 from llama_index_convrag.synthesizers import get_response_synthesizer
@@ -326,6 +327,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             nodes = stages[list(stages)[-1]]
             stages[name] = pp.postprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
         turn.apply_stages(stages)
+        self._record_fusion(turn)
 
     async def _aapply_retrieval(self, turn: Turn) -> None:
         if self._retriever is None:
@@ -336,6 +338,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             nodes = stages[list(stages)[-1]]
             stages[name] = await pp.apostprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
         turn.apply_stages(stages)
+        self._record_fusion(turn)
+
+    def _record_fusion(self, turn: Turn) -> None:
+        """The weights and coverage a ``ConversationalRetriever`` fused this turn's two lists with, on the record."""
+        if isinstance(self._retriever, ConversationalRetriever):
+            turn.apply_fusion(self._retriever.fusion_for(turn.retrieval_query))
 
     def _fit(self, turn: Turn) -> Optional[str]:
         """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed

@@ -186,7 +186,8 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
     built, index_s = _index(corpus, client, target, collection, model, out, args.rebuild)
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     retriever = index.as_retriever(similarity_top_k=args.top_k, search_type=args.search_type)
-    strategies = {"concat": concat_history(3), "contextual": contextual_strategy()}
+    strategies = {"concat": concat_history(3),
+                  "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()})}
     if llm is not None:
         strategies["llm"] = _llm_rewrite(llm)
     ks = tuple(sorted({1, args.top_k}))

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 RewriteFn = Callable[[Sequence[ConversationTurn], str], Any]  # -> query, or [(query, weight), ...] to fuse
+WeightFn = Callable[[List[Tuple[str, float]]], float]  # a fusion weight read off the plan's first (own) list
 TurnRecord = Mapping[str, Any]
 
 RAW = "raw"
@@ -52,14 +53,22 @@ def concat_history(window: int = 3) -> RewriteFn:
     return rewrite
 
 
-def contextual_strategy(fuse: bool = True) -> RewriteFn:
+def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = None) -> RewriteFn:
     """The LLM-free ``contextual`` strategy; with ``fuse`` a plan ``[(question, w), (expanded, w)]`` whose two
-    result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does."""
+    result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does. With ``texts``
+    (doc id -> text) the expanded list's weight is read off the question's own results as the retriever does
+    (``Contextualized.weight_given``: their coverage of the added terms); without, the contextualiser's prior."""
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
         if not fuse or not plan.added:
             return plan.query
-        return [(plan.question, plan.question_weight), (plan.query, plan.context_weight)]
+        if texts is None:
+            return [(plan.question, plan.question_weight), (plan.query, plan.context_weight)]
+
+        def weight(own: List[Tuple[str, float]]) -> float:
+            return plan.weight_given([texts.get(doc_id, "") for doc_id, _ in own])[1]
+
+        return [(plan.question, plan.question_weight), (plan.query, weight)]
 
     rewrite.__name__ = "contextual_fused" if fuse else "contextual"
     return rewrite
@@ -73,7 +82,8 @@ def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, 
     if not plan or not all(isinstance(q, str) for q, _ in plan):
         raise TypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")
     lists = [as_ranked(turn_id, retrieve_fn(q)) for q, _ in plan]
-    return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, [float(w) for _, w in plan])]
+    weights = [w(lists[0]) if callable(w) else float(w) for _, w in plan]
+    return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, weights)]
 
 
 @dataclass

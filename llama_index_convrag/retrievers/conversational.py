@@ -3,9 +3,12 @@
 The ``contextual`` rewrite strategy (:mod:`llama_index_convrag.chat.contextualize`) appends salient history terms to
 a follow-up. Searching only the expanded query drags the old topic over the question's own words; this wrapper
 searches both the question as typed and the expanded query with the wrapped retriever and fuses the two lists by
-min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusion.weighted`) with the weights the
-contextualiser chose: a follow-up that needs context weighs both lists equally, one that stands alone keeps its own
-list on top. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
+min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusion.weighted`). The question's own list
+weighs 1; the expanded list's weight is the contextualiser's (from the follow-up's own evidence), scaled by how many
+of the question's own top results already mention the added history terms
+(:meth:`~llama_index_convrag.chat.contextualize.Contextualized.weight_given`): results on the conversation's topic
+keep them on top, results that drifted give way. :meth:`ConversationalRetriever.fusion_for` returns that decision for
+the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
 The retrieval query arrives as a plain string (the chat engine's ``retrieval_query``); ``plans`` maps it back to the
 decision that produced it (:meth:`QuestionRewriter.contextual_plan`). Queries without a plan, or whose plan added
@@ -20,6 +23,8 @@ list is cut to ``top_k``.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -37,10 +42,15 @@ class ContextPlan(Protocol):
     question_weight: float
     context_weight: float
 
+    def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
+        """``(coverage, context weight)`` given the texts of the question's own results, best first."""
+
 
 PlanLookup = Callable[[str], Optional[ContextPlan]]
 FUSION_DEPTH = 50
 """Candidates per search that the two lists are fused over (the bench fuses at the same depth)."""
+FUSIONS_KEPT = 1024
+"""Recent fusion decisions :meth:`ConversationalRetriever.fusion_for` can return."""
 
 
 def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[BaseRetriever, Optional[int]]:
@@ -54,7 +64,13 @@ def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[Bas
     return copy(similarity_top_k=depth), top_k
 
 
-def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: ContextPlan,
+def fusion_weights(question_nodes: List[NodeWithScore], plan: ContextPlan) -> Dict[str, float]:
+    """The question's weight, the expanded list's weight and the coverage that set it (pure)."""
+    coverage, weight = plan.weight_given([n.node.get_content() for n in question_nodes])
+    return {"question": plan.question_weight, "context": weight, "coverage": coverage}
+
+
+def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], weights: Dict[str, float],
                top_k: int) -> List[NodeWithScore]:
     """Weighted min-max fusion of the two ranked node lists (pure); a node keeps its first-seen object."""
     by_id: Dict[str, NodeWithScore] = {}
@@ -65,7 +81,7 @@ def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWith
             by_id.setdefault(n.node.node_id, n)
             ranked.append((n.node.node_id, float(n.score if n.score is not None else 0.0)))
         lists.append(ranked)
-    fused = fusion.weighted(lists, [plan.question_weight, plan.context_weight])
+    fused = fusion.weighted(lists, [weights["question"], weights["context"]])
     return [NodeWithScore(node=by_id[node_id].node, score=score) for node_id, score in fused[:top_k]]
 
 
@@ -83,6 +99,23 @@ class ConversationalRetriever(BaseRetriever):
         self.candidates = candidates if candidates is not None else retriever
         self.plans = plans
         self.top_k = top_k
+        self._fusions: "OrderedDict[str, Dict[str, float]]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fusion_for(self, query: str) -> Optional[Dict[str, float]]:
+        """The weights and coverage the last fusion of ``query`` used (recent queries only), for the turn record."""
+        with self._lock:
+            return self._fusions.get(query)
+
+    def _fuse(self, query: str, plan: ContextPlan, own: List[NodeWithScore],
+              ctx: List[NodeWithScore]) -> List[NodeWithScore]:
+        weights = fusion_weights(own, plan)
+        with self._lock:
+            self._fusions[query] = weights
+            self._fusions.move_to_end(query)
+            while len(self._fusions) > FUSIONS_KEPT:
+                self._fusions.popitem(last=False)
+        return fuse_lists(own, ctx, weights, self._limit(own, ctx))
 
     @classmethod
     def deepened(cls, retriever: BaseRetriever, plans: PlanLookup,
@@ -104,7 +137,7 @@ class ConversationalRetriever(BaseRetriever):
             return self.retriever.retrieve(query_bundle)
         own = self.candidates.retrieve(QueryBundle(plan.question))
         ctx = self.candidates.retrieve(query_bundle)
-        return fuse_lists(own, ctx, plan, self._limit(own, ctx))
+        return self._fuse(query_bundle.query_str, plan, own, ctx)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan = self._plan(query_bundle)
@@ -112,4 +145,4 @@ class ConversationalRetriever(BaseRetriever):
             return await self.retriever.aretrieve(query_bundle)
         own, ctx = await asyncio.gather(self.candidates.aretrieve(QueryBundle(plan.question)),
                                         self.candidates.aretrieve(query_bundle))
-        return fuse_lists(own, ctx, plan, self._limit(own, ctx))
+        return self._fuse(query_bundle.query_str, plan, own, ctx)

@@ -3,7 +3,7 @@
 from llama_index.core.base.llms.types import ChatMessage
 
 from llama_index_convrag.chat.contextualize import HistoryTurn as H
-from llama_index_convrag.chat.contextualize import contextualize, history_turns
+from llama_index_convrag.chat.contextualize import contextualize, history_turns, mentions
 from llama_index_convrag.chat.rewrite import QuestionRewriter
 
 
@@ -14,15 +14,18 @@ def terms(c):
 def test_pronoun_pulls_the_previous_subject() -> None:
     c = contextualize("Is it treatable?", [H("What is throat cancer?")])
     assert c.query == "Is it treatable? throat cancer"
-    assert (c.needs_context, c.topic_shift, c.reason) == (True, False, "needs context (pronoun 'it')")
-    assert (c.question_weight, c.context_weight) == (1.0, 1.0)
+    assert (c.needs_context, c.topic_shift, c.reason) == (
+        True, False, "needs context (pronoun 'it'); 1 own content term(s): expansion weight 2.00")
+    assert (c.question_weight, c.context_weight) == (1.0, 2.0)  # one word of its own: lean on the history
     assert c.explain()["added_terms"][1] == {"term": "throat", "weight": 1.0, "turns_back": 1,
                                                "reason": "content word in the question 1 turn(s) back"}
 
 
 def test_ellipsis_and_proper_nouns_outweigh_common_words() -> None:
     c = contextualize("What about the Louvre?", [H("Which museums should I visit in Paris?")])
-    assert c.needs_context and c.reason == "needs context (ellipsis)"
+    assert c.needs_context and c.reason == "needs context (ellipsis); names its own subject 'Louvre': history as a " \
+                                          "light prior"
+    assert c.context_weight == 0.3
     assert [(a.term, a.weight, a.reason) for a in c.added] == [
         ("Paris", 1.5, "proper noun in the question 1 turn(s) back"),
         ("museums", 1.0, "content word in the question 1 turn(s) back"),
@@ -38,7 +41,14 @@ def test_topic_shift_adds_nothing() -> None:
 def test_standalone_follow_up_keeps_its_own_list_on_top() -> None:
     c = contextualize("What causes throat cancer in smokers?", [H("What is throat cancer?"), H("Is it treatable?")])
     assert terms(c) == ["treatable"]
-    assert (c.needs_context, c.question_weight, c.context_weight) == (False, 1.0, 0.5)
+    assert (c.needs_context, c.question_weight, c.context_weight) == (False, 1.0, 0.5)  # 2 / its 4 own terms
+    assert c.reason == "looks self-contained; 4 own content term(s): expansion weight 0.50"
+
+
+def test_a_follow_up_naming_its_own_subject_keeps_history_light() -> None:
+    c = contextualize("Did Bench make it into Cooperstown?", [H("Who was the greatest catcher?")])
+    assert c.needs_context and c.context_weight == 0.3  # 'it' is idiom here; the named subject decides
+    assert c.reason.endswith("names its own subject 'Bench': history as a light prior")
 
 
 def test_recency_and_restated_subject_damp_the_old_topic() -> None:
@@ -61,7 +71,7 @@ def test_answer_terms_weigh_less_than_question_terms() -> None:
 def test_chinese_reference_word() -> None:
     c = contextualize("他最好听的歌是哪首", [H("你喜欢周杰伦吗", "喜欢他的歌")])
     assert terms(c) == ["周杰伦"] and c.query == "他最好听的歌是哪首 周杰伦"
-    assert c.reason == "needs context (reference word '他')"
+    assert c.reason == "needs context (reference word '他'); 0 own content term(s): expansion weight 2.00"
 
 
 def test_no_history() -> None:
@@ -90,9 +100,24 @@ def test_rewriter_strategy_records_the_plan() -> None:
 
 def test_chinese_ellipsis_keeps_the_asked_attribute_not_the_replaced_subject() -> None:
     c = contextualize("北京呢？", [H("上海的人口有多少", "两千多万")])
-    assert (c.query, c.reason) == ("北京呢？ 人口", "needs context (elliptical ending)")
+    assert (c.query, c.reason) == ("北京呢？ 人口", "needs context (elliptical ending); names its own subject '北京': "
+                                                "history as a light prior")
+    assert c.context_weight == 0.3  # 北京 replaces 上海: its own list stays on top
 
 
 def test_how_long_asks_a_quantity_and_names_no_topic() -> None:
     c = contextualize("How long does it last?", [H("How long is the flu contagious?")])
     assert c.query == "How long does it last? flu contagious"
+
+
+def test_the_questions_own_results_set_how_much_the_history_weighs() -> None:
+    c = contextualize("Is it treatable?", [H("What is throat cancer?")])
+    assert c.weight_given([]) == (0.0, 2.0)
+    assert c.weight_given(["Throat cancers are often treated.", "Treatable conditions."]) == (0.5, 2.0 * 1.125)
+    assert c.weight_given(["Cancer of the throat.", "Throat cancer."]) == (1.0, 2.0 * 0.25)  # on topic already
+    assert c.weight_given(["Colds are treatable."] * 3) == (0.0, 2.0 * 2.0)  # the question alone drifted
+
+
+def test_mentions_folds_case_plural_possessive_and_reads_chinese_substrings() -> None:
+    assert mentions("The Sharks's season", ["shark"]) and mentions("北京的人口", ["人口"])
+    assert not mentions("sharkskin", ["shark"]) and not mentions("", ["人口", "shark"])

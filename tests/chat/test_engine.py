@@ -397,7 +397,10 @@ def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, e
     assert fixed.queries == ["Who directed Inception?", "Is it long?", "Is it long? directed Inception",
                              "Why do volcanoes erupt underwater?"]
     record = engine.chat("When did it erupt last?").metadata["turn"]
-    assert record.rewrite_explanation["reason"] == "needs context (pronoun 'it')"
+    assert record.rewrite_explanation["reason"].startswith("needs context (pronoun 'it'); ")
+    fusion = record.rewrite_explanation["fusion"]  # no 'passage n' mentions a volcano: the expansion weighs double
+    assert fusion == {"question": 1.0, "context": 2 * record.rewrite_explanation["weights"]["context"],
+                      "coverage": 0.0}
     assert [a["term"] for a in record.rewrite_explanation["added_terms"]] == ["underwater", "volcanoes"]
     alone = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
                                             conversation_store=store, contextual_fusion=False)

@@ -33,19 +33,23 @@ CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("generic", 1.0)]
 def test_fuse_lists_exact() -> None:
     own = TableRetriever({"q": OWN}).retrieve("q")
     ctx = TableRetriever({"q": CTX}).retrieve("q")
-    fused = fuse_lists(own, ctx, PLAN, 3)
-    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0
-    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 1.5), ("generic", 1.0),
-                                                          ("throat-what", 0.5)]
+    fused = fuse_lists(own, ctx, {"question": 1.0, "context": 2.0}, 3)
+    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0; weights 1, 2
+    assert PLAN.context_weight == 2.0
+    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 2.5), ("generic", 1.0),
+                                                          ("throat-what", 1.0)]
 
 
 def test_two_searches_with_a_plan_one_without() -> None:
     base = TableRetriever({PLAN.question: OWN, PLAN.query: CTX, "plain": OWN})
     retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
-    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)][:2] == ["throat-treat", "generic"]
+    # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4)
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "generic"]
+    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": 4.0, "coverage": 0.0}
     assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
     assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
     assert base.asked[2:] == ["plain"]
+    assert retriever.fusion_for("plain") is None
     fused = asyncio.run(retriever.aretrieve(PLAN.query))
     assert [n.node.node_id for n in fused] == [n.node.node_id for n in retriever.retrieve(PLAN.query)]
 
