@@ -5,12 +5,13 @@ chunking (256-token chunks and the ingest default, 700), the corpus is chunked w
 embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python exactly like the product's
 hybrid retriever: dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
 lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normalised weighted fusion 0.5/0.5 over
-chunks, a document's score is its best chunk's. ``--milvus`` runs the same turns through ``MilvusHybridRetriever``
-on Milvus Lite instead.
+chunks, a document's score is its best chunk's.
 
-``ctx-fuse`` fuses the top ``FUSION_DEPTH`` (50) of each list, as ``ConversationalRetriever`` does, with the weights
-the contextualiser chose. Per strategy: hit@5, nDCG@10, Recall@100 over judged turns, the share of the raw -> human gap closed (nDCG@10),
-and the follow-ups whose nDCG@10 fell below raw's ("worse").  ``--split dev|test|all`` takes even / odd dialogues.
+``ctx-fuse`` fuses the top ``FUSION_DEPTH`` (50) of each list, as ``ConversationalRetriever`` does: the expanded list's
+weight is the contextualiser's, scaled by the coverage of the added terms in the question's own top 10 (here the
+documents' texts; the retriever reads its nodes' texts). Per strategy: hit@5, nDCG@10, Recall@100 over judged turns,
+the share of the raw -> human gap closed (nDCG@10), the follow-ups whose nDCG@10 fell below raw's ("worse"), the
+rewrite's p50 ms and the coverage step's p50 ms. ``--split dev|test|all`` takes even / odd dialogues.
 
     PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
 """
@@ -172,7 +173,7 @@ def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
 FUSION = {"method": "minmax", "k": 60.0}  # minmax: weighted normalised fusion of the two lists (measured best)
 
 
-def run_plan(index: Index, plan: Plan, mode: str) -> List[str]:
+def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]] = None) -> List[str]:
     if len(plan) == 1:
         return [d for d, _ in index.search(plan[0][0], mode)]
     from llama_index_convrag.retrievers.fusion import weighted
@@ -180,8 +181,11 @@ def run_plan(index: Index, plan: Plan, mode: str) -> List[str]:
     from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
 
     lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
+    t0 = time.perf_counter()
     weights = [w if isinstance(w, float) else w.weight_given([index.corpus[d] for d, _ in lists[0]])[1]
                for _, w in plan]  # as ConversationalRetriever: coverage of the question's own results
+    if weigh_ms is not None:
+        weigh_ms.append((time.perf_counter() - t0) * 1000)
     if FUSION["method"] == "minmax":
         return [d for d, _ in weighted(lists, weights)]
     scores: Dict[str, float] = {}
@@ -206,6 +210,7 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
     per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
     follow: set = set()
     rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
+    weigh_ms: Dict[str, List[float]] = {n: [] for n in strategies}  # fusion weight from the own results (coverage)
     plans: List[Tuple[str, ConversationTurn, Plan]] = []
     for di, d in enumerate(s.dialogues):
         if (split == "dev" and di % 2) or (split == "test" and not di % 2):
@@ -224,7 +229,7 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
     if mode != "sparse":  # embed every new query string in one batch
         index.cache.embed([q for _, _, plan in plans for q, _ in plan])
     for name, turn, plan in plans:
-        per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode), turn.relevant)
+        per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode, weigh_ms[name]), turn.relevant)
     raw, manual = per["raw"], per.get("manual")
     out = {}
     for name, scores in per.items():
@@ -239,6 +244,8 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
                 row[f"gap_closed_{m}"] = float((row[m] - np.mean([v[m] for v in raw.values()])) / gap) if gap else 0.0
         row["rewrite_ms_p50"] = float(np.percentile(rewrite_ms[name], 50))
         row["rewrite_ms_max"] = float(np.max(rewrite_ms[name]))
+        row["weigh_ms_p50"] = float(np.percentile(weigh_ms[name], 50)) if weigh_ms[name] else 0.0
+        row["weigh_ms_p95"] = float(np.percentile(weigh_ms[name], 95)) if weigh_ms[name] else 0.0
         out[name] = row
     return out
 
@@ -251,12 +258,12 @@ def strategies_default() -> Dict[str, Strategy]:
 def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) -> None:
     print(f"\n{name} chunk={chunk}: {next(iter(rows.values()))['turns']} judged turns, "
           f"{next(iter(rows.values()))['followups']} follow-ups")
-    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5}")
+    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} {'cov ms':>6}")
     for s, r in rows.items():
         gap = r.get("gap_closed_ndcg@10")
         print(f"{s:<14} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
               f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
-              f"{r['rewrite_ms_p50']:5.2f}")
+              f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:6.2f}")
 
 
 def zh_term_recall(rows: int) -> Dict[str, float]:

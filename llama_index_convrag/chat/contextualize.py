@@ -304,8 +304,28 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
     cjk = [t for t in terms if t and t[0] >= "\u3400"]
     if any(t in text for t in cjk):
         return True
-    wanted = {_key(t) for t in terms if t and t[0] < "\u3400"}
-    return bool(wanted) and any(_key(m.group(0).strip("'’-")) in wanted for m in _EN_WORD.finditer(text))
+    keys = {_key(t) for t in terms if t and t[0] < "\u3400"}
+    lower = text.lower()
+    # every folded form holds its key, less a final 'y' ('companies' -> 'company'): the regex runs on a substring hit
+    if not any((k[:-1] if k.endswith("y") else k) in lower for k in keys if k):
+        return False
+    pattern = _mention_pattern(tuple(sorted(keys)))
+    return pattern is not None and pattern.search(text) is not None
+
+
+@lru_cache(maxsize=1024)
+def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
+    """One regex for the words :func:`_key` folds onto ``keys`` (plural, possessive, -ies), case-insensitive."""
+    forms = []
+    for k in keys:
+        if not k:
+            continue
+        forms.append(re.escape(k) + "s?")
+        if k.endswith("y"):
+            forms.append(re.escape(k[:-1]) + "ies")
+    if not forms:
+        return None
+    return re.compile(r"(?<![\w'’-])(?:" + "|".join(forms) + r")(?:['’]s)?(?![\w'’-])", re.IGNORECASE)
 
 
 def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
