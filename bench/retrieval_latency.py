@@ -200,7 +200,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             ("hybrid RRF", "LlamaIndex retriever", li_ret("hybrid")),
             ("weighted d100", "raw 2x search(100) ids + get(10)", raw_two_lean),
             ("weighted d100", "raw 2x search(100) with fields", raw_two),
-            ("weighted d100", "ours (client min-max fusion)", ours(search_type="hybrid", ranker_type="weighted")),
+            ("weighted d100", "ours (client min-max fusion)", ours(search_type="hybrid", ranker_type="weighted",
+                                                                    feedback=False)),  # single round, as raw
         ]
         print(f"  {'mode':14s} {'system':32s} {'p50 ms':>7s} {'p95 ms':>7s} {'QPS':>6s}  ratio p50 vs raw  paired")
         for mode in dict.fromkeys(c[0] for c in cells):

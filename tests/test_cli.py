@@ -546,13 +546,14 @@ def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, wh
     code, out, err = run(capsys, ["ask", str(docs), "How do I bake sourdough?", "--top-k", "2",
                                   "--store", str(tmp_path / "c.db"), *where])
     assert code == 0, err
-    assert "scores: [n] is the rank; score = mean of dense and BM25 scores min-max normalised per query: 1.0 is the " \
-           "best passage of this query, not a perfect match" in out.splitlines()
+    assert "scores: [n] is the rank; score = weighted mean of the dense, dense-feedback and BM25 scores " \
+           "(0.25/0.25/0.5), each min-max normalised per query: 1.0 is the best passage of this query, not a " \
+           "perfect match" in out.splitlines()
     data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--follow-up", "And tea?",
                              "--store", str(tmp_path / "c.db"), *where])
     for turn in data["turns"]:
         assert isinstance(turn["seconds"], float) and turn["seconds"] >= 0 and turn["rewrite_ms"] >= 0
-        assert turn["scores"].startswith("[n] is the rank; score = mean of dense and BM25")
+        assert turn["scores"].startswith("[n] is the rank; score = weighted mean of the dense, dense-feedback")
 
 
 def test_refused_llm_connection_fails_fast_exit_5(capsys, docs, where, tmp_path):

@@ -56,8 +56,8 @@ SCORE_MEANINGS = {
     ("sparse", None): "BM25 (unbounded, depends on the query's words: compare within one list only)",
     ("hybrid", "rrf"): "reciprocal rank fusion of the dense and BM25 lists, sum of 1/(60 + rank): only the order "
                        "means something",
-    ("hybrid", "weighted"): "mean of dense and BM25 scores min-max normalised per query: 1.0 is the best passage "
-                            "of this query, not a perfect match",
+    ("hybrid", "weighted"): "weighted mean of the dense, dense-feedback and BM25 scores (0.25/0.25/0.5), each "
+                            "min-max normalised per query: 1.0 is the best passage of this query, not a perfect match",
 }
 
 

@@ -15,6 +15,9 @@ Every error names the bad value and the accepted ones. Defaults (one set, shared
   "pre_topk": 10, "pre_ranker_type": "weighted", "pre_ranker_params": {"weights": [1/n] * n}}``.
 * ``fusion_depth`` (candidates per field before client-side fusion): weighted -> ``max(100, top_k)`` (normalised
   fusion is best over long lists); rrf -> ``top_k`` (RRF over long lists is worse, see ANCHORS).
+* ``feedback`` (dense pseudo-relevance feedback, :mod:`~llama_index_convrag.retrievers.feedback`): on, 3 documents
+  weight 0.5, wherever it can run (hybrid, weighted fusion, one COSINE/IP dense field and a BM25 field); ``False``
+  turns it off. It gained on SciFact and Cranfield and stayed within 0.002 on CAsT.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_convrag.milvus.filters import filters_to_expr
 from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
+from llama_index_convrag.retrievers.feedback import Feedback, validate_feedback
 from llama_index_convrag.retrievers.modes import DEFAULT_RANKER_TYPE, PRE_RANKER_TYPES, RANKER_TYPES, SEARCH_TYPES
 DEFAULT_RRF_K = 60
 DEFAULT_PRE_TOPK = 10
@@ -53,6 +57,7 @@ class RetrieverParams:
     fusion_depth: int
     explain: bool
     fusion_depth_arg: Optional[int] = None
+    feedback: Optional[Feedback] = None
 
     def fusion(self) -> Tuple[str, Dict[str, Any]]:
         """The (type, params) that fuse the per-field lists (the pre-ranker under ``model``)."""
@@ -229,6 +234,7 @@ def validate_params(
     filters: Optional[MetadataFilters] = None,
     fusion_depth: Optional[int] = None,
     explain: bool = False,
+    feedback: Any = None,
 ) -> RetrieverParams:
     """Check every argument against ``spec`` and fill defaults (see the module docstring)."""
     top_k = _positive_int("similarity_top_k", similarity_top_k)
@@ -250,9 +256,10 @@ def validate_params(
         depth = _positive_int("fusion_depth", fusion_depth)
         if depth < wanted:
             raise ValueError(f"fusion_depth must be >= the number of fused results ({wanted}), got {depth}")
+    fb = validate_feedback(feedback, spec, search_type, fields, fusion_kind)
     return RetrieverParams(top_k, search_type, fields, sparams, ranker_type, rparams, filters, expr, depth,
-                           bool(explain), fusion_depth)
+                           bool(explain), fusion_depth, fb)
 
 
 PARAM_NAMES = frozenset({"similarity_top_k", "search_type", "search_fields", "search_params", "ranker_type",
-                         "ranker_params", "filters", "fusion_depth", "explain"})
+                         "ranker_params", "filters", "fusion_depth", "explain", "feedback"})

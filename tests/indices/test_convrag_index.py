@@ -104,6 +104,17 @@ def test_as_chat_engine_serves_our_modes_with_our_retriever(index):
     assert history == [("user", "What do cats do?"), ("assistant", "They purr [1]."), ("user", "And at night?")]
 
 
+def test_retriever_query_and_chat_engines_share_the_default_configuration(index):
+    """One default (hybrid, weighted fusion, dense feedback from the 3 best fused hits) for all three entry points."""
+    from llama_index_convrag.retrievers.feedback import Feedback
+
+    llm = ScriptedLLM.fixed("ok")
+    retrievers = [index.as_retriever(), index.as_query_engine(llm=llm).retriever,
+                  index.as_chat_engine(llm=llm)._retriever]
+    got = {(r.params.search_type, r.params.ranker_type, r.params.fusion_depth, r.params.feedback) for r in retrievers}
+    assert got == {("hybrid", "weighted", 100, Feedback("embedding", 3, 0.5))}
+
+
 @pytest.mark.parametrize("mode", ["simple", "react", "best", "condense_plus"])
 def test_other_chat_modes_are_refused_naming_ours(index, mode):
     with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "

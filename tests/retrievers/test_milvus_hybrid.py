@@ -1,5 +1,6 @@
 from typing import Any, List, Optional
 
+import numpy as np
 import pytest
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -9,6 +10,7 @@ from pymilvus import AnnSearchRequest, RRFRanker
 
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget
 from llama_index_convrag.rank_trail import get_trail
+from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
 QUERY = "Which pets hunt mice?"
@@ -218,6 +220,53 @@ def test_default_is_weighted_hybrid_over_100_candidates_per_field(make):
                     fusion_depth=100, similarity_top_k=4)
     assert ids(r.retrieve(QUERY)) == ids(explicit.retrieve(QUERY))
     assert get_trail(r.retrieve(QUERY)[0])[-1]["stage"] == "fusion:weighted"
+
+
+def _raw_weighted(lists):
+    return [k for k, _ in fusion.weighted(lists, [0.5, 0.5])]
+
+
+def test_default_feedback_equals_raw_pymilvus_rocchio_then_second_fusion(make, milvus_client, embed_model,
+                                                                         corpus_collection):
+    """Default hybrid: fuse dense + BM25, move the query towards the stored vectors of the 3 best fused hits,
+    search the dense field again and fuse the first dense, BM25 and feedback lists 0.25 / 0.5 / 0.25 (computed
+    here with raw pymilvus)."""
+    q = "pets that hunt mice"
+    qv = np.asarray(embed_model.get_query_embedding(q))
+    cos = {"metric_type": "COSINE", "params": {}}
+    dense = milvus_client.search(corpus_collection, data=[qv.tolist()], anns_field="embedding", limit=100,
+                                 search_params=cos)[0]
+    sparse = milvus_client.search(corpus_collection, data=[q], anns_field="sparse_embedding", limit=100,
+                                  search_params=BM25_PARAMS)[0]
+    sparse_list = [(h["id"], h["distance"]) for h in sparse]
+    top3 = _raw_weighted([[(h["id"], h["distance"]) for h in dense], sparse_list])[:3]
+    stored = {r["id"]: np.asarray(r["embedding"]) for r in milvus_client.get(corpus_collection, ids=top3,
+                                                                             output_fields=["embedding"])}
+    moved = qv + 0.5 * np.mean([stored[i] for i in top3], axis=0)
+    moved *= np.linalg.norm(qv) / np.linalg.norm(moved)
+    dense2 = milvus_client.search(corpus_collection, data=[moved.tolist()], anns_field="embedding", limit=100,
+                                  search_params=cos)[0]
+    lists = [[(h["id"], h["distance"]) for h in dense], sparse_list, [(h["id"], h["distance"]) for h in dense2]]
+    expected = [k for k, _ in fusion.weighted(lists, [0.25, 0.5, 0.25])][:6]
+
+    r = make(similarity_top_k=6)
+    nodes = r.retrieve(q)
+    assert r.params.feedback is not None and (r.params.feedback.docs, r.params.feedback.weight) == (3, 0.5)
+    assert ids(nodes) == expected
+    stages = {s["stage"] for n in nodes for s in get_trail(n)}
+    assert {"feedback:embedding", "dense:embedding", "sparse:sparse_embedding", "fusion:weighted"} <= stages
+    single = make(similarity_top_k=6, feedback=False).retrieve(q)
+    assert ids(single) == _raw_weighted([[(h["id"], h["distance"]) for h in dense], sparse_list])[:6]
+    assert "feedback:embedding" not in {s["stage"] for n in single for s in get_trail(n)}
+    assert ids(single) != ids(nodes)  # p14, p04 -> p07, p13 at ranks 5-6 on this corpus
+
+
+async def test_async_feedback_matches_sync(make):
+    r = make(similarity_top_k=6, feedback={"docs": 2, "weight": 1.0})
+    sync_nodes, async_nodes = r.retrieve(QUERY), await r.aretrieve(QUERY)
+    assert ids(async_nodes) == ids(sync_nodes)
+    assert [round(n.score, 6) for n in async_nodes] == [round(n.score, 6) for n in sync_nodes]
+    assert get_trail(async_nodes[0]) == get_trail(sync_nodes[0])
 
 
 def test_unobserved_retrieve_equals_the_instrumented_path(make):

@@ -77,6 +77,8 @@ def test_library_default_is_weighted_hybrid_and_the_cli_agrees():
     assert p.ranker_params == {"weights": (0.5, 0.5)} and p.fusion_depth == 100
     args = build_parser().parse_args(["chat", "docs"])
     assert (args.search_type, args.ranker) == (p.search_type, p.ranker_type)
+    cli = validate_params(SPEC, search_type=args.search_type, ranker_type=args.ranker)
+    assert cli.feedback == p.feedback and p.feedback is not None and (p.feedback.docs, p.feedback.weight) == (3, 0.5)
 
 
 @pytest.mark.parametrize("fields, expected", [(None, "hybrid"), (["embedding"], "dense"),
