@@ -11,7 +11,7 @@ chunks, a document's score is its best chunk's.
 weight is the contextualiser's, scaled by the coverage of the added terms in the question's own top 10 (here the
 documents' texts; the retriever reads its nodes' texts). Per strategy: hit@5, nDCG@10, Recall@100 over judged turns,
 the share of the raw -> human gap closed (nDCG@10), the follow-ups whose nDCG@10 fell below raw's ("worse"), the
-rewrite's p50 ms and the coverage step's p50 ms. ``--split dev|test|all`` takes even / odd dialogues.
+rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the two lists). ``--split dev|test|all`` takes even / odd dialogues.
 
     PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
 """
@@ -181,11 +181,15 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
     from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
 
     lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
-    t0 = time.perf_counter()
-    weights = [w if isinstance(w, float) else w.weight_given([index.corpus[d] for d, _ in lists[0]])[1]
-               for _, w in plan]  # as ConversationalRetriever: coverage of the question's own results
-    if weigh_ms is not None:
-        weigh_ms.append((time.perf_counter() - t0) * 1000)
+    if not isinstance(plan[1][1], float):  # a Contextualized plan: fused exactly as ConversationalRetriever does
+        from llama_index_convrag.retrievers.conversational import fuse_ranked
+
+        t0 = time.perf_counter()
+        fused, _ = fuse_ranked(lists[0], lists[1], plan[1][1], index.corpus.__getitem__)
+        if weigh_ms is not None:
+            weigh_ms.append((time.perf_counter() - t0) * 1000)
+        return [d for d, _ in fused]
+    weights = [float(w) for _, w in plan]
     if FUSION["method"] == "minmax":
         return [d for d, _ in weighted(lists, weights)]
     scores: Dict[str, float] = {}
@@ -258,12 +262,13 @@ def strategies_default() -> Dict[str, Strategy]:
 def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) -> None:
     print(f"\n{name} chunk={chunk}: {next(iter(rows.values()))['turns']} judged turns, "
           f"{next(iter(rows.values()))['followups']} follow-ups")
-    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} {'cov ms':>6}")
+    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} "
+          f"{'fuse ms':>7}")
     for s, r in rows.items():
         gap = r.get("gap_closed_ndcg@10")
         print(f"{s:<14} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
               f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
-              f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:6.2f}")
+              f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:7.2f}")
 
 
 def zh_term_recall(rows: int) -> Dict[str, float]:

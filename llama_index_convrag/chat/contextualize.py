@@ -113,6 +113,10 @@ class Contextualized:
         coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
         return coverage, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - coverage))
 
+    def mentioned_in(self, text: str) -> bool:
+        """Whether ``text`` mentions one of the added terms (:func:`mentions`)."""
+        return bool(self.added) and mentions(text, [a.term for a in self.added])
+
     def explain(self) -> Dict[str, object]:
         """A JSON-ready record for the turn log."""
         return {

@@ -92,10 +92,12 @@ class Turn:
             used_llm=result.used_llm, latency_ms=result.latency_ms, fallback_reason=result.fallback_reason,
             skipped_reason=result.skipped_reason, explanation=rec.rewrite_explanation))
 
-    def apply_fusion(self, fusion: Optional[Dict[str, float]]) -> None:
-        """Add the fused weights and coverage (``ConversationalRetriever.fusion_for``) to the rewrite explanation."""
+    def apply_fusion(self, fusion: Optional[Dict[str, Any]]) -> None:
+        """Add the fusion decision (``ConversationalRetriever.fusion_for``: weights, coverage, whether the question's
+        own first result was kept first) to the rewrite explanation."""
         if fusion is not None and self.record.rewrite_explanation is not None:
-            self.record.rewrite_explanation["fusion"] = {k: round(v, 3) for k, v in fusion.items()}
+            self.record.rewrite_explanation["fusion"] = {
+                k: round(v, 3) if isinstance(v, float) else v for k, v in fusion.items()}
 
     def apply_stages(self, stages: Stages) -> None:
         """Record the node ids of every retrieval stage; the last stage's nodes go on."""

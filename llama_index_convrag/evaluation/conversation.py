@@ -22,13 +22,13 @@ from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 from llama_index_convrag.evaluation.report import latency_summary
 from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, RetrievalMetrics, RetrieveFn, as_ranked,
                                                        evaluate_run, metric_names, ranked_to_run_entry)
+from llama_index_convrag.retrievers.conversational import fuse_ranked
 from llama_index_convrag.retrievers.fusion import weighted
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-RewriteFn = Callable[[Sequence[ConversationTurn], str], Any]  # -> query, or [(query, weight), ...] to fuse
-WeightFn = Callable[[List[Tuple[str, float]]], float]  # a fusion weight read off the plan's first (own) list
+RewriteFn = Callable[[Sequence[ConversationTurn], str], Any]  # -> query, [(query, weight), ...] or FusedQueries
 TurnRecord = Mapping[str, Any]
 
 RAW = "raw"
@@ -53,11 +53,21 @@ def concat_history(window: int = 3) -> RewriteFn:
     return rewrite
 
 
+@dataclass(frozen=True)
+class FusedQueries:
+    """Several searches and the function that fuses their ranked ``(doc_id, score)`` lists (the last query is the
+    one reported)."""
+
+    queries: Tuple[str, ...]
+    fuse: Callable[[List[List[Tuple[str, float]]]], List[Tuple[str, float]]]
+
+
 def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = None) -> RewriteFn:
     """The LLM-free ``contextual`` strategy; with ``fuse`` a plan ``[(question, w), (expanded, w)]`` whose two
     result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does. With ``texts``
-    (doc id -> text) the expanded list's weight is read off the question's own results as the retriever does
-    (``Contextualized.weight_given``: their coverage of the added terms); without, the contextualiser's prior."""
+    (doc id -> text) the two lists are fused exactly as the retriever does (:func:`fuse_ranked`: the expanded list's
+    weight read off the question's own results, its on-topic first result kept first); without, with the
+    contextualiser's prior weights."""
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
         if not fuse or not plan.added:
@@ -65,10 +75,11 @@ def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = 
         if texts is None:
             return [(plan.question, plan.question_weight), (plan.query, plan.context_weight)]
 
-        def weight(own: List[Tuple[str, float]]) -> float:
-            return plan.weight_given([texts.get(doc_id, "") for doc_id, _ in own])[1]
+        def fuse_two(lists: List[List[Tuple[str, float]]]) -> List[Tuple[str, float]]:
+            fused, _ = fuse_ranked(lists[0], lists[1], plan, lambda doc_id: texts.get(str(doc_id), ""))
+            return [(str(d), float(sc)) for d, sc in fused]
 
-        return [(plan.question, plan.question_weight), (plan.query, weight)]
+        return FusedQueries((plan.question, plan.query), fuse_two)
 
     rewrite.__name__ = "contextual_fused" if fuse else "contextual"
     return rewrite
@@ -78,12 +89,13 @@ def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, 
     """Retrieve a query string, or fuse the lists of a ``[(query, weight), ...]`` plan."""
     if isinstance(query, str):
         return query, as_ranked(turn_id, retrieve_fn(query))
+    if isinstance(query, FusedQueries):
+        return query.queries[-1], query.fuse([as_ranked(turn_id, retrieve_fn(q)) for q in query.queries])
     plan = list(query)
     if not plan or not all(isinstance(q, str) for q, _ in plan):
         raise TypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")
     lists = [as_ranked(turn_id, retrieve_fn(q)) for q, _ in plan]
-    weights = [w(lists[0]) if callable(w) else float(w) for _, w in plan]
-    return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, weights)]
+    return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, [float(w) for _, w in plan])]
 
 
 @dataclass
@@ -353,9 +365,9 @@ def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn]
                 start = time.perf_counter()
                 query = fn(history, turn)
                 rewrite_s = time.perf_counter() - start
-                if not isinstance(query, (str, list, tuple)):
-                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str or a "
-                                    f"[(query, weight), ...] plan")
+                if not isinstance(query, (str, list, tuple, FusedQueries)):
+                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str, a "
+                                    f"[(query, weight), ...] plan or FusedQueries")
                 retrieved: List[Tuple[str, float]] = []
                 retrieve_s = None
                 if retrieve_fn is not None:

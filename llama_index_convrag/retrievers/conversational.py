@@ -7,7 +7,8 @@ min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusio
 weighs 1; the expanded list's weight is the contextualiser's (from the follow-up's own evidence), scaled by how many
 of the question's own top results already mention the added history terms
 (:meth:`~llama_index_convrag.chat.contextualize.Contextualized.weight_given`): results on the conversation's topic
-keep them on top, results that drifted give way. :meth:`ConversationalRetriever.fusion_for` returns that decision for
+keep them on top, results that drifted give way; the question's own first result stays first when it mentions an
+added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
 the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
 The retrieval query arrives as a plain string (the chat engine's ``retrieval_query``); ``plans`` maps it back to the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -44,6 +45,9 @@ class ContextPlan(Protocol):
 
     def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
         """``(coverage, context weight)`` given the texts of the question's own results, best first."""
+
+    def mentioned_in(self, text: str) -> bool:
+        """Whether ``text`` mentions one of the added history terms."""
 
 
 PlanLookup = Callable[[str], Optional[ContextPlan]]
@@ -64,15 +68,24 @@ def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[Bas
     return copy(similarity_top_k=depth), top_k
 
 
-def fusion_weights(question_nodes: List[NodeWithScore], plan: ContextPlan) -> Dict[str, float]:
-    """The question's weight, the expanded list's weight and the coverage that set it (pure)."""
-    coverage, weight = plan.weight_given([n.node.get_content() for n in question_nodes])
-    return {"question": plan.question_weight, "context": weight, "coverage": coverage}
+def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashable, float]], plan: ContextPlan,
+                text_of: Callable[[Hashable], str]) -> Tuple[List[Tuple[Hashable, float]], Dict[str, Any]]:
+    """Fuse the question's own ranked ``(id, score)`` list with the expanded query's (pure): the expanded list's weight
+    is read off the own list's texts (``plan.weight_given``), then min-max weighted fusion; the own list's first
+    result stays first when it already mentions an added history term (it answers the question's words and is on
+    the conversation's topic). Returns the fused list and the decision (weights, coverage, ``own_top_kept``)."""
+    coverage, weight = plan.weight_given([text_of(d) for d, _ in own])
+    fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
+    kept = bool(own and fused and fused[0][0] != own[0][0] and plan.mentioned_in(text_of(own[0][0])))
+    if kept:
+        top = own[0][0]
+        fused = [(top, fused[0][1])] + [item for item in fused if item[0] != top]
+    return fused, {"question": plan.question_weight, "context": weight, "coverage": coverage, "own_top_kept": kept}
 
 
-def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], weights: Dict[str, float],
-               top_k: int) -> List[NodeWithScore]:
-    """Weighted min-max fusion of the two ranked node lists (pure); a node keeps its first-seen object."""
+def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: ContextPlan,
+               top_k: int) -> Tuple[List[NodeWithScore], Dict[str, Any]]:
+    """:func:`fuse_ranked` over two node lists (pure); a node keeps its first-seen object."""
     by_id: Dict[str, NodeWithScore] = {}
     lists = []
     for nodes in (question_nodes, context_nodes):
@@ -81,8 +94,8 @@ def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWith
             by_id.setdefault(n.node.node_id, n)
             ranked.append((n.node.node_id, float(n.score if n.score is not None else 0.0)))
         lists.append(ranked)
-    fused = fusion.weighted(lists, [weights["question"], weights["context"]])
-    return [NodeWithScore(node=by_id[node_id].node, score=score) for node_id, score in fused[:top_k]]
+    fused, decision = fuse_ranked(lists[0], lists[1], plan, lambda node_id: by_id[node_id].node.get_content())
+    return [NodeWithScore(node=by_id[node_id].node, score=score) for node_id, score in fused[:top_k]], decision
 
 
 class ConversationalRetriever(BaseRetriever):
@@ -99,23 +112,23 @@ class ConversationalRetriever(BaseRetriever):
         self.candidates = candidates if candidates is not None else retriever
         self.plans = plans
         self.top_k = top_k
-        self._fusions: "OrderedDict[str, Dict[str, float]]" = OrderedDict()
+        self._fusions: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
         self._lock = threading.Lock()
 
-    def fusion_for(self, query: str) -> Optional[Dict[str, float]]:
+    def fusion_for(self, query: str) -> Optional[Dict[str, Any]]:
         """The weights and coverage the last fusion of ``query`` used (recent queries only), for the turn record."""
         with self._lock:
             return self._fusions.get(query)
 
     def _fuse(self, query: str, plan: ContextPlan, own: List[NodeWithScore],
               ctx: List[NodeWithScore]) -> List[NodeWithScore]:
-        weights = fusion_weights(own, plan)
+        fused, decision = fuse_lists(own, ctx, plan, self._limit(own, ctx))
         with self._lock:
-            self._fusions[query] = weights
+            self._fusions[query] = decision
             self._fusions.move_to_end(query)
             while len(self._fusions) > FUSIONS_KEPT:
                 self._fusions.popitem(last=False)
-        return fuse_lists(own, ctx, weights, self._limit(own, ctx))
+        return fused
 
     @classmethod
     def deepened(cls, retriever: BaseRetriever, plans: PlanLookup,

@@ -400,7 +400,7 @@ def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, e
     assert record.rewrite_explanation["reason"].startswith("needs context (pronoun 'it'); ")
     fusion = record.rewrite_explanation["fusion"]  # no 'passage n' mentions a volcano: the expansion weighs double
     assert fusion == {"question": 1.0, "context": 2 * record.rewrite_explanation["weights"]["context"],
-                      "coverage": 0.0}
+                      "coverage": 0.0, "own_top_kept": False}
     assert [a["term"] for a in record.rewrite_explanation["added_terms"]] == ["underwater", "volcanoes"]
     alone = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
                                             conversation_store=store, contextual_fusion=False)

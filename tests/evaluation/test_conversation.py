@@ -219,3 +219,16 @@ def test_contextual_plan_is_fused_and_summarised():
     assert summary["contextual"]["gap_closed"] == 1.0
     with pytest.raises(ValueError, match="ndcg@10 was not computed"):
         result.summary("ndcg@10")
+
+
+def test_contextual_with_texts_fuses_as_the_retriever_does():
+    from llama_index_convrag.evaluation.conversation import FusedQueries, contextual_strategy
+
+    strategy = contextual_strategy(texts=CORPUS)
+    plan = strategy(DIALOGUES[0].turns[:1], "Is it treatable?")
+    assert isinstance(plan, FusedQueries) and plan.queries == ("Is it treatable?", "Is it treatable? throat cancer")
+    retrieve, calls = make_retriever()
+    result = replay_conversations(DIALOGUES, retrieve, {"contextual": strategy}, ks=(2,))
+    assert calls[3:7] == ["Is it treatable?", "Is throat cancer treatable?",  # raw, manual, then both searches
+                          "Is it treatable?", "Is it treatable? throat cancer"]
+    assert result.strategies["contextual"].outcomes["A_2"].top_ids(1) == ["throat"]

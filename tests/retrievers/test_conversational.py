@@ -9,7 +9,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever, fuse_lists, with_depth
+from llama_index_convrag.retrievers.conversational import (ConversationalRetriever, fuse_lists, fuse_ranked,
+                                                           with_depth)
 
 
 class TableRetriever(BaseRetriever):
@@ -33,11 +34,24 @@ CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("generic", 1.0)]
 def test_fuse_lists_exact() -> None:
     own = TableRetriever({"q": OWN}).retrieve("q")
     ctx = TableRetriever({"q": CTX}).retrieve("q")
-    fused = fuse_lists(own, ctx, {"question": 1.0, "context": 2.0}, 3)
-    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0; weights 1, 2
+    fused, decision = fuse_lists(own, ctx, PLAN, 3)  # node texts are their ids: none mentions 'throat' or 'cancer'
+    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0; weights 1, 2x2
     assert PLAN.context_weight == 2.0
-    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 2.5), ("generic", 1.0),
-                                                          ("throat-what", 1.0)]
+    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 4.5), ("throat-what", 2.0),
+                                                          ("generic", 1.0)]
+    assert decision == {"question": 1.0, "context": 4.0, "coverage": 0.0, "own_top_kept": False}
+
+
+def test_an_on_topic_own_first_result_stays_first() -> None:
+    texts = {"generic": "Throat cancer can be treated.", "throat-treat": "Throat treatments.", "other": "x",
+             "throat-what": "y"}
+    fused, decision = fuse_ranked(OWN, CTX, PLAN, texts.__getitem__)
+    weight = 2.0 * (0.25 + 1.75 / 3)  # 2 of the 3 own results mention 'throat'
+    assert decision == {"question": 1.0, "context": pytest.approx(weight), "coverage": pytest.approx(2 / 3),
+                        "own_top_kept": True}
+    # fusion alone ranks throat-treat (.5 + w) over generic (1.0); generic answers the question and is on topic
+    assert [d for d, _ in fused] == ["generic", "throat-treat", "throat-what", "other"]
+    assert fused[0][1] == fused[1][1] == pytest.approx(0.5 + weight)
 
 
 def test_two_searches_with_a_plan_one_without() -> None:
@@ -45,7 +59,8 @@ def test_two_searches_with_a_plan_one_without() -> None:
     retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
     # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4)
     assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "generic"]
-    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": 4.0, "coverage": 0.0}
+    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": 4.0, "coverage": 0.0,
+                                                "own_top_kept": False}
     assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
     assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
     assert base.asked[2:] == ["plain"]
