@@ -2,8 +2,8 @@
 
 For each set (CAsT 2021 passages, CAsT 2022 responses, CANARD dev answers; see ``bench/_conv_data.py``) and each
 chunking (256-token chunks and the ingest default, 700), the corpus is chunked with LlamaIndex's SentenceSplitter,
-embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python exactly like the product's
-hybrid retriever: dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
+embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python like the product's hybrid
+retriever without its dense feedback search (issue 16): dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
 lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normalised weighted fusion 0.5/0.5 over
 chunks, a document's score is its best chunk's.
 
