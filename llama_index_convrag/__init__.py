@@ -41,8 +41,8 @@ _EXPORTS: Dict[str, str] = {
     "resolve_embed_model": "llama_index_convrag.config",
     # errors (one tree under ConvRAGError)
     **{name: "llama_index_convrag.errors" for name in (
-        "ConvRAGError", "BinaryFileError", "BudgetExceededError", "ConfigurationError", "ConversationStoreError", "FileParseError",
-        "MilvusConnectionError", "ReaderError", "RerankHTTPError", "ScorerError", "UnsupportedFileError",
+        "ConvRAGError", "ArgumentTypeError", "BinaryFileError", "BudgetExceededError", "ConfigurationError", "ConversationStoreError", "FileParseError",
+        "MilvusConnectionError", "PathNotFoundError", "ReaderError", "RecordNotFoundError", "RerankHTTPError", "ScorerError", "UnsupportedFileError",
     )},
 }
 
@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.config import resolve_embed_model, resolve_llm
     from llama_index_convrag.embeddings import LocalMiniLMEmbedding
     from llama_index_convrag.errors import (
+        ArgumentTypeError,
         BinaryFileError,
         BudgetExceededError,
         ConfigurationError,
@@ -74,7 +75,9 @@ if TYPE_CHECKING:  # pragma: no cover
         ConvRAGError,
         FileParseError,
         MilvusConnectionError,
+        PathNotFoundError,
         ReaderError,
+        RecordNotFoundError,
         RerankHTTPError,
         ScorerError,
         UnsupportedFileError,

@@ -12,7 +12,21 @@ class ConvRAGError(Exception):
 
 
 class ConfigurationError(ConvRAGError, ValueError):
-    """A setting (argument or environment variable) names an unknown provider, an empty URI or misses a key."""
+    """An argument or setting has a value we do not accept (the message names it and, where finite, the accepted
+    ones): an unknown mode or provider, an empty URI, a missing key, a number out of range."""
+
+
+class ArgumentTypeError(ConvRAGError, TypeError):
+    """Arguments of the wrong kind or combination: an unknown keyword, a value of the wrong type, two options that
+    exclude each other."""
+
+
+class PathNotFoundError(ConvRAGError, FileNotFoundError):
+    """A file or folder the caller named does not exist."""
+
+
+class RecordNotFoundError(ConvRAGError, KeyError):
+    """No stored record (message, turn) under the given id."""
 
 
 class BudgetExceededError(ConvRAGError, ValueError):
@@ -52,6 +66,7 @@ class MilvusConnectionError(ConvRAGError, ConnectionError):
 
 
 __all__ = [
+    "ArgumentTypeError",
     "BinaryFileError",
     "BudgetExceededError",
     "ConfigurationError",
@@ -59,7 +74,9 @@ __all__ = [
     "ConversationStoreError",
     "FileParseError",
     "MilvusConnectionError",
+    "PathNotFoundError",
     "ReaderError",
+    "RecordNotFoundError",
     "RerankHTTPError",
     "ScorerError",
     "UnsupportedFileError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.schema import NodeWithScore
+from llama_index_convrag.errors import ConfigurationError
 
 TRAIL_KEY = "convrag_rank_trail"
 
@@ -27,7 +28,7 @@ def add_stage(
 ) -> NodeWithScore:
     """Append one stage to the node's trail (in place) and return it."""
     if rank < 1:
-        raise ValueError(f"rank must be >= 1, got {rank!r}")
+        raise ConfigurationError(f"rank must be >= 1, got {rank!r}")
     entry: Dict[str, Any] = {"stage": stage, "rank": rank, "score": None if score is None else float(score)}
     entry.update(details)
     trail = nws.node.metadata.setdefault(TRAIL_KEY, [])
@@ -41,7 +42,7 @@ def add_stages(nws: NodeWithScore, stages: Sequence[Tuple[str, int, Optional[flo
     trail = nws.node.metadata.setdefault(TRAIL_KEY, [])
     for stage, rank, score in stages:
         if rank < 1:
-            raise ValueError(f"rank must be >= 1, got {rank!r}")
+            raise ConfigurationError(f"rank must be >= 1, got {rank!r}")
         trail.append({"stage": stage, "rank": rank, "score": None if score is None else float(score)})
     hide_key(nws.node, TRAIL_KEY)
     return nws

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from llama_index_convrag.errors import BudgetExceededError
+from llama_index_convrag.errors import BudgetExceededError, ConfigurationError
 
 TokenCounter = Callable[[str], int]
 DEFAULT_BUDGET_RATIO = 0.95
@@ -66,7 +66,7 @@ class CachedTokenCounter:
 
     def __init__(self, count_tokens: TokenCounter, max_size: int = 4096) -> None:
         if max_size < 1:
-            raise ValueError(f"max_size must be >= 1, got {max_size!r}")
+            raise ConfigurationError(f"max_size must be >= 1, got {max_size!r}")
         self.count_tokens = count_tokens
         self.max_size = max_size
         self._counts: "OrderedDict[str, int]" = OrderedDict()
@@ -85,11 +85,11 @@ class CachedTokenCounter:
 def compute_budget(context_window: int, reserved_output: int, budget_ratio: float = DEFAULT_BUDGET_RATIO) -> int:
     """``floor(budget_ratio * (context_window - reserved_output))``, validated."""
     if not 0 < budget_ratio <= 1:
-        raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+        raise ConfigurationError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
     if reserved_output < 0:
-        raise ValueError(f"reserved_output must be >= 0, got {reserved_output!r}")
+        raise ConfigurationError(f"reserved_output must be >= 0, got {reserved_output!r}")
     if context_window <= reserved_output:
-        raise ValueError(
+        raise ConfigurationError(
             f"context_window ({context_window}) must exceed reserved_output ({reserved_output}); "
             "lower the reserved output tokens or use a model with a larger window"
         )
@@ -111,7 +111,7 @@ def message_fit_in(
 ) -> TrimReport:
     """Trim ``history`` (formatted turns, oldest first) and ``chunks`` (best first) to fit the budget."""
     if max_context_tokens is not None and max_context_tokens < 0:
-        raise ValueError(f"max_context_tokens must be >= 0, got {max_context_tokens!r}")
+        raise ConfigurationError(f"max_context_tokens must be >= 0, got {max_context_tokens!r}")
     budget = compute_budget(context_window, reserved_output, budget_ratio)
     extra_tokens = sum(count_tokens(v) for v in (extra or {}).values())
     fixed = {"system": count_tokens(system) if system else 0, "question": count_tokens(question),

@@ -13,6 +13,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.chat import DEFAULT_CONTEXT_PROMPT, DEFAULT_CONTEXT_REFINE_PROMPT
 from llama_index_convrag.synthesizers import BaseSynthesizer, get_response_synthesizer
 
@@ -44,7 +45,7 @@ class ContextChat(PromptMixin):
         self._synth_kwargs = dict(synth_kwargs) if synth_kwargs is not None else {}
         taken = sorted({"text_qa_template", "refine_template"} & set(self._synth_kwargs))
         if taken:
-            raise ValueError(f"context chat modes build {taken} from context_prompt / context_refine_prompt / "
+            raise ConfigurationError(f"context chat modes build {taken} from context_prompt / context_refine_prompt / "
                              "system_prompt; pass those instead")
 
     def _get_prompts(self) -> PromptDictType:

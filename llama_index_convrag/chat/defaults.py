@@ -12,6 +12,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.response_synthesizers import BaseSynthesizer
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.rewrite import STRATEGIES, QuestionRewriter
 from llama_index_convrag.retrievers.conversational import ConversationalRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
@@ -33,12 +34,12 @@ REWRITE_STRATEGIES = (AUTO_REWRITE_STRATEGY, *STRATEGIES)
 
 def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_chat: Any) -> None:
     if (retriever is None) == (query_engine is None):
-        raise ValueError("pass exactly one of retriever= (we retrieve and synthesize) or query_engine= (it answers "
+        raise ConfigurationError("pass exactly one of retriever= (we retrieve and synthesize) or query_engine= (it answers "
                          f"the retrieval query); got retriever={retriever!r}, query_engine={query_engine!r}")
     if retriever is not None and synthesizer is None and context_chat is None:
-        raise ValueError("a retriever needs synthesizer= (or context_chat=) to answer")
+        raise ConfigurationError("a retriever needs synthesizer= (or context_chat=) to answer")
     if context_chat is not None and (synthesizer is not None or query_engine is not None):
-        raise ValueError("chat modes 'condense_plus_context' and 'context' answer with the retriever's context and "
+        raise ConfigurationError("chat modes 'condense_plus_context' and 'context' answer with the retriever's context and "
                          "their prompts: pass a retriever without synthesizer= or query_engine=")
 
 
@@ -47,14 +48,14 @@ def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, con
     """The chat mode's name; the prompts given must be ones that mode (with or without an LLM) uses."""
     mode = getattr(chat_mode, "value", chat_mode)
     if mode not in CHAT_MODES:
-        raise ValueError(f"chat_mode must be one of {list(CHAT_MODES)}, got {mode!r}")
+        raise ConfigurationError(f"chat_mode must be one of {list(CHAT_MODES)}, got {mode!r}")
     given = [n for n, v in [("system_prompt", system_prompt), ("context_prompt", context_prompt),
                             ("context_refine_prompt", context_refine_prompt)] if v is not None]
     if mode == "condense_question" and given:
-        raise ValueError(f"{given} shape the answers of chat_mode 'condense_plus_context' or 'context'; "
+        raise ConfigurationError(f"{given} shape the answers of chat_mode 'condense_plus_context' or 'context'; "
                          "'condense_question' answers with the synthesizer's templates (text_qa_template=...)")
     if llm is None and given:
-        raise ValueError(f"{given} are prompts for an LLM; with llm=None the answers are extractive (no prompt)")
+        raise ConfigurationError(f"{given} are prompts for an LLM; with llm=None the answers are extractive (no prompt)")
     return mode
 
 
@@ -63,20 +64,20 @@ def alias(name: str, value: Any, canonical: str, options: Dict[str, Any]) -> Dic
     if value is None:
         return {}
     if canonical in options and options[canonical] != value:
-        raise TypeError(f"{name}={value!r} contradicts {canonical}={options[canonical]!r}; pass one of them")
+        raise ArgumentTypeError(f"{name}={value!r} contradicts {canonical}={options[canonical]!r}; pass one of them")
     return {canonical: value}
 
 
 def pick_one(name: str, value: Any, other: str, other_value: Any) -> Any:
     if value is not None and other_value is not None:
-        raise TypeError(f"pass {name}= or {other}= (the same prompt), not both")
+        raise ArgumentTypeError(f"pass {name}= or {other}= (the same prompt), not both")
     return value if value is not None else other_value
 
 
 def seed_messages(chat_history: Optional[List[ChatMessage]], memory: Optional[BaseMemory]) -> List[ChatMessage]:
     """The messages that seed a new conversation: ``chat_history``, or everything a core ``memory`` holds."""
     if chat_history is not None and memory is not None:
-        raise TypeError("pass chat_history= or memory= (both seed the conversation), not both")
+        raise ArgumentTypeError("pass chat_history= or memory= (both seed the conversation), not both")
     if memory is not None:
         return list(memory.get_all())
     return list(chat_history) if chat_history is not None else []
@@ -86,10 +87,10 @@ def rewrite_strategy_for(strategy: Optional[str], skip_condense: bool, condense_
     """The rewrite strategy: as given; ``none`` for ``skip_condense``; ``auto`` / ``None``: ``llm`` with an LLM,
     else :data:`NO_LLM_REWRITE_STRATEGY`. ValueError naming the accepted ones for anything else."""
     if strategy is not None and strategy not in REWRITE_STRATEGIES:
-        raise ValueError(f"rewrite_strategy must be one of {list(REWRITE_STRATEGIES)}, got {strategy!r}")
+        raise ConfigurationError(f"rewrite_strategy must be one of {list(REWRITE_STRATEGIES)}, got {strategy!r}")
     if skip_condense:
         if strategy not in (None, AUTO_REWRITE_STRATEGY, "none"):
-            raise ValueError(f"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy={strategy!r}")
+            raise ConfigurationError(f"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy={strategy!r}")
         return "none"
     if strategy not in (None, AUTO_REWRITE_STRATEGY):
         return strategy

@@ -34,6 +34,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
 from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers,
@@ -86,11 +87,11 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     ) -> None:
         check_parts(retriever, synthesizer, query_engine, context_chat)
         if max_tokens_limit is not None and max_tokens_limit < 0:
-            raise ValueError(f"max_tokens_limit must be >= 0, got {max_tokens_limit!r}")
+            raise ConfigurationError(f"max_tokens_limit must be >= 0, got {max_tokens_limit!r}")
         if reserved_output_tokens is not None and reserved_output_tokens < 0:
-            raise ValueError(f"reserved_output_tokens must be >= 0, got {reserved_output_tokens!r}")
+            raise ConfigurationError(f"reserved_output_tokens must be >= 0, got {reserved_output_tokens!r}")
         if not 0 < budget_ratio <= 1:
-            raise ValueError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+            raise ConfigurationError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
         self._retriever, self._query_engine, self._context_chat = retriever, query_engine, context_chat
         self._synthesizer, self._streaming_synthesizer = synthesizer, streaming_synthesizer
         self._llm, self._rewriter, self._store = llm, rewriter, store
@@ -192,7 +193,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
                                        context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
         if judge_kw is not None:
             if context_chat is not None or synthesizer is not None or query_engine is not None or retriever is None:
-                raise TypeError("judge= needs chat_mode='condense_question' with a retriever and no synthesizer= or "
+                raise ArgumentTypeError("judge= needs chat_mode='condense_question' with a retriever and no synthesizer= or "
                                 "query_engine= (the judge builds its own synthesizers)")
             synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw, **synth_kw)
             streaming_synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw,
@@ -203,7 +204,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             synthesizer, streaming_synthesizer = default_synthesizers(llm, embed_model, synth_kw, streaming_synthesizer)
         elif synth_kw or embed_model is not None:
             given = sorted([*synth_kw, *(["embed_model"] if embed_model is not None else [])])
-            raise TypeError(f"{given} configure the synthesizer this engine builds; not with synthesizer= or "
+            raise ArgumentTypeError(f"{given} configure the synthesizer this engine builds; not with synthesizer= or "
                             "query_engine=")
         store = conversation_store if conversation_store is not None else SQLiteConversationStore(":memory:")
         cid = conversation_id if conversation_id is not None else uuid.uuid4().hex
@@ -434,7 +435,7 @@ def split_engine_kwargs(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[st
     unknown = sorted(set(kwargs) - ENGINE_OPTIONS - SYNTH_KWARGS)
     if unknown:
         accepted = sorted(ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names())
-        raise TypeError(f"unknown ConvRAGChatEngine options {unknown}; accepted: {accepted}")
+        raise ArgumentTypeError(f"unknown ConvRAGChatEngine options {unknown}; accepted: {accepted}")
     return ({k: v for k, v in kwargs.items() if k in ENGINE_OPTIONS},
             {k: v for k, v in kwargs.items() if k in SYNTH_KWARGS})
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Tuple
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
 from llama_index_convrag.config import resolve_llm
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
@@ -35,11 +36,11 @@ def split_chat_kwargs(
     accepted = retriever_kwargs | ENGINE_KWARGS | OWN_KWARGS
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
-        raise TypeError(f"as_chat_engine got unknown kwargs {unknown}; accepted: {sorted(accepted)}")
+        raise ArgumentTypeError(f"as_chat_engine got unknown kwargs {unknown}; accepted: {sorted(accepted)}")
     pick = lambda names: {k: v for k, v in kwargs.items() if k in names}  # noqa: E731
     own = pick(OWN_KWARGS)
     if "streaming" in own and not isinstance(own["streaming"], bool):
-        raise TypeError(f"streaming must be a bool, got {own['streaming']!r}")
+        raise ArgumentTypeError(f"streaming must be a bool, got {own['streaming']!r}")
     return pick(retriever_kwargs), pick(ENGINE_KWARGS - retriever_kwargs), own
 
 
@@ -49,7 +50,7 @@ def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
     llm = resolve_llm(configured_llm(own.get("llm")))
     mode = engine_kw.get("response_mode")
     if llm is None and (mode is None or lookup_mode(mode).requires_llm):
-        raise ValueError(
+        raise ConfigurationError(
             "as_chat_engine needs an LLM: pass llm=..., or set OPENAI_API_KEY / OPENAI_BASE_URL; for retrieval-only "
             f"turns pass a response_mode that needs none (extractive answers: response_mode="
             f"{'extractive'!r}); got response_mode={mode!r}")

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation.base import STATUSES
 
 TURN_STATUSES = frozenset(STATUSES | {"no_docs"})
@@ -68,5 +69,5 @@ class TurnRecord:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ValueError(f"unknown TurnRecord fields {unknown}; accepted: {sorted(names)}")
+            raise ConfigurationError(f"unknown TurnRecord fields {unknown}; accepted: {sorted(names)}")
         return cls(**data)

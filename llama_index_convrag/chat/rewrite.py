@@ -25,6 +25,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TokenCounter
 from llama_index_convrag.chat.contextualize import Contextualized, contextualize, history_turns
 from llama_index_convrag.chat.rewrite_output import parse_rewrite
@@ -166,15 +167,15 @@ class QuestionRewriter(PromptMixin):
         cache_size: int = 1024,
     ) -> None:
         if strategy not in STRATEGIES:
-            raise ValueError(f"rewrite strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+            raise ConfigurationError(f"rewrite strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
         if strategy == "llm" and llm is None:
-            raise ValueError("rewrite strategy 'llm' needs a condense llm; pass condense_llm= or llm=")
+            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass condense_llm= or llm=")
         if last_n_turns < 0:
-            raise ValueError(f"last_n_turns must be >= 0, got {last_n_turns!r}")
+            raise ConfigurationError(f"last_n_turns must be >= 0, got {last_n_turns!r}")
         if max_history_tokens < 1:
-            raise ValueError(f"max_history_tokens must be >= 1, got {max_history_tokens!r}")
+            raise ConfigurationError(f"max_history_tokens must be >= 1, got {max_history_tokens!r}")
         if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
+            raise ConfigurationError(f"cache_size must be >= 0, got {cache_size!r}")
         self.strategy = strategy
         self.llm = llm
         self._prompt = condense_prompt if condense_prompt is not None else DEFAULT_CONDENSE_PROMPT

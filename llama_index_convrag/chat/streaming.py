@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, Generator, Iterator, List, Optional
 
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
+from llama_index_convrag.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 FinalizeFn = Callable[[str, str, Optional[BaseException]], None]
@@ -132,7 +133,7 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
     @property
     def response_gen(self) -> Generator[str, None, None]:  # type: ignore[override]
         if self.sync_stream is None:
-            raise ValueError("this response was produced by astream_chat(); iterate async_response_gen()")
+            raise ConfigurationError("this response was produced by astream_chat(); iterate async_response_gen()")
         return self._wrap_sync(self.sync_stream)
 
     def _wrap_sync(self, stream: Generator[str, None, None]) -> Generator[str, None, None]:
@@ -145,7 +146,7 @@ class ConvRAGStreamingResponse(StreamingAgentChatResponse):
 
     async def async_response_gen(self) -> AsyncGenerator[str, None]:  # type: ignore[override]
         if self.async_stream is None:
-            raise ValueError("this response was produced by stream_chat(); iterate response_gen")
+            raise ConfigurationError("this response was produced by stream_chat(); iterate response_gen")
         if self.finalizer is not None and self.awrite_response_to_history_task is None:
             self.awrite_response_to_history_task = asyncio.ensure_future(_persisted(self.finalizer))
         try:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index_convrag.errors import PathNotFoundError
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
@@ -51,7 +52,7 @@ def _load_session(model_path: str, num_threads: int) -> Any:
                     "onnxruntime is missing: pip install 'llama-index-convrag[local]'"
                 ) from exc
             if not Path(model_path).is_file():
-                raise FileNotFoundError(f"ONNX model file not found: {model_path!r}")
+                raise PathNotFoundError(f"ONNX model file not found: {model_path!r}")
             options = ort.SessionOptions()
             # No graph rewriting: ORT_ENABLE_ALL folds the int8 weights into fp32 copies (+125 MB resident, +150 MB
             # peak per run) for no measured speed gain on this model (bench/memory.py; 8 x 256 run: 1.00x).
@@ -73,7 +74,7 @@ def _load_tokenizer(tokenizer_path: str, max_length: int) -> Any:
             from tokenizers import Tokenizer
 
             if not Path(tokenizer_path).is_file():
-                raise FileNotFoundError(f"tokenizer file not found: {tokenizer_path!r}")
+                raise PathNotFoundError(f"tokenizer file not found: {tokenizer_path!r}")
             tok = Tokenizer.from_file(tokenizer_path)
             if max_length > 0:
                 tok.enable_truncation(max_length=max_length)

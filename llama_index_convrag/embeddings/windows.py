@@ -10,6 +10,7 @@ window from the model (never assumed: a model that does not state one gives ``No
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
+from llama_index_convrag.errors import ConfigurationError
 
 Span = Tuple[int, int]
 
@@ -27,9 +28,9 @@ def window_starts(n_tokens: int, size: int, overlap: int, word_starts: Optional[
     window); with ``word_starts`` (one flag per token) a start inside a word moves back to the word's first piece.
     """
     if size < 1:
-        raise ValueError(f"window size must be >= 1 token, got {size!r}")
+        raise ConfigurationError(f"window size must be >= 1 token, got {size!r}")
     if not 0 <= overlap < size:
-        raise ValueError(f"overlap must be in [0, {size - 1}] (window size - 1), got {overlap!r}")
+        raise ConfigurationError(f"overlap must be in [0, {size - 1}] (window size - 1), got {overlap!r}")
     if n_tokens <= size:
         return [0]
     step = size - overlap
@@ -58,7 +59,7 @@ def window_spans(text: str, embed_model: Any, overlap: int) -> List[Span]:
     """
     window = model_window(embed_model)
     if window is None:
-        raise ValueError(f"{type(embed_model).__name__} does not state max_input_tokens; cannot cut windows")
+        raise ConfigurationError(f"{type(embed_model).__name__} does not state max_input_tokens; cannot cut windows")
     size = window - int(getattr(embed_model, "special_tokens", 0))
     spans, word_starts = embed_model.token_spans(text)
     if len(spans) <= size:

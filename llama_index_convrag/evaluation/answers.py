@@ -14,6 +14,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Sequence, Union
+from llama_index_convrag.errors import ConfigurationError
 
 Gold = Union[str, Sequence[str]]
 
@@ -52,7 +53,7 @@ def answer_tokens(text: str) -> List[str]:
 def _golds(gold: Gold) -> List[str]:
     golds = [gold] if isinstance(gold, str) else list(gold)
     if not golds:
-        raise ValueError("gold must be a string or a non-empty list of strings")
+        raise ConfigurationError("gold must be a string or a non-empty list of strings")
     return golds
 
 
@@ -94,10 +95,10 @@ class AnswerMetrics:
 def evaluate_answers(predictions: Mapping[str, str], golds: Mapping[str, Gold]) -> AnswerMetrics:
     """Score ``{qid: prediction}`` against ``{qid: gold or [golds]}``; a missing prediction scores 0."""
     if not golds:
-        raise ValueError("golds must not be empty")
+        raise ConfigurationError("golds must not be empty")
     extra = sorted(set(predictions) - set(golds))
     if extra:
-        raise ValueError(f"predictions for queries without a gold answer: {extra[:5]}")
+        raise ConfigurationError(f"predictions for queries without a gold answer: {extra[:5]}")
     per_query = {}
     for qid, gold in golds.items():
         pred = predictions.get(qid)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from llama_index.core.instrumentation import get_dispatcher
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, RecordNotFoundError
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.evaluation.answers import exact_match, token_f1
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
@@ -44,7 +45,7 @@ def raw_utterance(history: Sequence[ConversationTurn], utterance: str) -> str:
 def concat_history(window: int = 3) -> RewriteFn:
     """A rewrite-free baseline: the last ``window`` earlier utterances, then the current one, space-joined."""
     if window < 1:
-        raise ValueError(f"window must be >= 1, got {window!r}")
+        raise ConfigurationError(f"window must be >= 1, got {window!r}")
 
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> str:
         return " ".join([*(t.utterance for t in history[-window:]), utterance])
@@ -93,7 +94,7 @@ def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, 
         return query.queries[-1], query.fuse([as_ranked(turn_id, retrieve_fn(q)) for q in query.queries])
     plan = list(query)
     if not plan or not all(isinstance(q, str) for q, _ in plan):
-        raise TypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")
+        raise ArgumentTypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")
     lists = [as_ranked(turn_id, retrieve_fn(q)) for q, _ in plan]
     return plan[-1][0], [(str(d), float(sc)) for d, sc in weighted(lists, [float(w) for _, w in plan])]
 
@@ -141,7 +142,7 @@ class StrategyResult:
             if value is not None:
                 sums.setdefault(outcome.position, []).append(value)
         if not sums:
-            raise ValueError(f"metric {metric!r} was not computed for strategy {self.name!r}")
+            raise ConfigurationError(f"metric {metric!r} was not computed for strategy {self.name!r}")
         return {pos: sum(v) / len(v) for pos, v in sorted(sums.items())}
 
     def latencies(self) -> Dict[str, Dict[str, float]]:
@@ -204,10 +205,10 @@ class RewriteEffect:
 def rewrite_effect(baseline: StrategyResult, other: StrategyResult, k: int, *, eps: float = 1e-9) -> RewriteEffect:
     """Compare ``other`` with ``baseline`` turn by turn on top-k lists and nDCG@k."""
     if baseline.metrics is None or other.metrics is None:
-        raise ValueError("rewrite_effect needs retrieval metrics on both strategies")
+        raise ConfigurationError("rewrite_effect needs retrieval metrics on both strategies")
     key = f"ndcg@{k}"
     if key not in baseline.metrics.means:
-        raise ValueError(f"{key} was not computed; computed: {sorted(baseline.metrics.means)}")
+        raise ConfigurationError(f"{key} was not computed; computed: {sorted(baseline.metrics.means)}")
     changed = improved = worsened = tied = 0
     deltas = []
     shared = [t for t in baseline.outcomes if t in other.outcomes and t in baseline.metrics.per_query]
@@ -251,7 +252,7 @@ class ConversationResult:
         ``manual``), and over follow-ups (turns after the first) how many fell below / rose above raw on ``metric``."""
         raw = self.strategies[RAW]
         if raw.metrics is None or metric not in raw.metrics.means:
-            raise ValueError(f"{metric} was not computed; computed: "
+            raise ConfigurationError(f"{metric} was not computed; computed: "
                              f"{sorted(raw.metrics.means) if raw.metrics is not None else []}")
         manual = self.strategies.get(MANUAL)
         gap = manual.metrics.means[metric] - raw.metrics.means[metric] if manual is not None else None
@@ -276,28 +277,28 @@ class ConversationResult:
 def _validate_strategies(strategies: Mapping[str, RewriteFn], records: Mapping[str, Any]) -> None:
     clash = sorted({*strategies, *records} & set(_RESERVED))
     if clash:
-        raise ValueError(f"strategy names {list(_RESERVED)} are built in; rename {clash}")
+        raise ConfigurationError(f"strategy names {list(_RESERVED)} are built in; rename {clash}")
     both = sorted(set(strategies) & set(records))
     if both:
-        raise ValueError(f"names used both as a strategy and as records: {both}")
+        raise ConfigurationError(f"names used both as a strategy and as records: {both}")
     bad = [name for name, fn in strategies.items() if not callable(fn)]
     if bad:
-        raise TypeError(f"strategies must be callables (history_turns, utterance) -> query; not callable: {bad}")
+        raise ArgumentTypeError(f"strategies must be callables (history_turns, utterance) -> query; not callable: {bad}")
 
 
 def _record_outcome(turn: ConversationTurn, record: TurnRecord, name: str) -> TurnOutcome:
     missing = [key for key in ("original_question", "retrieval_query", "retrieved_ids") if key not in record]
     if missing:
-        raise ValueError(f"{name!r} record for turn {turn.turn_id!r} lacks {missing}")
+        raise ConfigurationError(f"{name!r} record for turn {turn.turn_id!r} lacks {missing}")
     if str(record["original_question"]).strip() != turn.utterance.strip():
-        raise ValueError(
+        raise ConfigurationError(
             f"{name!r} record for turn {turn.turn_id!r} answers {record['original_question']!r}, "
             f"but the turn's utterance is {turn.utterance!r}; records are out of step with the data"
         )
     ids = record["retrieved_ids"]
     final = ids.get("final") if isinstance(ids, Mapping) else None
     if final is None:
-        raise ValueError(f"{name!r} record for turn {turn.turn_id!r}: retrieved_ids needs a 'final' list")
+        raise ConfigurationError(f"{name!r} record for turn {turn.turn_id!r}: retrieved_ids needs a 'final' list")
     n = len(final)
     return TurnOutcome(turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position,
                        query=str(record["retrieval_query"]),
@@ -312,7 +313,7 @@ def collect_records(dialogues: Iterable[Dialogue],
     for dialogue in dialogues:
         records = list(run_dialogue(dialogue))
         if len(records) != len(dialogue.turns):
-            raise ValueError(f"dialogue {dialogue.dialogue_id!r} has {len(dialogue.turns)} turns but run_dialogue "
+            raise ConfigurationError(f"dialogue {dialogue.dialogue_id!r} has {len(dialogue.turns)} turns but run_dialogue "
                              f"returned {len(records)} records")
         out.update({turn.turn_id: record for turn, record in zip(dialogue.turns, records)})
     return out
@@ -334,7 +335,7 @@ def strategy_from_records(dialogues: Iterable[Dialogue], records: Mapping[str, T
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> str:
         key = (tuple(t.utterance for t in history), utterance)
         if key not in table:
-            raise KeyError(f"no record for {utterance!r} after {len(history)} earlier turns")
+            raise RecordNotFoundError(f"no record for {utterance!r} after {len(history)} earlier turns")
         return table[key]
 
     return rewrite
@@ -366,7 +367,7 @@ def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn]
                 query = fn(history, turn)
                 rewrite_s = time.perf_counter() - start
                 if not isinstance(query, (str, list, tuple, FusedQueries)):
-                    raise TypeError(f"strategy {name!r} returned {type(query).__name__}, expected str, a "
+                    raise ArgumentTypeError(f"strategy {name!r} returned {type(query).__name__}, expected str, a "
                                     f"[(query, weight), ...] plan or FusedQueries")
                 retrieved: List[Tuple[str, float]] = []
                 retrieve_s = None
@@ -410,11 +411,11 @@ def replay_conversations(
         metric_names(metrics, ks)
         effect_k = max(ks) if effect_k is None else effect_k
         if effect_k not in ks or "ndcg" not in metrics:
-            raise ValueError(f"effect_k must be one of ks={list(ks)} with 'ndcg' among metrics, got {effect_k!r}")
+            raise ConfigurationError(f"effect_k must be one of ks={list(ks)} with 'ndcg' among metrics, got {effect_k!r}")
     turns = {t.turn_id: t for d in dialogues for t in d.turns
              if (t.relevant if retrieve_fn is not None else t.rewrite is not None)}
     if not turns:
-        raise ValueError("no turn to replay: " + ("none has relevance judgments" if retrieve_fn is not None
+        raise ConfigurationError("no turn to replay: " + ("none has relevance judgments" if retrieve_fn is not None
                                                    else "none has a human rewrite"))
     # Every plan entry maps (history, turn) -> query; only "manual" may read the turn's human rewrite.
     plan: Dict[str, _PlanFn] = {
@@ -428,7 +429,7 @@ def replay_conversations(
     for name, by_turn in records.items():
         missing = [t for t in turns if t not in by_turn]
         if missing:
-            raise ValueError(f"records {name!r} lack {len(missing)} replayed turns, e.g. {missing[:3]}")
+            raise ConfigurationError(f"records {name!r} lack {len(missing)} replayed turns, e.g. {missing[:3]}")
         outcomes[name] = {t: _record_outcome(turns[t], by_turn[t], name) for t in turns}
 
     results: Dict[str, StrategyResult] = {}

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class BeirDataset:
         ``corpus_size`` (distractors). Qrels are restricted to the kept queries and documents.
         """
         if max_queries < 1:
-            raise ValueError(f"max_queries must be >= 1, got {max_queries!r}")
+            raise ConfigurationError(f"max_queries must be >= 1, got {max_queries!r}")
         picked = [qid for qid in self.queries if any(g > 0 for g in self.qrels.get(qid, {}).values())]
         picked = picked[:max_queries]
         keep: Dict[str, None] = {}
@@ -71,7 +72,7 @@ class BeirDataset:
                     keep.setdefault(doc_id)
         if corpus_size is not None:
             if corpus_size < len(keep):
-                raise ValueError(
+                raise ConfigurationError(
                     f"corpus_size={corpus_size} is smaller than the {len(keep)} documents judged relevant "
                     f"for the first {len(picked)} queries; raise corpus_size or lower max_queries"
                 )
@@ -100,12 +101,12 @@ def _read_jsonl(path: Path) -> Iterator[Dict[str, Any]]:
             try:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+                raise ConfigurationError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
 
 
 def _require_file(path: Path, what: str) -> Path:
     if not path.is_file():
-        raise FileNotFoundError(f"{what} not found: {str(path)!r}")
+        raise PathNotFoundError(f"{what} not found: {str(path)!r}")
     return path
 
 
@@ -117,14 +118,14 @@ def load_qrels(path: PathLike) -> Qrels:
         reader = csv.reader(handle, delimiter="\t")
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
-            raise ValueError(
+            raise ConfigurationError(
                 f"{path}: expected a header 'query-id<TAB>corpus-id<TAB>score', got {header!r}"
             )
         for number, row in enumerate(reader, start=2):
             if not row:
                 continue
             if len(row) < 3:
-                raise ValueError(f"{path}:{number}: expected 3 tab-separated columns, got {row!r}")
+                raise ConfigurationError(f"{path}:{number}: expected 3 tab-separated columns, got {row!r}")
             qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
     return qrels
 
@@ -161,19 +162,19 @@ def load_beir(path: PathLike, split: Optional[str] = None) -> BeirDataset:
     """Load a BEIR folder; queries are those judged in ``split`` (the only split when ``None``)."""
     root = Path(path)
     if not root.is_dir():
-        raise FileNotFoundError(f"BEIR data folder not found: {str(root)!r}")
+        raise PathNotFoundError(f"BEIR data folder not found: {str(root)!r}")
     splits = available_splits(root)
     if split is None:
         if len(splits) != 1:
-            raise ValueError(f"{root}: choose a split, one of {splits}" if splits else f"{root}: no qrels/*.tsv")
+            raise ConfigurationError(f"{root}: choose a split, one of {splits}" if splits else f"{root}: no qrels/*.tsv")
         split = splits[0]
     elif split not in splits:
-        raise ValueError(f"split must be one of {splits}, got {split!r}")
+        raise ConfigurationError(f"split must be one of {splits}, got {split!r}")
     qrels = load_qrels(root / "qrels" / f"{split}.tsv")
     all_queries = load_queries(root / "queries.jsonl")
     missing = [qid for qid in qrels if qid not in all_queries]
     if missing:
-        raise ValueError(f"{root}: {len(missing)} judged queries are absent from queries.jsonl, e.g. {missing[:3]}")
+        raise ConfigurationError(f"{root}: {len(missing)} judged queries are absent from queries.jsonl, e.g. {missing[:3]}")
     queries = {qid: q for qid, q in all_queries.items() if qid in qrels}
     return BeirDataset(name=root.name, split=split, corpus=load_corpus(root / "corpus.jsonl"),
                        queries=queries, qrels=qrels)

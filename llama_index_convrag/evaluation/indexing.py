@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pymilvus import MilvusClient
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.evaluation.datasets import Document
 from llama_index_convrag.milvus.schema import create_collection, default_spec, detect_spec
 
@@ -44,9 +45,9 @@ def index_corpus(
     someone's data, or an interrupted build) unless ``rebuild=True``, which drops and rebuilds it.
     """
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        raise ConfigurationError(f"batch_size must be >= 1, got {batch_size!r}")
     if not corpus:
-        raise ValueError("corpus is empty: nothing to index")
+        raise ConfigurationError("corpus is empty: nothing to index")
     dim = len(embed_model.get_text_embedding("dimension probe"))
     if client.has_collection(collection_name) and not rebuild:
         spec = detect_spec(client, collection_name)
@@ -55,7 +56,7 @@ def index_corpus(
         if spec.layout == "convrag" and dims[:1] == [dim] and rows == len(corpus):
             logger.info("reusing collection %s (%d rows)", collection_name, len(corpus))
             return False
-        raise ValueError(f"collection {collection_name!r} exists with {rows} rows ({spec.layout} layout, dense dim "
+        raise ConfigurationError(f"collection {collection_name!r} exists with {rows} rows ({spec.layout} layout, dense dim "
                          f"{dims[:1]}) but the corpus has {len(corpus)} documents ({dim}-d); rebuild it "
                          f"(rebuild=True / --rebuild) or choose another collection")
     if client.has_collection(collection_name):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
+from llama_index_convrag.errors import ConfigurationError
 
 PathLike = Union[str, Path]
 
@@ -26,7 +27,7 @@ def _save(figure: Any, path: Optional[PathLike]) -> Any:
     if path is not None:
         target = Path(path)
         if target.suffix.lower() != ".png":
-            raise ValueError(f"plots are written as PNG; path must end in .png, got {str(target)!r}")
+            raise ConfigurationError(f"plots are written as PNG; path must end in .png, got {str(target)!r}")
         target.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(target, format="png")
     return figure
@@ -36,12 +37,12 @@ def plot_metric_bars(metrics_by_config: Mapping[str, Mapping[str, float]], metri
                      *, path: Optional[PathLike] = None, title: str = "Retrieval quality") -> Any:
     """Grouped bars: one group per metric, one bar per configuration, value printed on each bar."""
     if not metrics_by_config:
-        raise ValueError("metrics_by_config must name at least one configuration")
+        raise ConfigurationError("metrics_by_config must name at least one configuration")
     names = list(metrics) if metrics is not None else list(next(iter(metrics_by_config.values())))
     missing = {cfg: [m for m in names if m not in vals] for cfg, vals in metrics_by_config.items()}
     missing = {cfg: ms for cfg, ms in missing.items() if ms}
     if missing:
-        raise ValueError(f"metrics missing per configuration: {missing}")
+        raise ConfigurationError(f"metrics missing per configuration: {missing}")
     configs = list(metrics_by_config)
     figure = _figure(max(6.0, 1.2 * len(names) * max(1, len(configs)) / 2 + 2), 4.0)
     axes = figure.add_subplot()
@@ -65,7 +66,7 @@ def plot_latency_distribution(latencies_ms_by_config: Mapping[str, Sequence[floa
     """Box plot per configuration (whiskers 5th-95th percentile) with the median annotated."""
     configs = [c for c, v in latencies_ms_by_config.items() if len(v)]
     if not configs:
-        raise ValueError("latencies_ms_by_config holds no latency")
+        raise ConfigurationError("latencies_ms_by_config holds no latency")
     import numpy as np
 
     figure = _figure(max(6.0, 1.3 * len(configs) + 2), 4.0)
@@ -86,7 +87,7 @@ def plot_turn_curves(curves: Mapping[str, Mapping[int, float]], *, metric: str =
                      path: Optional[PathLike] = None, title: Optional[str] = None) -> Any:
     """One line per strategy: mean ``metric`` by turn position in the dialogue."""
     if not curves or not any(curves.values()):
-        raise ValueError("curves must hold at least one point")
+        raise ConfigurationError("curves must hold at least one point")
     from matplotlib.ticker import MaxNLocator
 
     figure = _figure(7.0, 4.0)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
 REPORT_SCHEMA = "llama-index-convrag/eval-report/v1"
 REPORT_KINDS = ("retrieval", "conversation", "answers")
@@ -56,7 +57,7 @@ def _jsonable(value: Any) -> Any:
         return str(value)
     if value is None or isinstance(value, (str, int, bool)):
         return value
-    raise TypeError(f"report values must be JSON-serialisable, got {type(value).__name__}: {value!r:.100}")
+    raise ArgumentTypeError(f"report values must be JSON-serialisable, got {type(value).__name__}: {value!r:.100}")
 
 
 def build_report(kind: str, *, config: Mapping[str, Any], results: Mapping[str, Any],
@@ -64,9 +65,9 @@ def build_report(kind: str, *, config: Mapping[str, Any], results: Mapping[str, 
     """The report document. ``results`` maps configuration name -> that configuration's results dict
     (``RetrievalResult.to_dict()``, ``ConversationResult.to_dict()``, ...)."""
     if kind not in REPORT_KINDS:
-        raise ValueError(f"kind must be one of {list(REPORT_KINDS)}, got {kind!r}")
+        raise ConfigurationError(f"kind must be one of {list(REPORT_KINDS)}, got {kind!r}")
     if not results:
-        raise ValueError("results must name at least one configuration")
+        raise ConfigurationError("results must name at least one configuration")
     return _jsonable({
         "schema": REPORT_SCHEMA,
         "kind": kind,
@@ -81,7 +82,7 @@ def build_report(kind: str, *, config: Mapping[str, Any], results: Mapping[str, 
 def write_report(path: Union[str, Path], report: Mapping[str, Any]) -> Path:
     """Write a report built by :func:`build_report` as UTF-8 JSON (parent folders created)."""
     if report.get("schema") != REPORT_SCHEMA:
-        raise ValueError(f"not a report built by build_report (schema {report.get('schema')!r})")
+        raise ConfigurationError(f"not a report built by build_report (schema {report.get('schema')!r})")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
@@ -92,7 +93,7 @@ def load_report(path: Union[str, Path]) -> Dict[str, Any]:
     """Read a report back, checking its schema tag."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema") != REPORT_SCHEMA:
-        raise ValueError(f"{path}: not an evaluation report (schema {data.get('schema')!r})")
+        raise ConfigurationError(f"{path}: not an evaluation report (schema {data.get('schema')!r})")
     return data
 
 

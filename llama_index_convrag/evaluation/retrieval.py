@@ -19,6 +19,7 @@ from typing import (Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Opt
 
 from llama_index.core.instrumentation import get_dispatcher
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.evaluation.datasets import Qrels, Query
 from llama_index_convrag.evaluation.report import latency_summary
 
@@ -40,12 +41,12 @@ def metric_names(metrics: Sequence[str] = DEFAULT_METRICS, ks: Sequence[int] = D
     """Validated ``"<metric>@<k>"`` names, metrics outer, ks inner (``ndcg@10, ndcg@100, recall@10, ...``)."""
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
-        raise ValueError(f"metrics must be among {sorted(METRICS)}, got {unknown!r}")
+        raise ConfigurationError(f"metrics must be among {sorted(METRICS)}, got {unknown!r}")
     bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, int) or k < 1]
     if bad or not ks:
-        raise ValueError(f"ks must be positive integers, got {list(ks)!r}")
+        raise ConfigurationError(f"ks must be positive integers, got {list(ks)!r}")
     if not metrics:
-        raise ValueError("metrics must not be empty")
+        raise ConfigurationError("metrics must not be empty")
     return [f"{m}@{k}" for m in metrics for k in ks]
 
 
@@ -87,7 +88,7 @@ def evaluate_run(
     names = metric_names(metrics, ks)
     kept, skipped = judged_qrels(qrels)
     if not kept:
-        raise ValueError("qrels hold no query with a positive relevance grade; nothing to evaluate")
+        raise ConfigurationError("qrels hold no query with a positive relevance grade; nothing to evaluate")
     from ranx import Qrels as RanxQrels
     from ranx import Run as RanxRun
     from ranx import evaluate
@@ -170,7 +171,7 @@ def as_ranked(qid: str, ranked: Any) -> List[Tuple[str, float]]:
     try:
         return [(str(doc_id), float(score)) for doc_id, score in ranked]
     except (TypeError, ValueError) as exc:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"retrieve_fn must return a list of (doc_id, score) pairs; for query {qid!r} it returned "
             f"{type(ranked).__name__}: {ranked!r:.200}"
         ) from exc
@@ -186,7 +187,7 @@ class _Collector:
         kept, _ = judged_qrels(qrels)
         self.todo = {qid: text for qid, text in texts.items() if qid in kept}
         if not self.todo:
-            raise ValueError(f"none of the {len(texts)} queries has a positive judgment in qrels")
+            raise ConfigurationError(f"none of the {len(texts)} queries has a positive judgment in qrels")
         self.qrels, self.ks, self.metrics, self.progress = qrels, ks, metrics, progress
         self.ranked: Dict[str, List[Tuple[str, float]]] = {}
         self.latencies: Dict[str, float] = {}

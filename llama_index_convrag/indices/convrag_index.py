@@ -19,6 +19,7 @@ from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
 from pymilvus import MilvusClient
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ConvRAGChatEngine
 from llama_index_convrag.chat.factory import build_chat_engine
@@ -140,7 +141,7 @@ class ConvRAGIndex(VectorStoreIndex):
         """A :class:`MilvusHybridRetriever`; kwargs must be in ``MilvusHybridRetriever.KWARGS``."""
         unknown = sorted(set(kwargs) - MilvusHybridRetriever.KWARGS)
         if unknown:
-            raise TypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(MilvusHybridRetriever.KWARGS)}")
+            raise ArgumentTypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(MilvusHybridRetriever.KWARGS)}")
         return MilvusHybridRetriever.from_defaults(
             collection_name=self._collection_name, embed_model=self._embed_model, client=self._client,
             target=self._target, spec=self._spec, callback_manager=self._callback_manager, **kwargs)
@@ -160,7 +161,7 @@ class ConvRAGIndex(VectorStoreIndex):
         judge_kwargs = pop_judge_kwargs(rest)
         unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
         if unknown:
-            raise TypeError(f"unknown query engine argument(s) {unknown}; accepted: "
+            raise ArgumentTypeError(f"unknown query engine argument(s) {unknown}; accepted: "
                             f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | JUDGE_KWARGS)}")
         retriever = self.as_retriever(**retriever_kwargs)
         postprocessors = rest.pop("node_postprocessors", None)
@@ -168,14 +169,14 @@ class ConvRAGIndex(VectorStoreIndex):
         if synth is None:
             rest["llm"] = configured_llm(rest.get("llm"))
             if rest["llm"] is None and rest.get("response_mode") != "no_text":
-                raise ValueError("as_query_engine needs llm= or response_synthesizer= (or an LLM assigned to "
+                raise ConfigurationError("as_query_engine needs llm= or response_synthesizer= (or an LLM assigned to "
                                  "Settings.llm; no default LLM is built)")
             synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest) if judge_kwargs is None \
                 else build_judge_synthesizer(retriever, callback_manager=self._callback_manager, **judge_kwargs, **rest)
         elif judge_kwargs is not None:
-            raise TypeError("response_synthesizer= excludes judge=: the judge builds its own synthesizers")
+            raise ArgumentTypeError("response_synthesizer= excludes judge=: the judge builds its own synthesizers")
         elif rest:
-            raise TypeError(f"response_synthesizer= excludes {sorted(rest)}")
+            raise ArgumentTypeError(f"response_synthesizer= excludes {sorted(rest)}")
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
                                     node_postprocessors=postprocessors, callback_manager=self._callback_manager)
 
@@ -184,5 +185,5 @@ class ConvRAGIndex(VectorStoreIndex):
         ``"condense_question"``, ``"condense_plus_context"`` or ``"context"``; other modes are refused."""
         mode = getattr(chat_mode, "value", chat_mode)
         if mode is not None and mode not in CHAT_MODES:
-            raise ValueError(f"chat_mode must be one of {list(CHAT_MODES)} (or None: condense_question), got {mode!r}")
+            raise ConfigurationError(f"chat_mode must be one of {list(CHAT_MODES)} (or None: condense_question), got {mode!r}")
         return build_chat_engine(self, chat_mode=mode, **kwargs)

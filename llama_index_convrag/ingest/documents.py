@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from pymilvus import MilvusClient
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.schema import detect_spec
 from llama_index_convrag.milvus.filters import quote_string
 
@@ -33,7 +34,7 @@ class StoredDocument:
 def _doc_id_field(client: MilvusClient, collection_name: str) -> str:
     spec = detect_spec(client, collection_name)
     if spec.doc_id_field is None:
-        raise ValueError(f"collection {collection_name!r} has no document id field (layout {spec.layout!r}); "
+        raise ConfigurationError(f"collection {collection_name!r} has no document id field (layout {spec.layout!r}); "
                          f"documents can only be listed in collections with one")
     return spec.doc_id_field
 

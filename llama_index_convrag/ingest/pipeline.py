@@ -32,6 +32,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode
 from pymilvus import MilvusClient
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, PathNotFoundError
 from llama_index_convrag.embeddings.windows import count_over_window
 from llama_index_convrag.ingest.progress import IngestInterrupted, StopRequest, make_progress, stop_on_sigint
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
@@ -146,7 +147,7 @@ def collect_files(paths: Union[str, Path, Sequence[Union[str, Path]]], recursive
         elif p.is_file():
             files.append(p)
         else:
-            raise FileNotFoundError(f"no such file or folder: {str(raw)!r}")
+            raise PathNotFoundError(f"no such file or folder: {str(raw)!r}")
     seen, unique = set(), []
     for f in files:
         if f not in seen:
@@ -173,13 +174,13 @@ class Ingestor:
         progress_stream: Optional[TextIO] = None,
     ) -> None:
         if spec.layout != "convrag":
-            raise ValueError(f"ingest writes the 'convrag' layout; collection {collection_name!r} is {spec.layout!r}")
+            raise ConfigurationError(f"ingest writes the 'convrag' layout; collection {collection_name!r} is {spec.layout!r}")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size!r}")
         extra = set(spec.dense_fields[1:])
         given = set(field_texts or {})
         if given != extra:
-            raise ValueError(f"field_texts must give a text function for each extra dense field {sorted(extra)}, "
+            raise ConfigurationError(f"field_texts must give a text function for each extra dense field {sorted(extra)}, "
                              f"got {sorted(given)}")
         self.client = client
         self.collection_name = collection_name
@@ -452,7 +453,7 @@ def ingest(
                 "extra_dense_fields", "show_progress", "progress_every", "progress_stream"}
     unknown = sorted(set(options) - accepted)
     if unknown:
-        raise TypeError(f"unknown ingest option(s) {unknown}; accepted: {sorted(accepted)}")
+        raise ArgumentTypeError(f"unknown ingest option(s) {unknown}; accepted: {sorted(accepted)}")
     ingestor = Ingestor.from_defaults(collection_name=collection_name, embed_model=embed_model, client=client,
                                       target=target, **options)
     return ingestor.run(paths, delete_missing=delete_missing, recursive=recursive)

@@ -17,6 +17,7 @@ import time
 from typing import Any, Iterator, Optional, TextIO
 
 from tqdm.auto import tqdm
+from llama_index_convrag.errors import ConfigurationError
 
 
 class IngestInterrupted(KeyboardInterrupt):
@@ -108,7 +109,7 @@ class LineProgress(Progress):
     def __init__(self, total_files: int, *, stream: TextIO, every: float) -> None:
         super().__init__(total_files)
         if every <= 0:
-            raise ValueError(f"progress interval must be > 0 seconds, got {every!r}")
+            raise ConfigurationError(f"progress interval must be > 0 seconds, got {every!r}")
         self.stream = stream
         self.every = every
         self._last = self.started

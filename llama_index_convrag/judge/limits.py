@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Dict
+from llama_index_convrag.errors import ConfigurationError
 
 DEFAULT_MAX_DEPTH = 2
 DEFAULT_MAX_BRANCHING = 3
@@ -24,7 +25,7 @@ class SearchLimits:
         for name in ("max_depth", "max_branching", "max_llm_calls"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+                raise ConfigurationError(f"{name} must be an integer >= 0, got {value!r}")
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

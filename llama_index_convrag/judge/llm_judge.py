@@ -12,6 +12,7 @@ from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.tools import FunctionTool
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.base import BaseJudge
 from llama_index_convrag.judge.verdict import JudgeReply, Verdict, verdict_from_args, verdict_from_text
 
@@ -34,14 +35,14 @@ class LLMJudge(BaseJudge):
         function_calling: Optional[bool] = None,
     ) -> None:
         if llm is None:
-            raise ValueError("LLMJudge needs an LLM: pass llm=... (no default LLM is built)")
+            raise ConfigurationError("LLMJudge needs an LLM: pass llm=... (no default LLM is built)")
         super().__init__(judge_prompt)
         self._llm = llm
         self.function_calling = (
             llm.metadata.is_function_calling_model if function_calling is None else function_calling
         )
         if self.function_calling and not isinstance(llm, FunctionCallingLLM):
-            raise ValueError(f"function_calling=True needs a FunctionCallingLLM, got {type(llm).__name__}; "
+            raise ConfigurationError(f"function_calling=True needs a FunctionCallingLLM, got {type(llm).__name__}; "
                              "pass function_calling=False to parse text replies")
         self._tool = FunctionTool.from_defaults(
             fn=_grade_chunk, name=TOOL_NAME, description=JudgeReply.__doc__, fn_schema=JudgeReply

@@ -15,6 +15,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.judge.base import BaseJudge
 from llama_index_convrag.judge.limits import SearchLimits
 from llama_index_convrag.judge.llm_judge import LLMJudge
@@ -35,10 +36,10 @@ def pop_judge_kwargs(kwargs: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     options = {k: kwargs.pop(k) for k in sorted(JUDGE_OPTIONS & set(kwargs))}
     if judge is None or judge is False:
         if options:
-            raise TypeError(f"{sorted(options)} need judge=True")
+            raise ArgumentTypeError(f"{sorted(options)} need judge=True")
         return None
     if judge is not True and not isinstance(judge, BaseJudge):
-        raise ValueError(f"judge must be True, False or a BaseJudge, got {judge!r}")
+        raise ConfigurationError(f"judge must be True, False or a BaseJudge, got {judge!r}")
     return {**options, "judge": None if judge is True else judge}
 
 
@@ -59,11 +60,11 @@ def build_judge_synthesizer(
     ``llm``); sub-answers and the final answer come from our ``get_response_synthesizer(llm=llm, **synth_kwargs)``
     (sub-answers never stream and never cite)."""
     if judge is not None and (judge_llm is not None or judge_prompt is not None):
-        raise ValueError("judge= excludes judge_llm= and judge_prompt= (configure the judge you pass)")
+        raise ConfigurationError("judge= excludes judge_llm= and judge_prompt= (configure the judge you pass)")
     if judge is None:
         grader = judge_llm if judge_llm is not None else llm
         if grader is None:
-            raise ValueError("the judge needs an LLM: pass judge_llm=, llm= or judge= (no default LLM is built)")
+            raise ConfigurationError("the judge needs an LLM: pass judge_llm=, llm= or judge= (no default LLM is built)")
         judge = LLMJudge(grader, judge_prompt=judge_prompt)
     given = {"max_depth": max_depth, "max_branching": max_branching, "max_llm_calls": max_llm_calls}
     limits = SearchLimits(**{k: v for k, v in given.items() if v is not None})

@@ -24,6 +24,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.base import BaseJudge
 from llama_index_convrag.judge.events import (
     JudgeChunkGradedEvent,
@@ -123,10 +124,10 @@ class TreeSearch:
         enriched_template: str = ENRICHED_CHUNK_TMPL,
     ) -> None:
         if getattr(answerer, "_streaming", False):
-            raise ValueError("the answerer of sub-questions must not stream: build it with streaming=False")
+            raise ConfigurationError("the answerer of sub-questions must not stream: build it with streaming=False")
         missing = sorted({"chunk", "question", "answer"} - set(re.findall(r"{(\w+)}", enriched_template)))
         if missing:
-            raise ValueError(f"enriched_template must use {{chunk}}, {{question}} and {{answer}}; missing {missing}")
+            raise ConfigurationError(f"enriched_template must use {{chunk}}, {{question}} and {{answer}}; missing {missing}")
         self._retriever = retriever
         self.judge = judge
         self._answerer = answerer
@@ -206,7 +207,7 @@ class TreeSearch:
 
     def _start(self, question: str, message_id: Optional[str]) -> _State:
         if not isinstance(question, str) or not question.strip():
-            raise ValueError(f"question must be a non-empty string, got {question!r}")
+            raise ConfigurationError(f"question must be a non-empty string, got {question!r}")
         root = SearchNode(question=question, depth=0, path="0")
         state = _State(tree=SearchTree(root=root, limits=self.limits.to_dict(), message_id=message_id))
         state.asked[normalize_question(question)] = root.path

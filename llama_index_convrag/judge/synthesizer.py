@@ -22,6 +22,7 @@ from llama_index.core.response_synthesizers import BaseSynthesizer as CoreBaseSy
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType, TextNode
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.search import SearchResult, TreeSearch
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 
@@ -54,7 +55,7 @@ class JudgeSynthesizer(BaseSynthesizer):
 
     def __init__(self, *, search: TreeSearch, synthesizer: CoreBaseSynthesizer) -> None:
         if isinstance(synthesizer, JudgeSynthesizer):
-            raise ValueError("JudgeSynthesizer cannot wrap another JudgeSynthesizer")
+            raise ConfigurationError("JudgeSynthesizer cannot wrap another JudgeSynthesizer")
         super().__init__(None, callback_manager=synthesizer.callback_manager,
                          streaming=bool(getattr(synthesizer, "_streaming", False)))
         self._search = search

@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from llama_index.core.schema import NodeWithScore
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.verdict import ANSWERS, IRRELEVANT, PARTIAL, Verdict
 
 PREVIEW_CHARS = 300
@@ -167,7 +168,7 @@ class SearchTree:
     def from_dict(cls, data: Dict[str, Any]) -> "SearchTree":
         data = _checked(cls, data)
         if data.get("status") not in TREE_STATUSES:
-            raise ValueError(f"status must be one of {list(TREE_STATUSES)}, got {data.get('status')!r}")
+            raise ConfigurationError(f"status must be one of {list(TREE_STATUSES)}, got {data.get('status')!r}")
         return cls(root=SearchNode.from_dict(data["root"]), limits=dict(data["limits"]), status=data["status"],
                    message_id=data.get("message_id"), stats=SearchStats.from_dict(data.get("stats", {})),
                    error=data.get("error"))
@@ -180,9 +181,9 @@ class SearchTree:
 def _checked(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
     """A copy of ``data`` after checking it names only fields of ``cls`` (a clear error for foreign JSON)."""
     if not isinstance(data, dict):
-        raise ValueError(f"{cls.__name__} expects a JSON object, got {type(data).__name__}")
+        raise ConfigurationError(f"{cls.__name__} expects a JSON object, got {type(data).__name__}")
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} fields {unknown}; accepted: {sorted(names)}")
+        raise ConfigurationError(f"unknown {cls.__name__} fields {unknown}; accepted: {sorted(names)}")
     return dict(data)

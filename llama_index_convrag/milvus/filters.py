@@ -17,6 +17,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
 SUPPORTED_OPERATORS = (
     FilterOperator.EQ, FilterOperator.NE, FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT,
@@ -32,9 +33,9 @@ _COMPARE = {
 def quote_string(value: str) -> str:
     """A Milvus string literal that matches ``value`` exactly (the one escaping function)."""
     if not isinstance(value, str):
-        raise TypeError(f"quote_string expects str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"quote_string expects str, got {type(value).__name__}")
     if "\r" in value:
-        raise ValueError(f"Milvus string literals cannot contain a carriage return: {value!r}")
+        raise ConfigurationError(f"Milvus string literals cannot contain a carriage return: {value!r}")
     body = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\\n")
     return f'"{body}"'
 
@@ -53,23 +54,23 @@ def literal(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"filter value must be finite, got {value!r}")
+            raise ConfigurationError(f"filter value must be finite, got {value!r}")
         return repr(value)
     if isinstance(value, str):
         return quote_string(value)
-    raise ValueError(f"filter value must be str, int, float or bool, got {type(value).__name__}: {value!r}")
+    raise ConfigurationError(f"filter value must be str, int, float or bool, got {type(value).__name__}: {value!r}")
 
 
 def _list(value: Any) -> str:
     if not isinstance(value, (list, tuple)):
-        raise ValueError(f"IN/NIN filter value must be a list, got {value!r}")
+        raise ConfigurationError(f"IN/NIN filter value must be a list, got {value!r}")
     return "[" + ", ".join(literal(v) for v in value) + "]"
 
 
 def _one(f: MetadataFilter, ref: Callable[[str], str]) -> str:
     op = f.operator
     if op not in SUPPORTED_OPERATORS:
-        raise ValueError(f"filter operator must be one of {[o.value for o in SUPPORTED_OPERATORS]}, got {op.value!r}")
+        raise ConfigurationError(f"filter operator must be one of {[o.value for o in SUPPORTED_OPERATORS]}, got {op.value!r}")
     field = ref(f.key)
     if op in _COMPARE:
         return f"{field} {_COMPARE[op]} {literal(f.value)}"
@@ -81,7 +82,7 @@ def _one(f: MetadataFilter, ref: Callable[[str], str]) -> str:
         return f"json_contains({field}, {literal(f.value)})"
     if op == FilterOperator.TEXT_MATCH:  # substring match on a string value
         if not isinstance(f.value, str):
-            raise ValueError(f"TEXT_MATCH needs a string value, got {f.value!r}")
+            raise ConfigurationError(f"TEXT_MATCH needs a string value, got {f.value!r}")
         return f"{field} like {_like_pattern(f.value)}"
     return f"{field} is null"  # IS_EMPTY
 
@@ -103,7 +104,7 @@ def filters_to_expr(filters: Optional[Union[MetadataFilters, MetadataFilter]], r
     if cond == FilterCondition.NOT:
         return "not (" + " and ".join(parts) + ")"
     if cond not in (FilterCondition.AND, FilterCondition.OR):
-        raise ValueError(f"filter condition must be one of ['and', 'or', 'not'], got {cond!r}")
+        raise ConfigurationError(f"filter condition must be one of ['and', 'or', 'not'], got {cond!r}")
     return f" {cond.value} ".join(parts)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from pymilvus import DataType, Function, FunctionType, MilvusClient
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus, validate_collection_name
 from llama_index_convrag.milvus.filters import quote_string
 
@@ -72,7 +73,7 @@ class CollectionSpec:
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}")
+            raise ConfigurationError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}")
         self.fields_by_name.update({f.name: f for f in self.vector_fields})
 
     @property
@@ -86,21 +87,21 @@ class CollectionSpec:
     def vector(self, name: str) -> VectorField:
         found = self.fields_by_name.get(name)
         if found is None:
-            raise ValueError(f"unknown vector field {name!r}; the collection has {sorted(self.fields_by_name)}")
+            raise ConfigurationError(f"unknown vector field {name!r}; the collection has {sorted(self.fields_by_name)}")
         return found
 
     def metadata_ref(self, key: str) -> str:
         """The filter expression that addresses metadata ``key`` (escaped; control characters in keys are refused:
         Milvus' JSON path lookup does not match them, measured on Milvus Lite 2.5.1)."""
         if any(ord(ch) < 32 for ch in key):
-            raise ValueError(f"metadata key {key!r} contains a control character; Milvus cannot address it")
+            raise ConfigurationError(f"metadata key {key!r} contains a control character; Milvus cannot address it")
         if key in self.scalar_metadata_fields:
             return key
         if self.metadata_field is not None:
             return f"{self.metadata_field}[{quote_string(key)}]"
         if self.dynamic:
             return f"{DYNAMIC}[{quote_string(key)}]"
-        raise ValueError(f"metadata key {key!r} is not a field of this collection and it has no dynamic field")
+        raise ConfigurationError(f"metadata key {key!r} is not a field of this collection and it has no dynamic field")
 
     def output_fields(self) -> list:
         """Scalar fields a retriever needs to rebuild a node (never vectors or BM25 outputs)."""
@@ -147,12 +148,12 @@ def create_collection(
     """Create ``collection_name`` with ``spec`` (convrag layout); no-op when it already exists."""
     validate_collection_name(collection_name)
     if spec.layout != "convrag":
-        raise ValueError(f"only the 'convrag' layout can be created here, got {spec.layout!r}")
+        raise ConfigurationError(f"only the 'convrag' layout can be created here, got {spec.layout!r}")
     if client.has_collection(collection_name):
         return
     if analyzer_params is None:
         if analyzer not in ANALYZERS:
-            raise ValueError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
+            raise ConfigurationError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         analyzer_params = ANALYZERS[analyzer]
     index = default_dense_index(is_lite) if dense_index is None else dense_index
     schema = client.create_schema(auto_id=False, enable_dynamic_field=spec.dynamic)
@@ -165,7 +166,7 @@ def create_collection(
     for vf in spec.vector_fields:
         if vf.kind == DENSE:
             if vf.dim is None:
-                raise ValueError(f"dense field {vf.name!r} needs a dim")
+                raise ConfigurationError(f"dense field {vf.name!r} needs a dim")
             schema.add_field(vf.name, DataType.FLOAT_VECTOR, dim=vf.dim)
             params.add_index(vf.name, index_type=index["index_type"], metric_type=vf.metric,
                              params=dict(index.get("params", {})))
@@ -176,7 +177,7 @@ def create_collection(
             params.add_index(vf.name, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                              params={"bm25_k1": bm25_k1, "bm25_b": bm25_b})
         else:
-            raise ValueError(f"cannot create a {vf.kind!r} field; kinds: {[DENSE, BM25]}")
+            raise ConfigurationError(f"cannot create a {vf.kind!r} field; kinds: {[DENSE, BM25]}")
     if spec.metadata_field is not None:
         schema.add_field(spec.metadata_field, DataType.JSON)
     client.create_collection(collection_name, schema=schema, index_params=params)
@@ -197,7 +198,7 @@ def detect_spec(client: MilvusClient, collection_name: str) -> CollectionSpec:
     This is the only I/O a retriever does at construction: ``describe_collection`` + ``describe_index``.
     """
     if not client.has_collection(collection_name):
-        raise ValueError(f"collection {collection_name!r} does not exist")
+        raise ConfigurationError(f"collection {collection_name!r} does not exist")
     desc = client.describe_collection(collection_name)
     metrics = _metrics(client, collection_name)
     fields = desc["fields"]
@@ -222,12 +223,12 @@ def detect_spec(client: MilvusClient, collection_name: str) -> CollectionSpec:
             if str(f.get("params", {}).get("enable_analyzer", "")).lower() == "true":
                 analyzed.append(name)
     if not vectors:
-        raise ValueError(f"collection {collection_name!r} has no vector field")
+        raise ConfigurationError(f"collection {collection_name!r} has no vector field")
     text = next(iter(bm25_inputs.values()), None) or (analyzed[0] if analyzed else None)
     if text is None:
         text = next((n for n in ("text", "page_content", "content") if n in scalars), None)
     if text is None:
-        raise ValueError(f"collection {collection_name!r}: cannot tell the text field among {scalars}")
+        raise ConfigurationError(f"collection {collection_name!r}: cannot tell the text field among {scalars}")
     names = {f["name"] for f in fields}
     doc_id = "doc_id" if "doc_id" in names else None
     metadata = "metadata" if "metadata" in json_fields else (json_fields[0] if len(json_fields) == 1 else None)
@@ -253,7 +254,7 @@ def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) 
     if client is not None:
         return client
     if target is None:
-        raise ValueError("give a MilvusClient (client=) or a MilvusTarget (target=)")
+        raise ConfigurationError("give a MilvusClient (client=) or a MilvusTarget (target=)")
     return connect_milvus(target)
 
 

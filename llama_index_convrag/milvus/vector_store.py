@@ -19,6 +19,7 @@ from llama_index.core.vector_stores.types import (
 )
 from pymilvus import MilvusClient
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.filters import combine, filters_to_expr, quote_string
 from llama_index_convrag.milvus.schema import CollectionSpec, node_from_entity
 
@@ -39,7 +40,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
     def __init__(self, *, client: MilvusClient, collection_name: str, spec: CollectionSpec,
                  batch_size: int = DEFAULT_INSERT_BATCH) -> None:
         if spec.layout != "convrag":
-            raise ValueError(f"ConvRAGMilvusStore writes the 'convrag' layout, collection {collection_name!r} "
+            raise ConfigurationError(f"ConvRAGMilvusStore writes the 'convrag' layout, collection {collection_name!r} "
                              f"is {spec.layout!r}; use MilvusHybridRetriever.from_defaults to read it")
         super().__init__(collection_name=collection_name, batch_size=batch_size)
         self._client = client
@@ -60,7 +61,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
     def _row(self, node: BaseNode) -> dict:
         spec = self._spec
         if node.embedding is None:
-            raise ValueError(f"node {node.node_id!r} has no embedding")
+            raise ConfigurationError(f"node {node.node_id!r} has no embedding")
         metadata = dict(node.metadata)
         return {
             spec.primary_field: node.node_id,
@@ -87,7 +88,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
         parts.append(filters_to_expr(filters, self._spec.metadata_ref))
         expr = combine(*parts)
         if not expr:
-            raise ValueError("delete_nodes needs node_ids or filters (refusing to delete everything)")
+            raise ConfigurationError("delete_nodes needs node_ids or filters (refusing to delete everything)")
         self._client.delete(self.collection_name, filter=expr)
 
     def get_nodes(self, node_ids: Optional[List[str]] = None, filters: Optional[MetadataFilters] = None
@@ -108,7 +109,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
         """Dense search on the first dense field (LlamaIndex's default retriever path)."""
         spec = self._spec
         if query.query_embedding is None:
-            raise ValueError("ConvRAGMilvusStore.query needs query_embedding; use MilvusHybridRetriever for BM25")
+            raise ConfigurationError("ConvRAGMilvusStore.query needs query_embedding; use MilvusHybridRetriever for BM25")
         field = spec.vector(spec.dense_fields[0])
         expr = combine(filters_to_expr(query.filters, spec.metadata_ref),
                        "" if query.doc_ids is None else

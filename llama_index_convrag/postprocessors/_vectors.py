@@ -11,6 +11,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.events import NodeSelectionEndEvent, NodeSelectionStartEvent
 
 dispatcher = get_dispatcher(__name__)
@@ -22,7 +23,7 @@ def _missing(nodes: Sequence[NodeWithScore]) -> List[int]:
 
 def _need_model(embed_model: Optional[BaseEmbedding], what: str) -> BaseEmbedding:
     if embed_model is None:
-        raise ValueError(f"{what} and no embed_model was given: pass embed_model to compute them")
+        raise ConfigurationError(f"{what} and no embed_model was given: pass embed_model to compute them")
     return embed_model
 
 
@@ -64,7 +65,7 @@ async def anode_vectors(nodes: Sequence[NodeWithScore], embed_model: Optional[Ba
 
 def _query_bundle(query_bundle: Optional[QueryBundle], component: str) -> QueryBundle:
     if query_bundle is None:
-        raise ValueError(f"{component} needs the query: pass query_bundle or query_str")
+        raise ConfigurationError(f"{component} needs the query: pass query_bundle or query_str")
     return query_bundle
 
 

@@ -25,6 +25,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors._vectors import VectorSelector
 from llama_index_convrag.rank_trail import add_stage
 
@@ -145,13 +146,13 @@ class BudgetedCoverageSelector(VectorSelector):
         token_counter: Optional[Callable[[str], int]] = None,
     ) -> None:
         if not isinstance(token_budget, int) or token_budget < 1:
-            raise ValueError(f"token_budget must be an integer >= 1, got {token_budget!r}")
+            raise ConfigurationError(f"token_budget must be an integer >= 1, got {token_budget!r}")
         if not query_weight >= 0:
-            raise ValueError(f"query_weight must be >= 0, got {query_weight!r}")
+            raise ConfigurationError(f"query_weight must be >= 0, got {query_weight!r}")
         if not 0 <= cost_exponent <= 1:
-            raise ValueError(f"cost_exponent must be in [0, 1], got {cost_exponent!r}")
+            raise ConfigurationError(f"cost_exponent must be in [0, 1], got {cost_exponent!r}")
         if not relevance_weight >= 0:
-            raise ValueError(f"relevance_weight must be >= 0, got {relevance_weight!r}")
+            raise ConfigurationError(f"relevance_weight must be >= 0, got {relevance_weight!r}")
         super().__init__(
             token_budget=token_budget, embed_model=embed_model, query_weight=query_weight,
             cost_exponent=cost_exponent, relevance_weight=relevance_weight, token_counter=approx_token_count if token_counter is None else token_counter,

@@ -14,6 +14,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.schema import NodeWithScore
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors._vectors import VectorSelector
 from llama_index_convrag.rank_trail import add_stage
 
@@ -52,9 +53,9 @@ class MMRPostprocessor(VectorSelector):
         self, *, embed_model: Optional[BaseEmbedding] = None, lambda_mult: float = 0.5, top_n: Optional[int] = None
     ) -> None:
         if not 0.0 <= lambda_mult <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
+            raise ConfigurationError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}")
         if top_n is not None and top_n < 1:
-            raise ValueError(f"top_n must be >= 1 or None (keep all), got {top_n!r}")
+            raise ConfigurationError(f"top_n must be >= 1 or None (keep all), got {top_n!r}")
         super().__init__(embed_model=embed_model, lambda_mult=lambda_mult, top_n=top_n)
 
     @classmethod

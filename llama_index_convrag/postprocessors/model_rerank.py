@@ -19,6 +19,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts.mixin import PromptMixin, PromptMixinType
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.postprocessors.events import RerankFallbackEvent
 from llama_index_convrag.postprocessors.scorers.base import Scorer, check_scores
 from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
@@ -69,15 +70,15 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         on_error: str = "fallback",
     ) -> None:
         if not isinstance(scorer, Scorer):
-            raise TypeError(f"scorer must be a Scorer (score/ascore), got {type(scorer).__name__}")
+            raise ArgumentTypeError(f"scorer must be a Scorer (score/ascore), got {type(scorer).__name__}")
         if top_n is not None and top_n < 1:
-            raise ValueError(f"top_n must be >= 1 or None (keep all), got {top_n!r}")
+            raise ConfigurationError(f"top_n must be >= 1 or None (keep all), got {top_n!r}")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size!r}")
         if max_length is not None and max_length < 1:
-            raise ValueError(f"max_length must be >= 1 characters or None (whole text), got {max_length!r}")
+            raise ConfigurationError(f"max_length must be >= 1 characters or None (whole text), got {max_length!r}")
         if on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
+            raise ConfigurationError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
         super().__init__(
             scorer=scorer, top_n=top_n, score_threshold=score_threshold, batch_size=batch_size,
             max_length=max_length, metadata_mode=metadata_mode, on_error=on_error,
@@ -100,7 +101,7 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
         if scorer is None:
             scorer = EmbeddingScorer.from_defaults(embed_model)
         elif embed_model is not None:
-            raise ValueError("pass either scorer or embed_model (used only to build the default scorer), not both")
+            raise ConfigurationError("pass either scorer or embed_model (used only to build the default scorer), not both")
         return cls(scorer, top_n=top_n, score_threshold=score_threshold, batch_size=batch_size,
                    max_length=max_length, metadata_mode=metadata_mode, on_error=on_error)
 
@@ -114,7 +115,7 @@ class ModelRerank(BaseNodePostprocessor, PromptMixin):
     # pure helpers shared by the twins ----------------------------------------------------------------
     def _query(self, query_bundle: Optional[QueryBundle]) -> str:
         if query_bundle is None:
-            raise ValueError("ModelRerank needs the query: pass query_bundle or query_str")
+            raise ConfigurationError("ModelRerank needs the query: pass query_bundle or query_str")
         return query_bundle.query_str
 
     def _texts(self, nodes: Sequence[NodeWithScore]) -> List[str]:

@@ -14,6 +14,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.events import NodeSelectionEndEvent, NodeSelectionStartEvent
 from llama_index_convrag.rank_trail import get_trail
 
@@ -56,13 +57,13 @@ class SimilarityThreshold(BaseNodePostprocessor):
         min_keep: int = 0,
     ) -> None:
         if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or threshold != threshold:
-            raise ValueError(f"threshold must be a number, got {threshold!r}")
+            raise ConfigurationError(f"threshold must be a number, got {threshold!r}")
         if not isinstance(score_kind, str) or not score_kind:
-            raise ValueError(f"score_kind must be 'final' or a rank-trail stage name, got {score_kind!r}")
+            raise ConfigurationError(f"score_kind must be 'final' or a rank-trail stage name, got {score_kind!r}")
         if on_missing not in ON_MISSING:
-            raise ValueError(f"on_missing must be one of {list(ON_MISSING)}, got {on_missing!r}")
+            raise ConfigurationError(f"on_missing must be one of {list(ON_MISSING)}, got {on_missing!r}")
         if min_keep < 0:
-            raise ValueError(f"min_keep must be >= 0, got {min_keep!r}")
+            raise ConfigurationError(f"min_keep must be >= 0, got {min_keep!r}")
         super().__init__(threshold=float(threshold), score_kind=score_kind, higher_is_better=higher_is_better,
                          on_missing=on_missing, min_keep=min_keep)
 
@@ -77,7 +78,7 @@ class SimilarityThreshold(BaseNodePostprocessor):
         if score is None:
             if self.on_missing == "raise":
                 stages = sorted({e.get("stage") for e in get_trail(nws)})
-                raise ValueError(
+                raise ConfigurationError(
                     f"node {nws.node.node_id!r} has no {self.score_kind!r} score (trail stages: {stages}); "
                     f"set on_missing to 'keep' or 'drop' to allow this"
                 )

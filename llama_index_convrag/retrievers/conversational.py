@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Protocol, Sequ
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.retrievers import fusion
 
 
@@ -104,9 +105,9 @@ class ConversationalRetriever(BaseRetriever):
     def __init__(self, retriever: BaseRetriever, plans: PlanLookup, *, top_k: Optional[int] = None,
                  candidates: Optional[BaseRetriever] = None) -> None:
         if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k!r}")
+            raise ConfigurationError(f"top_k must be >= 1, got {top_k!r}")
         if candidates is not None and top_k is None:
-            raise ValueError("candidates= returns more nodes than the answer takes: pass top_k= too")
+            raise ConfigurationError("candidates= returns more nodes than the answer takes: pass top_k= too")
         super().__init__(callback_manager=retriever.callback_manager)
         self.retriever = retriever
         self.candidates = candidates if candidates is not None else retriever

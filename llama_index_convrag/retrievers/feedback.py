@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
 
 #: Feedback documents and their weight when a caller gives none (``feedback=None`` on a weighted hybrid search).
@@ -77,20 +78,20 @@ def validate_feedback(value: Any, spec: CollectionSpec, search_type: str, fields
     if value is False:
         return None
     if value is not None and not isinstance(value, Mapping):
-        raise ValueError(f"feedback must be None (default), False (off) or a dict like "
+        raise ConfigurationError(f"feedback must be None (default), False (off) or a dict like "
                          f"{{'docs': {DEFAULT_FEEDBACK_DOCS}, 'weight': {DEFAULT_FEEDBACK_WEIGHT}}}, got {value!r}")
     field, why = _eligible(spec, search_type, fields, fusion_kind)
     if value is None:
         return None if field is None else Feedback(field, DEFAULT_FEEDBACK_DOCS, DEFAULT_FEEDBACK_WEIGHT)
     if field is None:
-        raise ValueError(why)
+        raise ConfigurationError(why)
     unknown = sorted(set(value) - FEEDBACK_KEYS)
     if unknown:
-        raise ValueError(f"feedback accepts {sorted(FEEDBACK_KEYS)}, got unknown {unknown}")
+        raise ConfigurationError(f"feedback accepts {sorted(FEEDBACK_KEYS)}, got unknown {unknown}")
     docs = value.get("docs", DEFAULT_FEEDBACK_DOCS)
     if isinstance(docs, bool) or not isinstance(docs, int) or docs < 1:
-        raise ValueError(f"feedback docs must be an int >= 1, got {docs!r}")
+        raise ConfigurationError(f"feedback docs must be an int >= 1, got {docs!r}")
     weight = value.get("weight", DEFAULT_FEEDBACK_WEIGHT)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < float(weight) <= 10.0:
-        raise ValueError(f"feedback weight must be a number in (0, 10], got {weight!r}")
+        raise ConfigurationError(f"feedback weight must be a number in (0, 10], got {weight!r}")
     return Feedback(field, docs, float(weight))

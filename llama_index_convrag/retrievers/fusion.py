@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 from typing import Dict, Hashable, List, Sequence, Tuple
+from llama_index_convrag.errors import ConfigurationError
 
 Ranked = Sequence[Tuple[Hashable, float]]
 
@@ -25,7 +26,7 @@ def _order(scores: Dict[Hashable, float]) -> List[Tuple[Hashable, float]]:
 def rrf(lists: Sequence[Ranked], k: float = 60.0) -> List[Tuple[Hashable, float]]:
     """Reciprocal rank fusion; ties keep first-seen order."""
     if k < 0:
-        raise ValueError(f"rrf k must be >= 0, got {k!r}")
+        raise ConfigurationError(f"rrf k must be >= 0, got {k!r}")
     scores: Dict[Hashable, float] = {}
     for ranked in lists:
         for rank, (doc, _) in enumerate(ranked, start=1):
@@ -53,7 +54,7 @@ def weighted(
 ) -> List[Tuple[Hashable, float]]:
     """``sum_i w_i * minmax_i(score)`` over the union of ids; ties keep first-seen order."""
     if len(weights) != len(lists):
-        raise ValueError(f"need one weight per list: {len(lists)} lists, {len(weights)} weights")
+        raise ConfigurationError(f"need one weight per list: {len(lists)} lists, {len(weights)} weights")
     directions = list(higher_is_better) if higher_is_better else [True] * len(lists)
     scores: Dict[Hashable, float] = {}
     get = scores.get

@@ -37,6 +37,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
 from llama_index_convrag.milvus.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
@@ -116,7 +117,7 @@ class MilvusHybridRetriever(BaseRetriever):
     ) -> None:
         missing = [f for f in params.search_fields if f in spec.dense_fields and f not in embed_models]
         if missing:
-            raise ValueError(f"no embedding model for dense field(s) {missing}; given for {sorted(embed_models)}")
+            raise ConfigurationError(f"no embedding model for dense field(s) {missing}; given for {sorted(embed_models)}")
         self._client = client
         self._collection_name = collection_name
         self._spec = spec
@@ -148,7 +149,7 @@ class MilvusHybridRetriever(BaseRetriever):
         """
         unknown = sorted(set(kwargs) - cls.KWARGS)
         if unknown:
-            raise TypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(cls.KWARGS)}")
+            raise ArgumentTypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(cls.KWARGS)}")
         client = open_client(client, target)
         if spec is None:
             try:
@@ -185,7 +186,7 @@ class MilvusHybridRetriever(BaseRetriever):
         """A copy with some parameters changed (per-query overrides), validated like the constructor's."""
         unknown = sorted(set(overrides) - self.KWARGS)
         if unknown:
-            raise TypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(self.KWARGS)}")
+            raise ArgumentTypeError(f"unknown retriever argument(s) {unknown}; accepted: {sorted(self.KWARGS)}")
         kwargs = {**self._param_kwargs, **overrides}
         return type(self)(client=self._client, collection_name=self._collection_name, spec=self._spec,
                           params=validate_params(self._spec, **kwargs), embed_models=self._embed_models,
@@ -383,7 +384,7 @@ class MilvusHybridRetriever(BaseRetriever):
     def _async_client(self) -> Any:
         """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""
         if self._target is None:
-            raise ValueError("async retrieval needs target= (a MilvusTarget) to open Milvus' async client")
+            raise ConfigurationError("async retrieval needs target= (a MilvusTarget) to open Milvus' async client")
         loop = asyncio.get_running_loop()
         client = self._aclients.get(id(loop))
         if client is None:

@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.filters import filters_to_expr
 from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
 from llama_index_convrag.retrievers.feedback import Feedback, validate_feedback
@@ -72,13 +73,13 @@ class RetrieverParams:
 
 def _choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+        raise ConfigurationError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
 
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        raise ConfigurationError(f"{name} must be an int >= 1, got {value!r}")
     return value
 
 
@@ -102,38 +103,38 @@ def _fields(spec: CollectionSpec, search_type: str, fields: Optional[Sequence[st
     if fields is None:
         if search_type == "dense":
             if not dense:
-                raise ValueError(f"search_type 'dense' needs a dense field; the collection has {list(searchable)}")
+                raise ConfigurationError(f"search_type 'dense' needs a dense field; the collection has {list(searchable)}")
             return (dense[0],)
         if search_type == "sparse":
             if not bm25:
-                raise ValueError(f"search_type 'sparse' needs a BM25 field; the collection has {list(searchable)}")
+                raise ConfigurationError(f"search_type 'sparse' needs a BM25 field; the collection has {list(searchable)}")
             return (bm25[0],)
         if not dense or not bm25:
-            raise ValueError(f"search_type 'hybrid' without search_fields needs a dense and a BM25 field; "
+            raise ConfigurationError(f"search_type 'hybrid' without search_fields needs a dense and a BM25 field; "
                              f"the collection has dense {list(dense)} and BM25 {list(bm25)}")
         return (dense[0], bm25[0])
     if isinstance(fields, str):
         fields = [fields]
     fields = tuple(fields)
     if not fields:
-        raise ValueError(f"search_fields must name at least one of {list(searchable)}, got []")
+        raise ConfigurationError(f"search_fields must name at least one of {list(searchable)}, got []")
     for f in fields:
         if f not in spec.fields_by_name:
-            raise ValueError(f"unknown search field {f!r}; vector fields: {list(searchable)}")
+            raise ConfigurationError(f"unknown search field {f!r}; vector fields: {list(searchable)}")
         kind = spec.fields_by_name[f].kind
         if kind not in (DENSE, BM25):
-            raise ValueError(f"field {f!r} is a client-encoded sparse field (no query encoder here); "
+            raise ConfigurationError(f"field {f!r} is a client-encoded sparse field (no query encoder here); "
                              f"searchable fields: {list(searchable)}")
     if len(set(fields)) != len(fields):
-        raise ValueError(f"search_fields has duplicates: {list(fields)}")
+        raise ConfigurationError(f"search_fields has duplicates: {list(fields)}")
     if search_type != "hybrid" and len(fields) > 1:
-        raise ValueError(f"search_type {search_type!r} searches one field, got {list(fields)}; use 'hybrid'")
+        raise ConfigurationError(f"search_type {search_type!r} searches one field, got {list(fields)}; use 'hybrid'")
     if search_type == "hybrid" and len(fields) < 2:
-        raise ValueError(f"search_type 'hybrid' needs two or more fields, got {list(fields)}")
+        raise ConfigurationError(f"search_type 'hybrid' needs two or more fields, got {list(fields)}")
     want = {"dense": DENSE, "sparse": BM25}.get(search_type)
     if want is not None and spec.fields_by_name[fields[0]].kind != want:
         accepted = list(dense if want == DENSE else bm25)
-        raise ValueError(f"search_type {search_type!r} needs a {want} field, got {fields[0]!r}; accepted: {accepted}")
+        raise ConfigurationError(f"search_type {search_type!r} needs a {want} field, got {fields[0]!r}; accepted: {accepted}")
     return fields
 
 
@@ -149,31 +150,31 @@ def _search_params(spec: CollectionSpec, fields: Tuple[str, ...], given: Optiona
         return defaults
     unknown = sorted(set(given) - set(fields))
     if unknown:
-        raise ValueError(f"search_params names fields not searched: {unknown}; searched fields: {list(fields)}")
+        raise ConfigurationError(f"search_params names fields not searched: {unknown}; searched fields: {list(fields)}")
     missing = [f for f in fields if f not in given]
     if missing:
-        raise ValueError(f"search_params must give params for every searched field; missing {missing} "
+        raise ConfigurationError(f"search_params must give params for every searched field; missing {missing} "
                          f"(searched fields: {list(fields)})")
     out = {}
     for f in fields:
         p = given[f]
         if not isinstance(p, Mapping):
-            raise ValueError(f"search_params[{f!r}] must be a dict like {defaults[f]}, got {p!r}")
+            raise ConfigurationError(f"search_params[{f!r}] must be a dict like {defaults[f]}, got {p!r}")
         vf = spec.fields_by_name[f]
         for key in ("data", "vector", "embedding"):
             if key in p:
                 what = "a BM25 field takes the raw query text, not a vector" if vf.kind == BM25 else \
                     "the query vector comes from the embedding model"
-                raise ValueError(f"search_params[{f!r}] must not contain {key!r}: {what}")
+                raise ConfigurationError(f"search_params[{f!r}] must not contain {key!r}: {what}")
         metric = str(p.get("metric_type", defaults[f]["metric_type"])).upper()
         if vf.kind == BM25 and metric != "BM25":
-            raise ValueError(f"BM25 field {f!r} takes metric_type 'BM25', got {metric!r}")
+            raise ConfigurationError(f"BM25 field {f!r} takes metric_type 'BM25', got {metric!r}")
         if vf.kind == DENSE and metric != vf.metric.upper():
-            raise ValueError(f"dense field {f!r} is indexed with metric {vf.metric!r}, got {metric!r}")
+            raise ConfigurationError(f"dense field {f!r} is indexed with metric {vf.metric!r}, got {metric!r}")
         merged = {"metric_type": metric, "params": dict(p.get("params", {}))}
         extra = sorted(set(p) - {"metric_type", "params"})
         if extra:
-            raise ValueError(f"search_params[{f!r}] accepts ['metric_type', 'params'], got extra {extra}")
+            raise ConfigurationError(f"search_params[{f!r}] accepts ['metric_type', 'params'], got extra {extra}")
         out[f] = merged
     return out
 
@@ -182,10 +183,10 @@ def _weights(value: Any, fields: Tuple[str, ...]) -> Tuple[float, ...]:
     if value is None:
         return tuple(1.0 / len(fields) for _ in fields)
     if not isinstance(value, (list, tuple)) or len(value) != len(fields):
-        raise ValueError(f"weights needs one value per searched field {list(fields)} ({len(fields)}), got {value!r}")
+        raise ConfigurationError(f"weights needs one value per searched field {list(fields)} ({len(fields)}), got {value!r}")
     for w in value:
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= float(w) <= 1.0:
-            raise ValueError(f"each weight must be in [0, 1], got {w!r} in {list(value)}")
+            raise ConfigurationError(f"each weight must be in [0, 1], got {w!r} in {list(value)}")
     return tuple(float(w) for w in value)
 
 
@@ -193,11 +194,11 @@ def _fusion_params(kind: str, given: Optional[Mapping[str, Any]], fields: Tuple[
     given = dict(given) if given is not None else {}
     unknown = sorted(set(given) - _RANKER_KEYS[kind])
     if unknown:
-        raise ValueError(f"{label} for {kind!r} accepts {sorted(_RANKER_KEYS[kind])}, got unknown {unknown}")
+        raise ConfigurationError(f"{label} for {kind!r} accepts {sorted(_RANKER_KEYS[kind])}, got unknown {unknown}")
     if kind == "rrf":
         k = given.get("k", DEFAULT_RRF_K)
         if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 0:
-            raise ValueError(f"rrf k must be a number >= 0, got {k!r}")
+            raise ConfigurationError(f"rrf k must be a number >= 0, got {k!r}")
         return {"k": k}
     return {"weights": _weights(given.get("weights"), fields)}
 
@@ -208,10 +209,10 @@ def _ranker_params(ranker_type: str, given: Optional[Mapping[str, Any]], fields:
     given = dict(given) if given is not None else {}
     unknown = sorted(set(given) - _RANKER_KEYS["model"])
     if unknown:
-        raise ValueError(f"ranker_params for 'model' accepts {sorted(_RANKER_KEYS['model'])}, got unknown {unknown}")
+        raise ConfigurationError(f"ranker_params for 'model' accepts {sorted(_RANKER_KEYS['model'])}, got unknown {unknown}")
     model = given.get("model")
     if not isinstance(model, BaseNodePostprocessor):
-        raise ValueError(f"ranker_params['model'] must be a LlamaIndex BaseNodePostprocessor, got {model!r}")
+        raise ConfigurationError(f"ranker_params['model'] must be a LlamaIndex BaseNodePostprocessor, got {model!r}")
     pre_type = _choice("pre_ranker_type", given.get("pre_ranker_type", DEFAULT_RANKER_TYPE), PRE_RANKER_TYPES)
     pre_params = given.get("pre_ranker_params", {"k": DEFAULT_RRF_K} if pre_type == "rrf" else None)
     return {
@@ -246,7 +247,7 @@ def validate_params(
     sparams = _search_params(spec, fields, search_params)
     rparams = _ranker_params(ranker_type, ranker_params, fields)
     if filters is not None and not isinstance(filters, MetadataFilters):
-        raise ValueError(f"filters must be llama_index MetadataFilters, got {type(filters).__name__}")
+        raise ConfigurationError(f"filters must be llama_index MetadataFilters, got {type(filters).__name__}")
     expr = filters_to_expr(filters, spec.metadata_ref)
     fusion_kind = rparams["pre_ranker_type"] if ranker_type == "model" else ranker_type
     wanted = rparams["pre_topk"] if ranker_type == "model" else top_k
@@ -255,7 +256,7 @@ def validate_params(
     else:
         depth = _positive_int("fusion_depth", fusion_depth)
         if depth < wanted:
-            raise ValueError(f"fusion_depth must be >= the number of fused results ({wanted}), got {depth}")
+            raise ConfigurationError(f"fusion_depth must be >= the number of fused results ({wanted}), got {depth}")
     fb = validate_feedback(feedback, spec, search_type, fields, fusion_kind)
     return RetrieverParams(top_k, search_type, fields, sparams, ranker_type, rparams, filters, expr, depth,
                            bool(explain), fusion_depth, fb)

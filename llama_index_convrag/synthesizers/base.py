@@ -49,6 +49,7 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 from llama_index.core.utilities.token_counting import TokenCounter
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.calls import (
@@ -133,11 +134,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         if self.requires_llm and program_factory is None:
             llm = require_llm(llm, type(self).__name__)
         if not isinstance(empty_response, str):
-            raise ValueError(f"empty_response must be a str, got {empty_response!r}")
+            raise ConfigurationError(f"empty_response must be a str, got {empty_response!r}")
         if multimodal and (llm is None or not is_chat_model(llm)):
-            raise ValueError("Multimodal synthesis requires a chat LLM.")
+            raise ConfigurationError("Multimodal synthesis requires a chat LLM.")
         if multimodal and citations:
-            raise ValueError("citations=True is not supported with multimodal=True yet")
+            raise ConfigurationError("citations=True is not supported with multimodal=True yet")
         prompt_helper, chat_prompt_helper = resolve_prompt_helpers(
             llm, prompt_helper, chat_prompt_helper, helper_tokenizer(tokenizer)
         )
@@ -164,7 +165,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         """Validate the template keywords; each mode assigns its named attributes in :meth:`_assign_templates`."""
         unknown = sorted(set(given) - set(self.template_defaults))
         if unknown:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{type(self).__name__} got unknown keyword arguments {unknown}; its templates are "
                 f"{sorted(self.template_defaults)}"
             )
@@ -177,11 +178,11 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:
         """Structured answer filtering: every call returns ``{query_satisfied, answer}`` (see ``structured.py``)."""
         if enabled and not self.supports_structured_filtering:
-            raise ValueError(f"{type(self).__name__} does not support structured_answer_filtering")
+            raise ConfigurationError(f"{type(self).__name__} does not support structured_answer_filtering")
         if program_factory is not None and not enabled:
-            raise ValueError("program_factory needs structured_answer_filtering=True")
+            raise ConfigurationError("program_factory needs structured_answer_filtering=True")
         if enabled and self._output_cls is not None:
-            raise ValueError("structured_answer_filtering cannot be combined with output_cls")
+            raise ConfigurationError("structured_answer_filtering cannot be combined with output_cls")
         self._structured = enabled
         self._program_factory = program_factory
 
@@ -226,14 +227,14 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         """Raise naming any template variable that is neither known nor supplied; return the unused extras."""
         clash = sorted(KNOWN_VARIABLES & set(extra_vars))
         if clash:
-            raise ValueError(f"extra variables {clash} are filled by the synthesizer itself; rename them")
+            raise ConfigurationError(f"extra variables {clash} are filled by the synthesizer itself; rename them")
         used: set = set()
         for name, template in self._get_prompts().items():
             names = template_variables(template)
             used.update(names)
             missing = [v for v in names if v not in KNOWN_VARIABLES and v not in extra_vars]
             if missing:
-                raise ValueError(
+                raise ConfigurationError(
                     f"template {name!r} needs variable(s) {missing} that were not supplied; pass them as "
                     f"synthesize(query, nodes, {missing[0]}=...) or get_response(query, chunks, {missing[0]}=...)"
                 )
@@ -289,7 +290,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 return helper.repack(get_biggest_chat_prompt(filled), list(chunks), padding=padding, llm=self._llm)
             windows = helper.repack(get_biggest_prompt(filled), chunks, padding=padding, llm=self._llm)
         except ValueError as error:  # core's "Chunk size -232 is not positive." names none of the terms
-            raise ValueError(
+            raise ConfigurationError(
                 f"no room for context: context_window {helper.context_window} - num_output {helper.num_output} - "
                 f"padding {padding} - the prompt (template, query, extra variables {sorted(run.extras)}) leaves "
                 f"nothing ({error}); shorten the extra variables or use an LLM with a larger context_window"
@@ -585,4 +586,4 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
         if self._output_cls is not None and isinstance(result, self._output_cls):
             return PydanticResponse(result, source_nodes=sources, metadata=metadata)
-        raise ValueError(f"a synthesizer must produce a str, a stream or output_cls, got {type(result).__name__}")
+        raise ConfigurationError(f"a synthesizer must produce a str, a stream or output_cls, got {type(result).__name__}")

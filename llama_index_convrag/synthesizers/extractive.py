@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Steps, SynthesizerConfig
@@ -51,15 +52,15 @@ class Extractive(BaseSynthesizer):
         **common: Any,
     ) -> None:
         if not isinstance(max_sentences, int) or max_sentences < 1:
-            raise ValueError(f"max_sentences must be an int >= 1, got {max_sentences!r}")
+            raise ConfigurationError(f"max_sentences must be an int >= 1, got {max_sentences!r}")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ValueError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
+            raise ConfigurationError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
         if not citations:
-            raise ValueError("extractive answers always cite their sources; citations=False is not supported")
+            raise ConfigurationError("extractive answers always cite their sources; citations=False is not supported")
         if common.get("output_cls") is not None:
-            raise ValueError("extractive answers are quoted text; output_cls needs an LLM mode")
+            raise ConfigurationError("extractive answers are quoted text; output_cls needs an LLM mode")
         if embed_model is not None and not isinstance(embed_model, BaseEmbedding):
-            raise TypeError(f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}")
+            raise ArgumentTypeError(f"embed_model must be a llama_index BaseEmbedding, got {type(embed_model).__name__}")
         super().__init__(None, citations=True, **common)
         self._embed_model = embed_model if embed_model is not None else default_embed_model()
         self._max_sentences = max_sentences

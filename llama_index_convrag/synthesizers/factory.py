@@ -19,6 +19,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.types import BasePydanticProgram
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
 from llama_index_convrag.synthesizers.packing import Tokenizer
@@ -69,14 +70,14 @@ def get_response_synthesizer(
     cls = lookup_mode(response_mode)
     mode = cls.mode if cls.mode != "custom" else str(getattr(response_mode, "value", response_mode))
     if structured_answer_filtering and not cls.supports_structured_filtering:
-        raise ValueError(
+        raise ConfigurationError(
             f"structured_answer_filtering is supported by {_modes_where('supports_structured_filtering')}, "
             f"not {mode!r}"
         )
     if early_stop and not cls.supports_early_stop:
-        raise ValueError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
+        raise ConfigurationError(f"early_stop is supported by {_modes_where('supports_early_stop')}, not {mode!r}")
     if embed_model is not None and not cls.uses_embed_model:
-        raise ValueError(f"embed_model is used by {_modes_where('uses_embed_model')}, not {mode!r}")
+        raise ConfigurationError(f"embed_model is used by {_modes_where('uses_embed_model')}, not {mode!r}")
     if cls.requires_llm and program_factory is None:
         llm = require_llm(llm, f"response_mode {mode!r}")
     config = SynthesizerConfig(

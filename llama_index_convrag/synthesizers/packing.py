@@ -17,6 +17,7 @@ from array import array
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Callable, List, Protocol, Sequence
+from llama_index_convrag.errors import ConfigurationError
 
 CHUNK_SEPARATOR = "\n\n"
 #: Texts whose token ids :class:`TiktokenTokenizer` keeps (least recently used dropped first).
@@ -90,7 +91,7 @@ def context_budget(
     if chunk_size_limit is not None:
         budget = min(budget, chunk_size_limit)
     if budget <= 0:
-        raise ValueError(
+        raise ConfigurationError(
             f"no room for context: context_window {context_window} - num_output {num_output} - prompt "
             f"{prompt_tokens} tokens (template, query, extra variables, reserved room) - padding {padding} = {budget}; "
             "shorten the extra variables or use an LLM with a larger context_window"
@@ -101,7 +102,7 @@ def context_budget(
 def pack_token_ids(chunks: Sequence[Sequence[int]], budget: int) -> List[List[int]]:
     """Fill windows of ``budget`` tokens with the chunks in order, splitting a chunk only where a window is full."""
     if budget <= 0:
-        raise ValueError(f"budget must be positive, got {budget}")
+        raise ConfigurationError(f"budget must be positive, got {budget}")
     windows: List[List[int]] = []
     current: List[int] = []
     for chunk in chunks:

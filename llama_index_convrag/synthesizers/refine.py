@@ -19,6 +19,7 @@ from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_QA_PROMPT, CHAT_C
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TEXT_QA_PROMPT_SEL
 from llama_index.core.prompts.mixin import PromptDictType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
 from llama_index_convrag.synthesizers.base import (
     DEFAULT_PADDING,
@@ -65,7 +66,7 @@ class Refine(BaseSynthesizer):
     ) -> None:
         super().__init__(llm, **common)
         if response_padding_size < 0:
-            raise ValueError(f"response_padding_size must be >= 0, got {response_padding_size}")
+            raise ConfigurationError(f"response_padding_size must be >= 0, got {response_padding_size}")
         self._early_stop = early_stop
         self._response_padding_size = response_padding_size
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Type, Union
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 from llama_index_convrag.synthesizers.types import ResponseMode
 
@@ -21,10 +22,10 @@ def register_mode(mode: Union[str, ResponseMode], cls: "Type[BaseSynthesizer]", 
     ``from_config`` builds it from the factory's arguments). Re-registering a name needs ``replace=True``.
     """
     if not (isinstance(cls, type) and issubclass(cls, BaseSynthesizer)):
-        raise TypeError(f"cls must subclass llama_index_convrag.synthesizers.BaseSynthesizer, got {cls!r}")
+        raise ArgumentTypeError(f"cls must subclass llama_index_convrag.synthesizers.BaseSynthesizer, got {cls!r}")
     key = _key(mode)
     if key in _REGISTRY and _REGISTRY[key] is not cls and not replace:
-        raise ValueError(f"mode {key!r} is already registered to {_REGISTRY[key].__name__}; pass replace=True")
+        raise ConfigurationError(f"mode {key!r} is already registered to {_REGISTRY[key].__name__}; pass replace=True")
     _REGISTRY[key] = cls
 
 
@@ -42,5 +43,5 @@ def lookup_mode(mode: Union[str, ResponseMode]) -> "Type[BaseSynthesizer]":
     """The class for ``mode``; raises listing the registered modes."""
     key = _key(mode)
     if key not in _REGISTRY:
-        raise ValueError(f"response_mode must be one of {registered_modes()}, got {key!r}")
+        raise ConfigurationError(f"response_mode must be one of {registered_modes()}, got {key!r}")
     return _REGISTRY[key]

@@ -19,6 +19,7 @@ from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelpe
 from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.settings import Settings
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers.packing import TiktokenTokenizer, Tokenizer
 
 
@@ -31,7 +32,7 @@ def require_llm(llm: Optional[LLM], what: str) -> LLM:
     """:func:`configured_llm`, or a ``ValueError`` naming ``what`` needs it and how to give it."""
     llm = configured_llm(llm)
     if llm is None:
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} needs an LLM: pass llm=... or assign llama_index.core.Settings.llm (for example "
             "llama_index_convrag.config.resolve_llm(base_url=..., model=...)); no default OpenAI client is built"
         )

@@ -13,6 +13,7 @@ from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_TREE_SUMMARIZE_PR
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TREE_SUMMARIZE_PROMPT_SEL
 from llama_index.core.prompts.mixin import PromptDictType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.synthesis import CITATION_TREE_SUMMARIZE_PROMPT
 from llama_index_convrag.synthesizers.base import (
     DEFAULT_PADDING,
@@ -55,7 +56,7 @@ class TreeSummarize(BaseSynthesizer):
             summaries = yield [CallRequest(template, run.fill(**self._ctx(w))) for w in windows]
             repacked = self._fit(run, shapes, [self._as_chunk(self._summary_text(s)) for s in summaries])
             if len(repacked) >= len(windows):
-                raise ValueError(
+                raise ConfigurationError(
                     f"tree_summarize cannot converge: {len(windows)} windows gave summaries that fill "
                     f"{len(repacked)} windows; lower the LLM's num_output or raise context_window"
                 )

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Sequence, Union
+from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 SERVER_MODULE = "llama_cpp.server"
 INSTALL_HINT = "pip install 'llama-index-convrag[llamacpp]'"
@@ -68,14 +69,14 @@ class LlamaServer:
     ) -> None:
         model = Path(model)
         if not model.is_file():
-            raise FileNotFoundError(f"GGUF model file not found: {str(model)!r}")
+            raise PathNotFoundError(f"GGUF model file not found: {str(model)!r}")
         if n_ctx < 256:
-            raise ValueError(f"n_ctx must be >= 256, got {n_ctx!r}")
+            raise ConfigurationError(f"n_ctx must be >= 256, got {n_ctx!r}")
         for name, value in (("n_threads", n_threads), ("n_threads_batch", n_threads_batch)):
             if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value!r}")
+                raise ConfigurationError(f"{name} must be >= 1, got {value!r}")
         if startup_timeout <= 0:
-            raise ValueError(f"startup_timeout must be > 0, got {startup_timeout!r}")
+            raise ConfigurationError(f"startup_timeout must be > 0, got {startup_timeout!r}")
         self.model = model
         self.python = Path(python) if python is not None else Path(sys.executable)
         self.n_ctx = n_ctx

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.testing.scripted_llm import split_deltas
 
 ChatResponder = Callable[[Dict[str, Any]], Dict[str, Any]]
@@ -53,7 +54,7 @@ class LocalOpenAIServer:
         host: str = "127.0.0.1",
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError(f"host must be a loopback address, got {host!r}")
+            raise ConfigurationError(f"host must be a loopback address, got {host!r}")
         self.chat_responder = chat_responder
         self.embed_fn = embed_fn
         self.rerank_fn = rerank_fn

@@ -26,6 +26,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
+from llama_index_convrag.errors import ConfigurationError
 
 MODES = ("fixed", "cycle", "fn", "echo")
 ToolFn = Callable[[str, Sequence[Any]], Dict[str, Any]]
@@ -77,11 +78,11 @@ class ScriptedLLM(FunctionCallingLLM):
     ) -> None:
         super().__init__(**data)
         if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {self.mode!r}")
+            raise ConfigurationError(f"mode must be one of {list(MODES)}, got {self.mode!r}")
         if self.mode == "fn" and fn is None:
-            raise ValueError("mode 'fn' needs fn=callable(prompt) -> str")
+            raise ConfigurationError("mode 'fn' needs fn=callable(prompt) -> str")
         if self.mode in ("fixed", "cycle") and not self.responses:
-            raise ValueError(f"mode {self.mode!r} needs at least one response")
+            raise ConfigurationError(f"mode {self.mode!r} needs at least one response")
         self._fn = fn
         self._tool_fn = tool_fn
 
@@ -264,5 +265,5 @@ class ScriptedLLM(FunctionCallingLLM):
     ) -> List[ToolSelection]:
         raw = response.message.additional_kwargs.get("tool_calls", [])
         if not raw and error_on_no_tool_call:
-            raise ValueError("expected at least one tool call")
+            raise ConfigurationError("expected at least one tool call")
         return [ToolSelection(**r) for r in raw]

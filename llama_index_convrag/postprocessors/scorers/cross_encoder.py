@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Union
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
 
 INSTALL_HINT = "pip install 'llama-index-convrag[rerank-st]' (sentence-transformers and torch)"
@@ -28,12 +29,12 @@ def check_model_dir(model_path: Union[str, Path]) -> Path:
     """The model folder as a Path; ValueError when it is not a local folder with a ``config.json``."""
     path = Path(model_path).expanduser()
     if not path.is_dir():
-        raise ValueError(
+        raise ConfigurationError(
             f"model_path must be an existing local folder holding a cross-encoder (no hub downloads), "
             f"got {str(model_path)!r}"
         )
     if not (path / "config.json").is_file():
-        raise ValueError(f"model_path {str(path)!r} has no config.json: not a saved sentence-transformers model")
+        raise ConfigurationError(f"model_path {str(path)!r} has no config.json: not a saved sentence-transformers model")
     return path
 
 
@@ -49,9 +50,9 @@ class CrossEncoderScorer(Scorer):
         device: Optional[str] = None,
     ) -> None:
         if max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length!r}")
+            raise ConfigurationError(f"max_length must be >= 1, got {max_length!r}")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size!r}")
         self.model_path = check_model_dir(model_path)
         self.max_length = max_length
         self.batch_size = batch_size

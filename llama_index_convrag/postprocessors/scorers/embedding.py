@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.postprocessors.scorers.base import Scorer
 
@@ -59,14 +60,14 @@ class EmbeddingScorer(Scorer):
         cache_size: int = 4096,
     ) -> None:
         if window_words is not None and window_words < 1:
-            raise ValueError(f"window_words must be >= 1 or None (whole text), got {window_words!r}")
+            raise ConfigurationError(f"window_words must be >= 1 or None (whole text), got {window_words!r}")
         if window_words is not None and not 0 <= overlap_words <= window_words - 1:
             upper = window_words - 1
-            raise ValueError(f"overlap_words must be in [0, {upper}] (window_words - 1), got {overlap_words!r}")
+            raise ConfigurationError(f"overlap_words must be in [0, {upper}] (window_words - 1), got {overlap_words!r}")
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
+            raise ConfigurationError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
         if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
+            raise ConfigurationError(f"cache_size must be >= 0, got {cache_size!r}")
         self.embed_model = embed_model
         self.window_words = window_words
         self.overlap_words = overlap_words

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import httpx
 
-from llama_index_convrag.errors import RerankHTTPError
+from llama_index_convrag.errors import ConfigurationError, RerankHTTPError
 from llama_index_convrag.postprocessors.scorers.base import Scorer
 
 logger = logging.getLogger(__name__)
@@ -77,15 +77,15 @@ class HTTPRerankScorer(Scorer):
         async_client: Optional[httpx.AsyncClient] = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+            raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
         if not model:
-            raise ValueError(f"model must be a non-empty model name, got {model!r}")
+            raise ConfigurationError(f"model must be a non-empty model name, got {model!r}")
         if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+            raise ConfigurationError(f"timeout_s must be > 0, got {timeout_s!r}")
         if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
+            raise ConfigurationError(f"max_retries must be >= 0, got {max_retries!r}")
         if backoff_s < 0:
-            raise ValueError(f"backoff_s must be >= 0, got {backoff_s!r}")
+            raise ConfigurationError(f"backoff_s must be >= 0, got {backoff_s!r}")
         self.url = base_url.rstrip("/") + "/rerank"
         self.model = model
         self.timeout_s = timeout_s

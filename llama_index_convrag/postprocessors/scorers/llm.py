@@ -22,6 +22,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
 from llama_index_convrag.prompts.rerank import LISTWISE_DOC_TMPL, LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
 
@@ -134,11 +135,11 @@ class LLMScorer(PromptMixin, Scorer):
         num_workers: int = 4,
     ) -> None:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+            raise ConfigurationError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if max_relevance < 1:
-            raise ValueError(f"max_relevance must be >= 1, got {max_relevance!r}")
+            raise ConfigurationError(f"max_relevance must be >= 1, got {max_relevance!r}")
         if num_workers < 1:
-            raise ValueError(f"num_workers must be >= 1, got {num_workers!r}")
+            raise ConfigurationError(f"num_workers must be >= 1, got {num_workers!r}")
         self.llm = llm
         self.mode = mode
         self.max_relevance = max_relevance

@@ -16,6 +16,7 @@ from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 
+from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
@@ -194,7 +195,7 @@ class SQLConversationStore(ConversationStore):
     def _finalize(run: Run, message_id: str, content: str, status: str, error: Optional[str]) -> float:
         """Update the message; returns the ``updated_at`` written."""
         if not run("SELECT id FROM convrag_messages WHERE id = :id", {"id": message_id}):
-            raise KeyError(f"no message with id {message_id!r}")
+            raise RecordNotFoundError(f"no message with id {message_id!r}")
         now = time.time()
         run("UPDATE convrag_messages SET content = :c, status = :s, error = :e, updated_at = :t WHERE id = :id",
             {"c": content, "s": status, "e": error, "t": now, "id": message_id})
@@ -367,4 +368,4 @@ def _marks(rows: Sequence[Sequence[Any]], last_pos: int, last_update: float) -> 
 
 def _check_status(status: str) -> None:
     if status not in STATUSES:
-        raise ValueError(f"status must be one of {sorted(STATUSES)}, got {status!r}")
+        raise ConfigurationError(f"status must be one of {sorted(STATUSES)}, got {status!r}")

@@ -11,6 +11,7 @@ from typing import Any, Iterator, List, Optional
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import Run, SQLConversationStore
 from llama_index_convrag.storage.conversation.base import ConversationStoreError
 
@@ -37,9 +38,9 @@ class PostgresConversationStore(SQLConversationStore):
 
     def __init__(self, url: str, pool_size: int = 5) -> None:
         if not url.startswith("postgresql"):
-            raise ValueError(f"url must be a postgresql SQLAlchemy URL (postgresql+psycopg://...), got {_render_url(url)!r}")
+            raise ConfigurationError(f"url must be a postgresql SQLAlchemy URL (postgresql+psycopg://...), got {_render_url(url)!r}")
         if pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, got {pool_size!r}")
+            raise ConfigurationError(f"pool_size must be >= 1, got {pool_size!r}")
         super().__init__(url=url, pool_size=pool_size)
         self._types = {"AUTO": "BIGSERIAL PRIMARY KEY", "FLOAT": "DOUBLE PRECISION"}
 

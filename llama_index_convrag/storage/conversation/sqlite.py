@@ -15,6 +15,7 @@ from typing import Any, ContextManager, Iterator, List, Optional, Union
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import Run, SQLConversationStore
 from llama_index_convrag.storage.conversation.base import ConversationStoreError
 
@@ -30,7 +31,7 @@ class SQLiteConversationStore(SQLConversationStore):
 
     def __init__(self, path: Union[str, Path], busy_timeout_s: float = 30.0) -> None:
         if busy_timeout_s <= 0:
-            raise ValueError(f"busy_timeout_s must be > 0, got {busy_timeout_s!r}")
+            raise ConfigurationError(f"busy_timeout_s must be > 0, got {busy_timeout_s!r}")
         super().__init__(path=str(path), busy_timeout_s=busy_timeout_s)
         self._types = {"AUTO": "INTEGER PRIMARY KEY AUTOINCREMENT", "FLOAT": "REAL"}
 
