@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: A module may import from its own unit and from units on LOWER floors only (never the same floor, never higher).
 FLOORS: Tuple[Tuple[str, ...], ...] = (
-    ("errors", "_env", "_lazy", "prompts", "rank_trail", "instrumentation"),  # pure: no imports of other units
+    ("errors",),  # the error tree: imports nothing, every unit may raise from it
+    ("_env", "_lazy", "prompts", "rank_trail", "instrumentation"),  # pure: only errors
     ("milvus", "embeddings", "testing"),  # adapters to the outside: Milvus, ONNX, the scripted LLM
     ("config", "ingest", "retrievers", "storage"),  # model resolution, writing, reading, conversation stores
     ("postprocessors", "synthesizers"),  # what happens to retrieved nodes
