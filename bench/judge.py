@@ -14,7 +14,8 @@ Judges:
   and tokens are what an LLM judge would be sent (the real judge prompt, formatted), their wall time is only the
   search machinery and the extra retrievals.
 * ``--llm-base-url URL [--llm-model NAME]``: any OpenAI-compatible server (e.g. the llama.cpp Qwen2.5-0.5B of the
-  real-LLM tier) judges and answers, on ``--real-n`` questions per data set.
+  real-LLM tier: ``python -m llama_index_convrag.testing.real_llm serve`` prints its URL) judges and answers, greedy
+  and at most ``--llm-max-tokens`` per call, on ``--real-n`` questions per data set.
 
 Answerer without a real LLM: a deterministic candidate vote (it knows the gold and the counterfactual answer of the
 question and answers with whichever occurs more often in the context it is given; for ``zh_int`` the parts that
@@ -46,7 +47,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, cached_embeddings, load_scifact, shared_data  # noqa: E402
 
-from llama_index_convrag.config import resolve_llm  # noqa: E402
+from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.evaluation import evaluate_answers  # noqa: E402
 from llama_index_convrag.judge import (  # noqa: E402
@@ -123,8 +124,10 @@ def run_arm(engine: Any, questions: List[Tuple[str, str]]) -> Dict[str, Any]:
             evidence = tree.evidence_doc_ids()
         else:
             evidence = list(dict.fromkeys(n.node.node_id for n in response.source_nodes))
+        graded = [] if tree is None else [c for c in tree.chunks() if c.grade is not None]
         out[qid] = {"answer": str(response.response), "evidence": evidence, "calls": calls, "tokens": tokens,
-                    "seconds": seconds, "recursed": bool(tree is not None and tree.stats.sub_questions)}
+                    "seconds": seconds, "recursed": bool(tree is not None and tree.stats.sub_questions),
+                    "grades": [c.grade for c in graded], "malformed": sum(c.error is not None for c in graded)}
     return out
 
 
@@ -139,6 +142,8 @@ def summarise(per_q: Dict[str, Any], rels: Dict[str, Set[str]]) -> Dict[str, flo
         "evidence_recall": sum(recall) / len(recall) if recall else float("nan"),
         "evidence_size": sum(len(r["evidence"]) for r in per_q.values()) / n,
         "recursed_share": sum(r["recursed"] for r in per_q.values()) / n,
+        "grades": [sum(g == grade for r in per_q.values() for g in r["grades"]) for grade in (0, 1, 2)],
+        "malformed": sum(r["malformed"] for r in per_q.values()),
     }
 
 
@@ -272,14 +277,15 @@ def judge_name(real_llm: Any) -> str:
 
 def table(rows: List[Dict[str, Any]]) -> str:
     head = ("| data | arm | judge | n | LLM calls | prompt tokens | ms/question | evidence recall | evidence size | "
-            "recursed | EM | F1 |")
-    lines = [head, "|" + "---|" * 12]
+            "recursed | grades 0/1/2 (malformed) | EM | F1 |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         em = f"{r['em']:.3f}" if "em" in r else "-"
         f1 = f"{r['f1']:.3f}" if "f1" in r else "-"
+        grades = "/".join(map(str, r["grades"])) + f" ({r['malformed']})" if r["arm"] == "judge" else "-"
         lines.append(f"| {r['data']} | {r['arm']} | {r['judge']} | {r['questions']} | {r['llm_calls']:.2f} | "
                      f"{r['prompt_tokens']:.0f} | {r['ms_per_question']:.1f} | {r['evidence_recall']:.3f} | "
-                     f"{r['evidence_size']:.2f} | {r['recursed_share']:.2f} | {em} | {f1} |")
+                     f"{r['evidence_size']:.2f} | {r['recursed_share']:.2f} | {grades} | {em} | {f1} |")
     return "\n".join(lines)
 
 
@@ -296,12 +302,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--llm-base-url", default=None, help="an OpenAI-compatible server: judge + answer with it")
     parser.add_argument("--llm-model", default="qwen2.5-0.5b-instruct")
     parser.add_argument("--real-n", type=int, default=5, help="questions per set with --llm-base-url")
+    parser.add_argument("--llm-context", type=int, default=4096, help="the server's context window")
+    parser.add_argument("--llm-max-tokens", type=int, default=256, help="output tokens per call (greedy decoding)")
     parser.add_argument("--out", default=str(OUT / "judge.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     model = LocalMiniLMEmbedding(query_cache_size=0)  # no query cache: the second arm must not ride on the first
     model.get_query_embedding("warm up")
-    real_llm = None if args.llm_base_url is None else resolve_llm(base_url=args.llm_base_url, model=args.llm_model)
+    real_llm = None if args.llm_base_url is None else OpenAICompatible(  # greedy, bounded: reproducible rows
+        model=args.llm_model, api_base=args.llm_base_url, api_key="not-needed", context_window=args.llm_context,
+        max_tokens=args.llm_max_tokens, temperature=0.0, timeout=600.0, max_retries=0)
     rows: List[Dict[str, Any]] = []
     for name in args.sets.split(","):
         rows += scifact(args, model, real_llm) if name == "scifact" else rgb(args, name, model, real_llm)

@@ -8,10 +8,12 @@ Sections (each bounded by a sample size, all against one server started here, gr
    rewriter sees the earlier utterances: the canonical passages would make each condense prompt ~1,000 tokens,
    minutes per call on a loaded 2-core machine) and CANARD dev (the rewriter sees earlier questions and answers;
    corpus = every QuAC answer span of the 490 dialogues; a turn's own answer span is its relevant document: a
-   proxy, CANARD has no passages). Strategies ``raw``, ``concat`` (last 3 utterances), ``llm`` (the
-   engine's condense rewrite, every turn with history) and ``manual`` (human rewrites); hybrid retrieval top 10;
-   hit@5, nDCG@10, token F1 against the human rewrite; usable-rewrite rate (LLM replies kept after cleaning) and
-   the share that needed cleaning.
+   proxy, CANARD has no passages). Strategies ``raw``, ``concat`` (last 3 utterances), ``contextual`` (the
+   LLM-free default: salient history terms, both lists fused, as ``convrag eval conversation`` scores it), ``llm``
+   (the engine's condense rewrite, every turn with history) and ``manual`` (human rewrites), all on the same turns;
+   hybrid retrieval top 10; hit@5, nDCG@10, token F1 against the human rewrite, the share of the raw -> human
+   nDCG@10 gap closed and the follow-ups made worse than raw; usable-rewrite rate (LLM replies kept after cleaning)
+   and the share that needed cleaning.
 2. ``rgb``: RGB ``en_fact`` / ``zh_fact`` (first ``--rgb`` questions each; context = a positive passage, then a
    negative one): answer accuracy (gold contained) and token F1 per response mode, the no-LLM ``extractive`` mode when
    registered, structured answer filtering (tool calls and text JSON: parse rate = replies parsed / calls),
@@ -46,8 +48,8 @@ from _data import OUT, shared_data  # noqa: E402
 
 from llama_index_convrag.chat import ConvRAGChatEngine, QuestionRewriter  # noqa: E402
 from llama_index_convrag.config import OpenAICompatible  # noqa: E402
-from llama_index_convrag.evaluation import (cast_passage_corpus, concat_history, load_cast_turns,  # noqa: E402
-                                            nodes_to_ranked, replay_conversations)
+from llama_index_convrag.evaluation import (cast_passage_corpus, concat_history, contextual_strategy,  # noqa: E402
+                                            load_cast_turns, nodes_to_ranked, replay_conversations)
 from llama_index_convrag.evaluation.answers import token_f1  # noqa: E402
 from llama_index_convrag.evaluation.datasets import Dialogue, Document, load_canard  # noqa: E402
 from llama_index_convrag.postprocessors.scorers.base import ScorerError  # noqa: E402
@@ -125,8 +127,9 @@ def bench_rewrite(llm: Any, turns: int, embed: Any, client: Any, target: Any) ->
         retrieve = retriever_for(f"real_llm_{name.split()[0].lower()}", corpus, embed, client, target)
         llm_rewrite = LLMRewrite(llm)
         started = time.perf_counter()
-        result = replay_conversations(dialogues, retrieve, {"concat": concat_history(3), "llm": llm_rewrite},
-                                      ks=(5, 10), metrics=("ndcg", "hit_rate"))
+        strategies = {"concat": concat_history(3), "contextual": contextual_strategy(), "llm": llm_rewrite}
+        result = replay_conversations(dialogues, retrieve, strategies, ks=(5, 10), metrics=("ndcg", "hit_rate"))
+        summary = result.summary("ndcg@10")
         called = [r for r in llm_rewrite.results if r.used_llm]
         usable = [r for r in called if r.fallback_reason is None]
         judged = len(next(iter(result.strategies.values())).outcomes)
@@ -134,7 +137,9 @@ def bench_rewrite(llm: Any, turns: int, embed: Any, client: Any, target: Any) ->
         for strategy, scored in result.strategies.items():
             means = scored.means
             row = {"dataset": name, "strategy": strategy, "turns": judged, "hit@5": means["hit_rate@5"],
-                   "ndcg@10": means["ndcg@10"], "rewrite_f1": means.get("rewrite_f1")}
+                   "ndcg@10": means["ndcg@10"], "rewrite_f1": means.get("rewrite_f1"),
+                   "gap_closed": summary[strategy].get("gap_closed"), "worse": summary[strategy]["worse"],
+                   "followups": summary[strategy]["followups"]}
             if strategy == "llm":
                 row.update(llm_calls=len(called), usable=len(usable) / max(1, len(called)),
                            cleaned=sum(1 for r in usable if set(r.cleaning) - {"unchanged"}) / max(1, len(called)),
@@ -306,13 +311,14 @@ def fmt(value: Any) -> str:
 def print_tables(report: Dict[str, Any]) -> None:
     print(f"\nmodel {report['model']}, llama-cpp-python {report['runtime']}, server start {report['startup_s']:.1f} s")
     if "rewrite" in report:
-        print("\n| data set | strategy | turns | hit@5 | nDCG@10 | F1 vs human | usable LLM rewrites | of which "
-              "unchanged | needed cleaning |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("\n| data set | strategy | turns | hit@5 | nDCG@10 | gap closed | follow-ups worse than raw | "
+              "F1 vs human | usable LLM rewrites | of which unchanged | needed cleaning |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in report["rewrite"]:
+            gap = "-" if r["gap_closed"] is None or r["strategy"] in ("raw", "manual") else f"{r['gap_closed']:.0%}"
             print(f"| {r['dataset']} | {r['strategy']} | {r['turns']} | {fmt(r['hit@5'])} | {fmt(r['ndcg@10'])} | "
-                  f"{fmt(r['rewrite_f1'])} | {fmt(r.get('usable'))} | {fmt(r.get('unchanged'))} | "
-                  f"{fmt(r.get('cleaned'))} |")
+                  f"{gap} | {r['worse']}/{r['followups']} | {fmt(r['rewrite_f1'])} | {fmt(r.get('usable'))} | "
+                  f"{fmt(r.get('unchanged'))} | {fmt(r.get('cleaned'))} |")
     if "rgb" in report:
         n = report["rgb"]["questions_per_language"]
         print(f"\n| response mode (RGB, {n} en + {n} zh) | en acc | en F1 | zh acc | zh F1 | s/answer | parse rate | "

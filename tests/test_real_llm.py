@@ -1,6 +1,8 @@
-"""The real-LLM tier's setup steps without the network: locating, assembling and verifying the GGUF parts."""
+"""The real-LLM tier's setup steps without the network: locating, assembling and verifying the GGUF parts, the
+portable runtime build command, and the smoke test that proves a runtime before it is marked ready."""
 
 import hashlib
+import sys
 import zipfile
 from pathlib import Path
 
@@ -60,3 +62,74 @@ def test_assemble_rejects_a_wrong_hash_and_keeps_nothing(tmp_path: Path, monkeyp
 def test_status_command_exits_1_naming_the_setup_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert real_llm.main(["status", "--cache", str(tmp_path)]) == 1
     assert capsys.readouterr().err.strip().endswith(f"(cache folder: ${real_llm.ENV_CACHE} or {tmp_path})")
+
+
+FAKE_SERVER = '''
+import http.server, json, os, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def _reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self._reply({"data": [{"id": "m"}]})
+    def do_POST(self):
+        if os.environ.get("FAKE_CRASH"):
+            print("general protection fault (fake)", flush=True)
+            os._exit(139)  # the first completion kills the server, as the native AMX build did
+        self._reply({"choices": [{"message": {"role": "assistant", "content": "OK"}}]})
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+def _fake_runtime(tmp_path: Path) -> Path:
+    """An executable standing in for the runtime's python: whatever the arguments, it serves the fake server."""
+    (tmp_path / "fake_server.py").write_text(FAKE_SERVER)
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'fake_server.py'} \"$@\"\n")
+    python.chmod(0o755)
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    return python
+
+
+def test_smoke_test_marks_a_runtime_that_completes_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAKE_CRASH", raising=False)
+    python = _fake_runtime(tmp_path)
+    assert real_llm.smoke_test(tmp_path, python, tmp_path / "m.gguf", "llama_cpp_python-0.3.36-x.whl") == "OK"
+    assert (tmp_path / "venv" / "llama_cpp_server.ok").read_text() == "llama_cpp_python-0.3.36-x.whl\n"
+
+
+def test_smoke_test_rejects_a_runtime_that_crashes_on_the_first_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_CRASH", "1")
+    python = _fake_runtime(tmp_path)
+    with pytest.raises(RealLLMUnavailable) as err:
+        real_llm.smoke_test(tmp_path, python, tmp_path / "m.gguf", "w.whl")
+    message = str(err.value)
+    assert "failed its first completion (RemoteDisconnected" in message
+    assert "general protection fault (fake)" in message  # the server log's tail
+    assert f"remove {tmp_path / 'wheels'} and {tmp_path / 'venv'}" in message
+    assert not (tmp_path / "venv" / "llama_cpp_server.ok").exists()
+
+
+def test_runtime_build_is_portable_and_skips_pip_wheel_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def fake_run(cmd, what, env=None):
+        calls.append((list(map(str, cmd)), env))
+        raise RealLLMUnavailable("stop after the build command")
+
+    monkeypatch.delenv("CMAKE_ARGS", raising=False)
+    monkeypatch.setattr(real_llm, "_run", fake_run)
+    with pytest.raises(RealLLMUnavailable, match="stop after"):
+        real_llm.setup_runtime(tmp_path)
+    (cmd, env), = calls
+    assert cmd[1:] == ["-m", "pip", "wheel", "--no-cache-dir", "--no-deps", real_llm.RUNTIME_REQUIREMENT, "-w",
+                       str(tmp_path / "wheels")]
+    assert env["CMAKE_ARGS"] == "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"

@@ -1,6 +1,10 @@
-"""``LLMJudge``: an LLM grades each chunk. Function calling (a ``grade_chunk`` tool, required) when the LLM supports
-it, else a text completion whose reply is parsed (the first JSON object, else ``grade: N`` lines). A reply without a
-tool call falls back to parsing its text; anything unreadable is grade 0 with the reason recorded."""
+"""``LLMJudge``: an LLM grades each chunk. Function calling (the ``grade_chunk`` tool, named in ``tool_choice``) when
+the LLM supports it, else a text completion whose reply is parsed (the first JSON object, else ``grade: N`` lines).
+A reply without a tool call falls back to parsing its text; anything unreadable is grade 0 with the reason recorded.
+
+Naming the tool, not just requiring one, is what makes llama.cpp's server constrain the reply to the tool's schema:
+with ``tool_choice="required"`` Qwen2.5-0.5B behind it wrote the call as fenced prose
+(``{"name": "grade_chunk", "arguments": {...}}``, which the text fallback now unwraps) on every chunk."""
 
 from __future__ import annotations
 
@@ -55,13 +59,15 @@ class LLMJudge(BaseJudge):
     def _grade(self, question: str, chunk: str) -> Verdict:
         prompt = self.prompt_text(question, chunk)
         if self.function_calling:
-            return self._from_chat(self._llm.chat_with_tools([self._tool], user_msg=prompt, tool_required=True))  # type: ignore[attr-defined]
+            return self._from_chat(self._llm.chat_with_tools(  # type: ignore[attr-defined]
+                [self._tool], user_msg=prompt, tool_required=True, tool_choice=TOOL_NAME))
         return verdict_from_text(self._llm.complete(prompt).text)
 
     async def _agrade(self, question: str, chunk: str) -> Verdict:
         prompt = self.prompt_text(question, chunk)
         if self.function_calling:
-            reply = await self._llm.achat_with_tools([self._tool], user_msg=prompt, tool_required=True)  # type: ignore[attr-defined]
+            reply = await self._llm.achat_with_tools(  # type: ignore[attr-defined]
+                [self._tool], user_msg=prompt, tool_required=True, tool_choice=TOOL_NAME)
             return self._from_chat(reply)
         return verdict_from_text((await self._llm.acomplete(prompt)).text)
 

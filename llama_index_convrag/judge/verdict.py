@@ -70,8 +70,25 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
+def _call_arguments(args: Mapping[str, Any]) -> Any:
+    """The arguments of a tool call written out as an object, ``{"name": ..., "arguments": {...} or "<json>"}`` (how
+    a model that ignored the tools API writes one in prose); ``args`` itself otherwise."""
+    if "grade" in args or set(args) - {"name", "arguments"} or "arguments" not in args:
+        return args
+    inner = args["arguments"]
+    if isinstance(inner, str):
+        try:
+            inner = json.loads(inner)
+        except json.JSONDecodeError:
+            return args
+    return inner if isinstance(inner, Mapping) else args
+
+
 def verdict_from_args(args: Any) -> Verdict:
-    """A verdict from tool-call arguments ``{"grade", "reason", "follow_up"}``; malformed -> grade 0 + error."""
+    """A verdict from tool-call arguments ``{"grade", "reason", "follow_up"}`` (also when wrapped as a whole call,
+    ``{"name", "arguments"}``); malformed -> grade 0 + error."""
+    if isinstance(args, Mapping):
+        args = _call_arguments(args)
     if not isinstance(args, Mapping):
         return Verdict.malformed(f"expected an object with 'grade', got {type(args).__name__}: {_short(args)}")
     if "grade" not in args:

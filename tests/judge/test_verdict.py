@@ -53,3 +53,23 @@ def test_unreadable_text_is_grade_zero_with_the_reason(text, error):
 def test_long_replies_are_shortened_in_the_error():
     verdict = verdict_from_text("x" * 1000)
     assert verdict.error == f"no grade found in reply: {'x' * 200 + '...'!r}"
+
+
+# Qwen2.5-0.5B behind llama.cpp, offered the tool with tool_choice="required": prose, no tool call (exact text)
+QWEN_PROSE_CALL = ('```json\n{\n  "name": "grade_chunk",\n  "arguments": {\n    "grade": 0,\n'
+                   '    "reason": "The passage is irrelevant.",\n    "follow_up": ""\n  }\n}\n```')
+
+
+def test_a_tool_call_written_as_prose_is_unwrapped():
+    assert verdict_from_text(QWEN_PROSE_CALL) == Verdict(0, "The passage is irrelevant.")
+    assert verdict_from_args({"name": "grade_chunk", "arguments": '{"grade": 2, "reason": "r"}'}) == Verdict(2, "r")
+
+
+@pytest.mark.parametrize("args", [
+    {"name": "grade_chunk", "arguments": "{not json"},
+    {"name": "grade_chunk", "arguments": ["grade", 2]},
+    {"name": "grade_chunk", "arguments": {"grade": 2}, "extra": 1},
+])
+def test_only_a_well_formed_call_object_is_unwrapped(args):
+    verdict = verdict_from_args(args)
+    assert (verdict.grade, verdict.error) == (0, f"reply has no 'grade': {repr(args)!r}")
