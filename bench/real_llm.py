@@ -9,7 +9,8 @@ Sections (each bounded by a sample size, all against one server started here, gr
    minutes per call on a loaded 2-core machine) and CANARD dev (the rewriter sees earlier questions and answers;
    corpus = every QuAC answer span of the 490 dialogues; a turn's own answer span is its relevant document: a
    proxy, CANARD has no passages). Strategies ``raw``, ``concat`` (last 3 utterances), ``contextual`` (the
-   LLM-free default: salient history terms, both lists fused, as ``convrag eval conversation`` scores it), ``llm``
+   LLM-free default: salient history terms, both lists fused with the weight read off the question's own results,
+   as ``convrag eval conversation`` scores it), ``llm``
    (the engine's condense rewrite, every turn with history) and ``manual`` (human rewrites), all on the same turns;
    hybrid retrieval top 10; hit@5, nDCG@10, token F1 against the human rewrite, the share of the raw -> human
    nDCG@10 gap closed and the follow-ups made worse than raw; usable-rewrite rate (LLM replies kept after cleaning)
@@ -127,7 +128,8 @@ def bench_rewrite(llm: Any, turns: int, embed: Any, client: Any, target: Any) ->
         retrieve = retriever_for(f"real_llm_{name.split()[0].lower()}", corpus, embed, client, target)
         llm_rewrite = LLMRewrite(llm)
         started = time.perf_counter()
-        strategies = {"concat": concat_history(3), "contextual": contextual_strategy(), "llm": llm_rewrite}
+        strategies = {"concat": concat_history(3), "llm": llm_rewrite,
+                      "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()})}
         result = replay_conversations(dialogues, retrieve, strategies, ks=(5, 10), metrics=("ndcg", "hit_rate"))
         summary = result.summary("ndcg@10")
         called = [r for r in llm_rewrite.results if r.used_llm]
