@@ -69,7 +69,15 @@ from llama_index_convrag.synthesizers.packing import (
     pack_texts,
     render_chunks,
 )
-from llama_index_convrag.synthesizers.streams import acite_when_done, agen_of, cite_when_done, gen_of
+from llama_index_convrag.synthesizers.streams import (
+    acite_when_done,
+    agen_of,
+    astrip_label_stream,
+    cite_when_done,
+    gen_of,
+    strip_answer_label,
+    strip_label_stream,
+)
 from llama_index_convrag.synthesizers.structured import (
     ProgramFactory,
     arun_program,
@@ -346,12 +354,12 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             return reply
         self._record(run, request.template, request)
         if request.stream:
-            gen = self._llm.stream(request.template, **request.kwargs)
+            gen = strip_label_stream(self._llm.stream(request.template, **request.kwargs))
             return "".join(gen) if request.consume else gen
         if self._output_cls is not None:
             own = own_copy(request.template, self._llm)  # structured_predict sets an output parser on the prompt it gets
             return self._llm.structured_predict(self._output_cls, own, **request.kwargs).model_dump_json()
-        return self._llm.predict(request.template, **request.kwargs)
+        return strip_answer_label(self._llm.predict(request.template, **request.kwargs))
 
     async def _acall(self, run: RunState, request: CallRequest) -> Any:
         if request.structured:
@@ -363,13 +371,13 @@ class BaseSynthesizer(CoreBaseSynthesizer):
             return reply
         self._record(run, request.template, request)
         if request.stream:
-            agen = await self._llm.astream(request.template, **request.kwargs)
+            agen = astrip_label_stream(await self._llm.astream(request.template, **request.kwargs))
             return "".join([delta async for delta in agen]) if request.consume else agen
         if self._output_cls is not None:
             own = own_copy(request.template, self._llm)
             out = await self._llm.astructured_predict(self._output_cls, own, **request.kwargs)
             return out.model_dump_json()
-        return await self._llm.apredict(request.template, **request.kwargs)
+        return strip_answer_label(await self._llm.apredict(request.template, **request.kwargs))
 
     def _drive(self, run: RunState, steps: Steps) -> Any:
         try:
