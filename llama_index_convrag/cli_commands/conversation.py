@@ -59,6 +59,9 @@ SCORE_MEANINGS = {
     ("hybrid", "weighted"): "weighted mean of the dense, dense-feedback and BM25 scores (0.25/0.25/0.5), each "
                             "min-max normalised per query: 1.0 is the best passage of this query, not a perfect match",
 }
+#: ``--no-feedback``: weighted fusion of the two first-round lists only.
+WEIGHTED_WITHOUT_FEEDBACK = ("weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised per query: "
+                             "1.0 is the best passage of this query, not a perfect match")
 
 
 #: What a passage's score means after ``--rerank``, by scorer.
@@ -68,11 +71,13 @@ RERANK_MEANINGS = {
 }
 
 
-def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str] = None) -> str:
+def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str] = None, feedback: bool = True) -> str:
     """``[n]`` is the rank; the rest says what the number after it means for this retrieval setting."""
     if rerank is not None:
         return f"[n] is the rank; score = {RERANK_MEANINGS[rerank]}"
     key = (search_type, ranker if search_type == "hybrid" else None)
+    if key == ("hybrid", "weighted") and not feedback:
+        return f"[n] is the rank; score = {WEIGHTED_WITHOUT_FEEDBACK}"
     return f"[n] is the rank; score = {SCORE_MEANINGS.get(key, 'the retriever score')}"
 
 
@@ -185,7 +190,7 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     except (TypeError, ValueError) as exc:  # an option value the engine refuses (its message names the accepted)
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
-                            score_meaning(args.search_type, args.ranker, args.rerank))
+                            score_meaning(args.search_type, args.ranker, args.rerank, args.feedback))
     resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
              f"{resumed} in {store_path}")

@@ -111,7 +111,8 @@ def reranker(name: str, llm: Any, embed_model: Any) -> Any:
 
 
 def retriever_kwargs(args: Any, llm: Any, embed_model: Any) -> Dict[str, Any]:
-    """``similarity_top_k``, ``search_type``, ``ranker_type`` / ``ranker_params`` and ``filters`` for the engine."""
+    """``similarity_top_k``, ``search_type``, ``ranker_type`` / ``ranker_params``, ``feedback`` and ``filters`` for the
+    engine."""
     kw: Dict[str, Any] = {"similarity_top_k": args.top_k, "search_type": args.search_type}
     if args.rerank is not None:
         params: Dict[str, Any] = {"model": reranker(args.rerank, llm, embed_model),
@@ -121,6 +122,8 @@ def retriever_kwargs(args: Any, llm: Any, embed_model: Any) -> Dict[str, Any]:
         kw.update(ranker_type="model", ranker_params=params)
     elif args.search_type == "hybrid":
         kw["ranker_type"] = args.ranker
+    if not args.feedback:
+        kw["feedback"] = False
     filters = build_filters(args.filter)
     if filters is not None:
         kw["filters"] = filters

@@ -252,3 +252,19 @@ def test_milvus_token_is_documented_and_reaches_the_client(capsys, monkeypatch):
     monkeypatch.setenv("CONVRAG_MILVUS_TOKEN", "user:secret")
     target = resolve_milvus("http://milvus.example:19530")  # what the CLI's connect() resolves --uri with
     assert target.token == "user:secret" and client_kwargs(target, 1.0)["token"] == "user:secret"
+
+
+# --- --no-feedback ---------------------------------------------------------------------------------------------
+def test_no_feedback_turns_the_feedback_search_off_and_says_what_the_score_is(capsys, docs, where):
+    from llama_index_convrag.cli import build_parser
+    from llama_index_convrag.cli_commands.engine_options import retriever_kwargs
+
+    on = build_parser().parse_args(["ask", str(docs), "tea?"])
+    off = build_parser().parse_args(["ask", str(docs), "tea?", "--no-feedback"])
+    assert "feedback" not in retriever_kwargs(on, None, None)  # the library default (on where it can run)
+    assert retriever_kwargs(off, None, None) == {"similarity_top_k": 5, "search_type": "hybrid",
+                                                 "ranker_type": "weighted", "feedback": False}
+    data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--no-feedback", *where])
+    assert data["turns"][0]["scores"] == (
+        "[n] is the rank; score = weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised "
+        "per query: 1.0 is the best passage of this query, not a perfect match")
