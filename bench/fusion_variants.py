@@ -24,7 +24,6 @@ Reuses the caches of ``bench/quality_matrix.py`` (same tags). Prints nDCG@10 / h
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import re
@@ -38,45 +37,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, cached_embeddings, ndcg_at  # noqa: E402
-from quality_matrix import DEPTH, dense_lists, hit_at, load_collection, window_texts, window_vectors  # noqa: E402
+from quality_matrix import (  # noqa: E402
+    DEPTH,
+    bm25_lists,
+    dense_lists,
+    hit_at,
+    load_collection,
+    window_texts,
+    window_vectors,
+)
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.retrievers import fusion  # noqa: E402
 
 log = logging.getLogger("bench.fusion_variants")
 Ranked = List[Tuple[str, float]]
-
-
-def bm25_lists(name: str, ids: Sequence[str], texts: Sequence[str], queries: Dict[str, str], k1: float, b: float
-               ) -> Dict[str, Ranked]:
-    """BM25 top-DEPTH per query from Milvus Lite with index params k1 / b (cached as JSON)."""
-    from pymilvus import MilvusClient
-
-    from llama_index_convrag.milvus.schema import create_collection, default_spec
-
-    key = json.dumps([list(ids), list(texts), sorted(queries.items()), DEPTH, k1, b])
-    path = OUT / f"bm25p_{name}_{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    db = OUT / f"bm25p_{name}_{k1}_{b}_milvus"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
-    client = MilvusClient(str(db / "bm25.db"))
-    create_collection(client, "c", default_spec(2), bm25_k1=k1, bm25_b=b)
-    rows = [{"id": d, "doc_id": d, "text": t, "embedding": [1.0, 0.0], "metadata": {}} for d, t in zip(ids, texts)]
-    for i in range(0, len(rows), 500):
-        client.insert("c", rows[i : i + 500])
-    params = {"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}
-    out = {}
-    for qid, q in queries.items():
-        hits = client.search("c", data=[q], anns_field="sparse_embedding", limit=DEPTH, search_params=params)[0]
-        out[qid] = [(str(h["id"]), float(h["distance"])) for h in hits]
-    client.close()
-    shutil.rmtree(db, ignore_errors=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.rename(path)
-    return out
 
 
 TOKEN = re.compile(r"[a-z][a-z0-9-]{2,}")
@@ -219,7 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         row = {d: i for i, d in enumerate(ids)}
         one = [first[i : i + 1] for i in range(len(texts))]
         dfirst = dense_lists(ids, qv, one, "first")
-        sparse = bm25_lists(name, ids, texts, queries, 1.2, 0.75)
+        sparse = bm25_lists(name, ids, texts, queries)
         variants: Dict[str, Callable[[int, str], List[str]]] = {}
 
         def base(i: int, q: str) -> List[str]:
@@ -274,7 +249,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             for i, q in enumerate(qids):
                 terms = expansion_terms(queries[q], [texts[row[d]] for d in base(i, q)[:k]], df, len(texts), n)
                 expanded[q] = " ".join([queries[q]] * rep + terms)
-            sp2 = bm25_lists(name, ids, texts, expanded, 1.2, 0.75)
+            sp2 = bm25_lists(name, ids, texts, expanded)
             tag = f"lprf k={k} n={n} q x{rep}"
             variants[tag] = (lambda sp2: lambda i, q: [d for d, _ in weighted(
                 [dfirst[i], sp2[q]], [0.5, 0.5])])(sp2)
@@ -287,7 +262,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 for b in (0.4, 0.75, 0.9):
                     if (k1, b) == (1.2, 0.75):
                         continue
-                    sp = bm25_lists(name, ids, texts, queries, k1, b)
+                    sp = bm25_lists(name, ids, texts, queries, k1=k1, b=b)
                     variants[f"bm25 k1={k1} b={b} hybrid"] = (
                         lambda sp: lambda i, q: [d for d, _ in weighted([dfirst[i], sp[q]], [0.5, 0.5])])(sp)
                     variants[f"bm25 k1={k1} b={b} alone"] = (lambda sp: lambda i, q: [d for d, _ in sp[q]])(sp)

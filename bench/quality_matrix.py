@@ -100,22 +100,22 @@ def bm25_window_lists(name: str, ids: Sequence[str], wtexts: List[List[str]], qu
     return out
 
 
-def bm25_lists(name: str, ids: Sequence[str], texts: Sequence[str], queries: Dict[str, str], depth: int = DEPTH
-               ) -> Dict[str, List[Tuple[str, float]]]:
-    """BM25 top-DEPTH per query from Milvus Lite (english analyzer), cached as JSON."""
+def bm25_lists(name: str, ids: Sequence[str], texts: Sequence[str], queries: Dict[str, str], depth: int = DEPTH,
+               *, k1: float = 1.2, b: float = 0.75) -> Dict[str, List[Tuple[str, float]]]:
+    """BM25 top-``depth`` per query from Milvus Lite (english analyzer, index params ``k1`` / ``b``), cached as JSON."""
     from pymilvus import MilvusClient
 
     from llama_index_convrag.milvus.schema import create_collection, default_spec
 
-    h = hashlib.sha1(json.dumps([list(ids), list(texts), sorted(queries.items()), depth]).encode()).hexdigest()[:12]
-    path = OUT / f"bm25_{name}_{h}.json"
+    key = json.dumps([list(ids), list(texts), sorted(queries.items()), depth, k1, b])
+    path = OUT / f"bm25_{name}_{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    db = OUT / f"bm25_{name}_milvus"
+    db = OUT / f"bm25_{name}_{k1}_{b}_milvus"
     shutil.rmtree(db, ignore_errors=True)
     db.mkdir(parents=True)
     client = MilvusClient(str(db / "bm25.db"))
-    create_collection(client, "c", default_spec(2))
+    create_collection(client, "c", default_spec(2), bm25_k1=k1, bm25_b=b)
     rows = [{"id": d, "doc_id": d, "text": t, "embedding": [1.0, 0.0], "metadata": {}} for d, t in zip(ids, texts)]
     for i in range(0, len(rows), 500):
         client.insert("c", rows[i : i + 500])
@@ -126,7 +126,9 @@ def bm25_lists(name: str, ids: Sequence[str], texts: Sequence[str], queries: Dic
         out[qid] = [(str(h["id"]), float(h["distance"])) for h in hits]
     client.close()
     shutil.rmtree(db, ignore_errors=True)
-    path.write_text(json.dumps(out))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out))
+    tmp.rename(path)
     return out
 
 
