@@ -19,9 +19,24 @@ Prompts live in named attributes of each mode (``self._text_qa_template``, ...) 
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from contextvars import ContextVar
 import logging
-from typing import Any, AsyncGenerator, ClassVar, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import (
+    Any,
+    AsyncGenerator,
+    ClassVar,
+    ContextManager,
+    Dict,
+    Generator,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+)
 
 from llama_index.core.async_utils import run_async_tasks
 from llama_index.core.base.response.schema import (
@@ -91,6 +106,16 @@ dispatcher = get_dispatcher(__name__)
 # The run (ledger) of the synthesize call in progress: message-chunk methods called inside it, a compact mode's and
 # then its base's, count into the same ledger.
 _ACTIVE_RUN: ContextVar[Optional[RunState]] = ContextVar("convrag_synthesis_run", default=None)
+
+
+@contextmanager
+def active_run(run: RunState) -> Iterator[RunState]:
+    """``run`` is the ledger every call counts into while the block runs (nested calls of one synthesize)."""
+    token = _ACTIVE_RUN.set(run)
+    try:
+        yield run
+    finally:
+        _ACTIVE_RUN.reset(token)
 logger = logging.getLogger(__name__)
 
 DEFAULT_PADDING = 5
@@ -436,10 +461,9 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         """Async twin of :meth:`get_response`."""
         return await self._aanswer(query_str, text_chunks, extra_vars)
 
-    def _within(self, query_str: str, extra_vars: Dict[str, Any]) -> Tuple[RunState, Any]:
-        """The ledger to count into (the active synthesize run, or a new one) and the token to reset it with."""
-        run, _ = self._new_run(query_str, extra_vars)
-        return run, _ACTIVE_RUN.set(run)
+    def _within(self, query_str: str, extra_vars: Dict[str, Any]) -> ContextManager[RunState]:
+        """The ledger to count into (the active synthesize run, or a new one), active while the block runs."""
+        return active_run(self._new_run(query_str, extra_vars)[0])
 
     def _check_messages(self, name: str) -> None:
         if not self._multimodal:
@@ -491,27 +515,21 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         routes it (a compact mode packs there), counted in this run's ledger."""
         if chunks is None:
             return self._empty_response
-        token = _ACTIVE_RUN.set(run)
-        try:
+        with active_run(run):
             if self._multimodal:
                 return self.get_response_from_messages(query_str=run.query_str, message_chunks=chunks, **extra_vars)
             return self.get_response(query_str=run.query_str, text_chunks=chunks, **extra_vars)
-        finally:
-            _ACTIVE_RUN.reset(token)
 
     async def _arespond(self, run: RunState, chunks: Optional[List[Any]], extra_vars: Dict[str, Any]) -> Any:
         """Async twin of :meth:`_respond`."""
         if chunks is None:
             return self._empty_response
-        token = _ACTIVE_RUN.set(run)
-        try:
+        with active_run(run):
             if self._multimodal:
                 return await self.aget_response_from_messages(
                     query_str=run.query_str, message_chunks=chunks, **extra_vars
                 )
             return await self.aget_response(query_str=run.query_str, text_chunks=chunks, **extra_vars)
-        finally:
-            _ACTIVE_RUN.reset(token)
 
     def _chunks_of(self, nodes: Sequence[NodeWithScore]) -> List[Any]:
         if self._multimodal:

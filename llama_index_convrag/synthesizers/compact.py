@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_convrag.synthesizers import citations as cite
-from llama_index_convrag.synthesizers.base import _ACTIVE_RUN, BaseSynthesizer, RunState, Shape
+from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Shape
 
 
 class Compacts(BaseSynthesizer):
@@ -39,46 +39,34 @@ class Compacts(BaseSynthesizer):
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:
         """Pack the chunks into windows, then answer over them as the parent mode does."""
-        run, token = self._within(query_str, extra_vars)
-        try:
+        with self._within(query_str, extra_vars) as run:
             packed = self._packed(run, text_chunks)
             return super().get_response(query_str=query_str, text_chunks=packed, **extra_vars)
-        finally:
-            _ACTIVE_RUN.reset(token)
 
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
         """Async twin of :meth:`get_response`."""
-        run, token = self._within(query_str, extra_vars)
-        try:
+        with self._within(query_str, extra_vars) as run:
             packed = self._packed(run, text_chunks)
             return await super().aget_response(query_str=query_str, text_chunks=packed, **extra_vars)
-        finally:
-            _ACTIVE_RUN.reset(token)
 
     def get_response_from_messages(
         self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
         """Pack the messages, then answer over them as the parent mode does."""
         self._check_messages("get_response_from_messages")
-        run, token = self._within(query_str, extra_vars)
-        try:
+        with self._within(query_str, extra_vars) as run:
             packed = self._packed(run, message_chunks)
             return super().get_response_from_messages(query_str=query_str, message_chunks=packed, **extra_vars)
-        finally:
-            _ACTIVE_RUN.reset(token)
 
     async def aget_response_from_messages(
         self, query_str: str, message_chunks: Sequence[ChatMessage], **extra_vars: Any
     ) -> RESPONSE_TEXT_TYPE:
         """Async twin of :meth:`get_response_from_messages`."""
         self._check_messages("aget_response_from_messages")
-        run, token = self._within(query_str, extra_vars)
-        try:
+        with self._within(query_str, extra_vars) as run:
             packed = self._packed(run, message_chunks)
             return await super().aget_response_from_messages(
                 query_str=query_str, message_chunks=packed, **extra_vars
             )
-        finally:
-            _ACTIVE_RUN.reset(token)
