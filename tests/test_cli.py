@@ -551,9 +551,18 @@ def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, wh
            "perfect match" in out.splitlines()
     data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--follow-up", "And tea?",
                              "--store", str(tmp_path / "c.db"), *where])
+    base = ("weighted mean of the dense, dense-feedback and BM25 scores (0.25/0.25/0.5), each min-max normalised "
+            "per query: 1.0 is the best passage of this query, not a perfect match")
+    first, follow = data["turns"]
     for turn in data["turns"]:
         assert isinstance(turn["seconds"], float) and turn["seconds"] >= 0 and turn["rewrite_ms"] >= 0
-        assert turn["scores"].startswith("[n] is the rank; score = weighted mean of the dense, dense-feedback")
+    assert first["scores"] == f"[n] is the rank; score = {base}"
+    fusion = follow["rewrite_explanation"]["fusion"]  # "And tea?" is expanded with "bake sourdough" and fused
+    own, ctx = fusion["question"], fusion["context"]
+    assert follow["scores"] == (f"[n] is the rank; score = {own:.3g} x the question's own list + {ctx:.3g} x the "
+                                f"history-expanded query's list, each min-max normalised over its top 50 (0 to "
+                                f"{own + ctx:.3g}, higher is better); within each list: {base}")
+    assert max(c["score"] for c in follow["citations"]) <= own + ctx + 1e-9
 
 
 def test_refused_llm_connection_fails_fast_exit_5(capsys, docs, where, tmp_path):

@@ -22,6 +22,7 @@ from llama_index_convrag.cli_commands.conversations import open_store, require_c
 from llama_index_convrag.cli_commands.conversations import store_path as store_path_for
 from llama_index_convrag.cli_commands.engine_options import check_llm_needs, engine_kwargs, retriever_kwargs
 from llama_index_convrag.cli_commands.ingest import not_ingested_notes, run_ingest
+from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
 
 SNIPPET_CHARS = 240
 RETRIEVAL_ONLY = "retrieval-only"
@@ -81,6 +82,16 @@ def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str]
     return f"[n] is the rank; score = {SCORE_MEANINGS.get(key, 'the retriever score')}"
 
 
+def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
+    """``scores`` for a follow-up whose two searches were fused (``rewrite_explanation["fusion"]``): the number is
+    the weighted sum of the two lists' min-max normalised scores, 0 to the sum of the two weights."""
+    own, ctx = float(fusion["question"]), float(fusion["context"])
+    meaning = scores.split("score = ", 1)[-1]
+    return (f"[n] is the rank; score = {own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
+            f"query's list, each min-max normalised over its top {FUSION_DEPTH} (0 to {own + ctx:.3g}, higher is "
+            f"better); within each list: {meaning}")
+
+
 class EngineSession:
     """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked)."""
 
@@ -95,6 +106,10 @@ class EngineSession:
 
     def reset(self) -> None:
         self.engine.reset()
+
+    def _scores(self, explanation: Optional[Dict[str, Any]]) -> str:
+        fusion = explanation.get("fusion") if explanation is not None else None
+        return fused_meaning(self.scores, fusion) if fusion is not None and self.scores else self.scores
 
     def turn(self, question: str, out: Output, stream: bool = False) -> Dict[str, Any]:
         started = time.perf_counter()
@@ -126,7 +141,7 @@ class EngineSession:
                 "retrieval_query": record.retrieval_query, "rewrite": rewrite,
                 "rewrite_explanation": record.rewrite_explanation, "answer": answer,
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
-                "scores": self.scores, "seconds": round(time.perf_counter() - started, 3),
+                "scores": self._scores(record.rewrite_explanation), "seconds": round(time.perf_counter() - started, 3),
                 "rewrite_ms": round(record.rewrite_latency_ms, 1)}
 
 
