@@ -246,6 +246,12 @@ class MilvusHybridRetriever(BaseRetriever):
             lists.append(list(zip(keys, map(float, hits.distances))))
         return pks, lists
 
+    def _extend(self, pks: Dict[str, Any], lists: List[List[Tuple[str, float]]], hits: Any) -> None:
+        """Add one more hit list (the feedback search) to :meth:`_lists`' output, in place."""
+        more_pks, more = self._lists([hits])
+        pks.update(more_pks)
+        lists.extend(more)
+
     def _fuse(self, lists: List[List[Tuple[str, float]]]) -> Tuple[List[Tuple[Any, float]], str]:
         """Client-side fusion of the per-field lists; a list past the searched fields is the feedback search, which
         takes half of its dense field's weight."""
@@ -262,12 +268,11 @@ class MilvusHybridRetriever(BaseRetriever):
             ups.append(ups[pos])
         return fusion.weighted(lists, weights, ups), f"fusion:{kind}"
 
-    def _rank(self, plan: str, per_field: Sequence[Any]) -> Ranking:
-        """Fuse per-field hit lists (``ids`` and ``distances``; or take the single / server-fused list) and keep the
-        candidates, with each kept id's per-field rank and score for the trail. Reads no output field. A hit list
-        past the searched fields is the feedback search (trail stage ``feedback:<field>``)."""
+    def _rank(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> Ranking:
+        """Fuse the per-field ranked lists (:meth:`_lists`; or take the single / server-fused list) and keep the
+        candidates, with each kept id's per-field rank and score for the trail. Reads no output field. A list past
+        the searched fields is the feedback search (trail stage ``feedback:<field>``)."""
         p, spec = self._params, self._spec
-        pks, lists = self._lists(per_field)
         stage: Optional[str] = None
         if plan == "single":
             fused = lists[0]
@@ -286,12 +291,11 @@ class MilvusHybridRetriever(BaseRetriever):
                 stages.append((label, {key: (at[key] + 1, ranked[at[key]][1]) for key, _ in kept if key in at}))
         return Ranking(kept=kept, pks={key: pks[key] for key, _ in kept}, stages=stages, fused_stage=stage)
 
-    def _feedback_ids(self, plan: str, per_field: Sequence[Any]) -> List[Any]:
+    def _feedback_ids(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> List[Any]:
         """Primary keys of the best fused hits of the first round (empty when feedback is off or nothing hit)."""
         fb = self._params.feedback
         if fb is None or plan != "client":
             return []
-        pks, lists = self._lists(per_field)
         fused, _ = self._fuse(lists)
         return [pks[key] for key, _ in fused[: fb.docs]]
 
@@ -362,14 +366,17 @@ class MilvusHybridRetriever(BaseRetriever):
             per_field = [self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
                                              limit=r.limit, search_params=r.param, filter=expr,
                                              output_fields=search)[0] for r in reqs]
-            fb_ids = self._feedback_ids(plan, per_field)
+        pks, lists = self._lists(per_field)
+        if plan != "server_rrf":
+            fb_ids = self._feedback_ids(plan, pks, lists)
             if fb_ids:
                 rows = self._client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
                 r = self._feedback_request(reqs, fb_ids, rows)
                 per_field.append(self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
                                                      limit=r.limit, search_params=r.param, filter=expr,
                                                      output_fields=search)[0])
-        ranking = self._rank(plan, per_field)
+                self._extend(pks, lists, per_field[-1])
+        ranking = self._rank(plan, pks, lists)
         entities = _known_entities(lean, per_field, ranking)
         if entities is None:
             entities = self._fetched(self._client.get(self._collection_name, ids=self._fetch_request(ranking),
@@ -420,14 +427,17 @@ class MilvusHybridRetriever(BaseRetriever):
                               search_params=r.param, filter=expr, output_fields=search)
                 for r in reqs))
             per_field = [r[0] for r in results]
-            fb_ids = self._feedback_ids(plan, per_field)
+        pks, lists = self._lists(per_field)
+        if plan != "server_rrf":
+            fb_ids = self._feedback_ids(plan, pks, lists)
             if fb_ids:
                 rows = await client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
                 r = self._feedback_request(reqs, fb_ids, rows)
                 res = await client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
                                           search_params=r.param, filter=expr, output_fields=search)
                 per_field.append(res[0])
-        ranking = self._rank(plan, per_field)
+                self._extend(pks, lists, per_field[-1])
+        ranking = self._rank(plan, pks, lists)
         entities = _known_entities(lean, per_field, ranking)
         if entities is None:
             entities = self._fetched(await client.get(self._collection_name, ids=self._fetch_request(ranking),
