@@ -83,6 +83,41 @@ def test_changed_file_replaces_its_chunks_and_missing_files_are_deleted(docs, mi
     assert hit.node.ref_doc_id == (docs / "long.txt").resolve().as_posix()
 
 
+class QueryCounter:
+    """The real Milvus Lite client, counting the ``query`` calls that the change detection makes."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.queries = client, 0
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
+        return self.client.query(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_change_detection_asks_once_per_window_of_files(tmp_path, milvus_client, collection_name, embed_model,
+                                                        monkeypatch):
+    from llama_index_convrag.ingest import pipeline
+
+    monkeypatch.setattr(pipeline, "LOOKUP_WINDOW", 4)
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(10):
+        (root / f"f{i:02d}.txt").write_text(f"File {i} is about topic {i}.")
+    first = run(root, milvus_client, collection_name, embed_model)
+    assert len(first.added) == 10 and first.chunks == 10
+    (root / "f01.txt").write_text("File 1 now talks about giraffes.")  # first window
+    (root / "f09.txt").write_text("File 9 now talks about zebras.")  # third window
+    counted = QueryCounter(milvus_client)
+    again = run(root, counted, collection_name, embed_model)
+    assert sorted(Path(p).name for p in again.updated) == ["f01.txt", "f09.txt"] and len(again.unchanged) == 8
+    assert counted.queries == 3  # ceil(10 / 4) lookups, not one or two per file
+    assert sorted(Path(r["doc_id"]).name for r in rows(milvus_client, collection_name)) == \
+        [f"f{i:02d}.txt" for i in range(10)]
+
+
 def test_collect_files_and_errors(docs, tmp_path):
     files, folders = collect_files([docs, docs / "long.txt"])
     assert folders == [docs.resolve()] and ".hidden.txt" not in {f.name for f in files}
