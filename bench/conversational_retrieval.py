@@ -26,6 +26,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -90,6 +91,16 @@ class Index:
             for w, f in tf.items():
                 self.postings.setdefault(w, []).append((i, f * (k1 + 1) / (f + norm)))
         self.memo: Dict[str, List[Tuple[str, float]]] = {}
+        self._doc_vectors: Optional[Dict[str, np.ndarray]] = None
+
+    def doc_vector(self, doc: str) -> np.ndarray:
+        """The mean of a document's chunk vectors, unit length (for the dense-feedback prior)."""
+        if self._doc_vectors is None:
+            sums: Dict[str, np.ndarray] = {}
+            for i, d in enumerate(self.doc_of):
+                sums[d] = sums[d] + self.matrix[i] if d in sums else self.matrix[i].astype(np.float64)
+            self._doc_vectors = {d: v / (np.linalg.norm(v) or 1.0) for d, v in sums.items()}
+        return self._doc_vectors[doc]
 
     def bm25(self, text: str) -> List[Tuple[int, float]]:
         scores: Dict[int, float] = {}
@@ -106,15 +117,15 @@ class Index:
         top = np.argsort(-sims)[:DEPTH]
         return [(int(i), float(sims[i])) for i in top]
 
-    def search(self, text: str, mode: str = "hybrid") -> List[Tuple[str, float]]:
+    def search(self, text: str, mode: str = "hybrid", vector: Optional[np.ndarray] = None) -> List[Tuple[str, float]]:
         key = mode + "\0" + text
-        if key in self.memo:
+        if vector is None and key in self.memo:
             return self.memo[key]
         from llama_index_convrag.retrievers.fusion import weighted
 
         lists = []
         if mode in ("hybrid", "dense"):
-            lists.append(self.dense(self.cache.embed([text])[0]))
+            lists.append(self.dense(self.cache.embed([text])[0] if vector is None else vector))
         if mode in ("hybrid", "sparse"):
             lists.append(self.bm25(text))
         fused = weighted(lists, [1.0 / len(lists)] * len(lists)) if len(lists) > 1 else lists[0]
@@ -122,7 +133,8 @@ class Index:
         for chunk, score in fused:
             docs.setdefault(self.doc_of[chunk], score)
         out = list(docs.items())[:DEPTH]
-        self.memo[key] = out
+        if vector is None:
+            self.memo[key] = out
         return out
 
 
@@ -199,6 +211,115 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
     return [d for d, _ in sorted(scores.items(), key=lambda kv: -kv[1])]
 
 
+# ------------------------------------------------------------------------------- previous-turn prior (issue 13)
+
+@dataclass(frozen=True)
+class Prior:
+    """``ctx-fuse`` plus the previous turn's own final ranking as a prior (never gold labels).
+
+    ``form``: ``list`` = a third list in the min-max fusion (the previous final top ``depth`` with their scores,
+    weight ``weight``); ``boost`` = the same but only for documents the current fused list already holds (it reorders,
+    never adds); ``dense`` = the expanded query's dense vector moved toward the mean vector of the previous top
+    ``depth`` documents (``q + weight * mean``, unit length) before its hybrid search; ``skip`` leaves the previous
+    first results out (the passage already answered: a neighbourhood prior, not a repeat). ``when``: ``context`` = the
+    follow-up got history terms (fusion ran), ``unnamed`` = and it does not name its own subject, ``always`` = every
+    follow-up except a detected topic shift."""
+
+    form: str
+    weight: float
+    depth: int = 10
+    when: str = "unnamed"
+    skip: int = 0  # leave out the previous turn's first ``skip`` results (the passage its answer came from)
+
+
+def prior_applies(c, when: str) -> bool:
+    if c.topic_shift:
+        return False
+    if when == "always":
+        return True
+    if not c.added:
+        return False
+    return when == "context" or "names its own subject" not in c.reason
+
+
+def run_prior(index: Index, prior: Prior, history, turn, previous: Optional[List[Tuple[str, float]]], mode: str
+              ) -> Tuple[List[Tuple[str, float]], bool]:
+    """(the final ranked (doc, score) list, whether the prior was applied) for one turn."""
+    from llama_index_convrag.chat.contextualize import contextualize
+    from llama_index_convrag.retrievers.conversational import FUSION_DEPTH, fuse_ranked
+    from llama_index_convrag.retrievers.fusion import minmax, weighted
+
+    c = contextualize(turn.utterance, history_of(history))
+    use = previous is not None and bool(previous) and prior_applies(c, prior.when)
+    own = index.search(c.question, mode)[:FUSION_DEPTH]
+    if c.query == c.question:
+        fused = index.search(c.question, mode)
+    else:
+        vector = None
+        if use and prior.form == "dense":
+            top = previous[prior.skip:prior.skip + prior.depth]
+            v = index.cache.embed([c.query])[0] + prior.weight * np.mean([index.doc_vector(d) for d, _ in top], axis=0)
+            vector = v / (np.linalg.norm(v) or 1.0)
+        ctx = index.search(c.query, mode, vector)[:FUSION_DEPTH]
+        plan = c
+        if use and prior.form in ("overlap", "overlap-mean"):
+            shared = {d for d, _ in previous[prior.skip:prior.skip + prior.depth]}
+            plan = OverlapCoverage(c, sum(d in shared for d, _ in own[:10]) / max(min(len(own), 10), 1),
+                                   prior.form == "overlap-mean")
+        fused, _ = fuse_ranked(own, ctx, plan, index.corpus.__getitem__)
+        if use and prior.form == "keep" and fused and own and fused[0][0] != own[0][0] and \
+                own[0][0] in {d for d, _ in previous[prior.skip:prior.skip + prior.depth]}:
+            fused = [(own[0][0], fused[0][1])] + [x for x in fused if x[0] != own[0][0]]
+    if not use or prior.form in ("dense", "none", "overlap", "overlap-mean", "keep"):
+        return fused, use
+    top = previous[prior.skip:prior.skip + prior.depth]
+    if prior.form == "list":
+        return weighted([fused, top], [1.0, prior.weight]), use
+    held = {d for d, _ in fused}
+    norm_prev = minmax(top)
+    norm_cur = minmax(fused)
+    boosted = {d: v + prior.weight * norm_prev.get(d, 0.0) for d, v in norm_cur.items() if d in held}
+    return sorted(boosted.items(), key=lambda kv: -kv[1]), use
+
+
+class OverlapCoverage:
+    """A Contextualized whose coverage also counts the question's own top 10 found in the previous turn's results."""
+
+    def __init__(self, c, overlap: float, mean: bool) -> None:
+        self.c, self.overlap, self.mean = c, overlap, mean
+        self.question, self.query, self.added = c.question, c.query, c.added
+        self.question_weight, self.context_weight = c.question_weight, c.context_weight
+
+    def weight_given(self, own_results):
+        from llama_index_convrag.chat.contextualize import COVERED_FACTOR, UNCOVERED_FACTOR
+
+        cov, _ = self.c.weight_given(own_results)
+        cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
+        return cov, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - cov))
+
+    def mentioned_in(self, text: str) -> bool:
+        return self.c.mentioned_in(text)
+
+
+PRIORS: Dict[str, Prior] = {
+    "seq-check": Prior("none", 0.0),  # must equal ctx-fuse: the sequential loop itself changes nothing
+    "prior-list.15": Prior("list", 0.15), "prior-list.3": Prior("list", 0.3),
+    "prior-list.3-ctx": Prior("list", 0.3, when="context"),
+    "prior-boost.15": Prior("boost", 0.15), "prior-boost.3": Prior("boost", 0.3),
+    "prior-boost.3-all": Prior("boost", 0.3, when="always"),
+    "prior-dense.5": Prior("dense", 0.5, depth=3), "prior-dense1": Prior("dense", 1.0, depth=3),
+    "prior-dense.5-ctx": Prior("dense", 0.5, depth=3, when="context"),
+    "prior-boost.15-skip1": Prior("boost", 0.15, skip=1), "prior-boost.3-skip1": Prior("boost", 0.3, skip=1),
+    "prior-dense.5-skip1": Prior("dense", 0.5, depth=3, skip=1),
+    "prior-overlap": Prior("overlap", 0.0), "prior-overlap-mean": Prior("overlap-mean", 0.0),
+    "prior-keep3": Prior("keep", 0.0, depth=3), "prior-keep10": Prior("keep", 0.0),
+    "prior-keep1": Prior("keep", 0.0, depth=1), "prior-keep2": Prior("keep", 0.0, depth=2),
+    "prior-keep5": Prior("keep", 0.0, depth=5), "prior-keep3-ctx": Prior("keep", 0.0, depth=3, when="context"),
+    "novel-boost-.15d1": Prior("boost", -0.15, depth=1), "novel-boost-.3d1": Prior("boost", -0.3, depth=1),
+    "novel-boost-.15d3": Prior("boost", -0.15, depth=3), "novel-boost-.15d1-all": Prior("boost", -0.15, depth=1, when="always"),
+}
+
+
 # --------------------------------------------------------------------------------------------------- metrics
 
 def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str, float]:
@@ -209,10 +330,11 @@ def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str
             "recall@100": len(rel & set(ranked[:100])) / len(rel) if rel else 0.0}
 
 
-def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str
-             ) -> Dict[str, Dict[str, float]]:
-    per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
+def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str,
+             priors: Mapping[str, Prior] = {}) -> Dict[str, Dict[str, float]]:
+    per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in [*strategies, *priors]}
     follow: set = set()
+    applied: Dict[str, int] = {n: 0 for n in priors}
     rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
     weigh_ms: Dict[str, List[float]] = {n: [] for n in strategies}  # fusion weight from the own results (coverage)
     plans: List[Tuple[str, ConversationTurn, Plan]] = []
@@ -234,6 +356,34 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
         index.cache.embed([q for _, _, plan in plans for q, _ in plan])
     for name, turn, plan in plans:
         per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode, weigh_ms[name]), turn.relevant)
+    if priors:  # every turn in order (unjudged ones too: their results are the next turn's prior)
+        ctx = make_ctx(True)
+        chosen = [d for di, d in enumerate(s.dialogues)
+                  if not ((split == "dev" and di % 2) or (split == "test" and not di % 2))]
+        if mode != "sparse":
+            index.cache.embed([q for d in chosen for i, t in enumerate(d.turns) for q, _ in ctx(d.turns[:i], t)])
+        for name, prior in priors.items():
+            for d in chosen:
+                previous = None
+                for i, turn in enumerate(d.turns):
+                    ranked, used = run_prior(index, prior, d.turns[:i], turn, previous, mode)
+                    previous = ranked
+                    if turn.relevant:
+                        per[name][turn.turn_id] = turn_metrics([doc for doc, _ in ranked], turn.relevant)
+                        applied[name] += used
+    dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
+    out = summarise(per, follow, rewrite_ms, weigh_ms, applied)
+    for part, parity in (("dev", 0), ("test", 1)):
+        keep = {t for t in per["raw"] if dialogue_of[t] % 2 == parity}
+        if split == "all" and keep:
+            sub = summarise({n: {t: v for t, v in sc.items() if t in keep} for n, sc in per.items()}, follow & keep,
+                            rewrite_ms, weigh_ms, {})
+            for name, row in sub.items():
+                out[name][part] = {k: row[k] for k in ("ndcg@10", "gap_closed_ndcg@10", "worse", "followups")}
+    return out
+
+
+def summarise(per, follow, rewrite_ms, weigh_ms, applied) -> Dict[str, Dict[str, float]]:
     raw, manual = per["raw"], per.get("manual")
     out = {}
     for name, scores in per.items():
@@ -246,10 +396,11 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
             for m in ("ndcg@10", "hit@5"):
                 gap = np.mean([v[m] for v in manual.values()]) - np.mean([v[m] for v in raw.values()])
                 row[f"gap_closed_{m}"] = float((row[m] - np.mean([v[m] for v in raw.values()])) / gap) if gap else 0.0
-        row["rewrite_ms_p50"] = float(np.percentile(rewrite_ms[name], 50))
-        row["rewrite_ms_max"] = float(np.max(rewrite_ms[name]))
-        row["weigh_ms_p50"] = float(np.percentile(weigh_ms[name], 50)) if weigh_ms[name] else 0.0
-        row["weigh_ms_p95"] = float(np.percentile(weigh_ms[name], 95)) if weigh_ms[name] else 0.0
+        row["rewrite_ms_p50"] = float(np.percentile(rewrite_ms[name], 50)) if rewrite_ms.get(name) else 0.0
+        row["rewrite_ms_max"] = float(np.max(rewrite_ms[name])) if rewrite_ms.get(name) else 0.0
+        row["prior_applied"] = applied.get(name, 0)
+        row["weigh_ms_p50"] = float(np.percentile(weigh_ms[name], 50)) if weigh_ms.get(name) else 0.0
+        row["weigh_ms_p95"] = float(np.percentile(weigh_ms[name], 95)) if weigh_ms.get(name) else 0.0
         out[name] = row
     return out
 
@@ -262,13 +413,15 @@ def strategies_default() -> Dict[str, Strategy]:
 def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) -> None:
     print(f"\n{name} chunk={chunk}: {next(iter(rows.values()))['turns']} judged turns, "
           f"{next(iter(rows.values()))['followups']} follow-ups")
-    print(f"{'strategy':<14} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} "
-          f"{'fuse ms':>7}")
+    print(f"{'strategy':<22} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} "
+          f"{'fuse ms':>7}  dev gap/worse%  test gap/worse%")
     for s, r in rows.items():
         gap = r.get("gap_closed_ndcg@10")
-        print(f"{s:<14} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
+        parts = "".join(f"  {100 * r[p]['gap_closed_ndcg@10']:5.0f}% {100 * r[p]['worse'] / max(r[p]['followups'], 1):5.1f}%"
+                        "     " for p in ("dev", "test") if p in r and "gap_closed_ndcg@10" in r[p])
+        print(f"{s:<22} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
               f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
-              f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:7.2f}")
+              f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:7.2f}{parts}")
 
 
 def zh_term_recall(rows: int) -> Dict[str, float]:
@@ -297,6 +450,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"])
     p.add_argument("--split", default="all", choices=["dev", "test", "all"])
     p.add_argument("--json", default=None, help="write the rows here")
+    p.add_argument("--priors", default="", help="comma-separated previous-turn prior variants (see PRIORS) or 'all'")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -313,7 +467,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, s in sets.items():
             for chunk in [int(c) for c in args.chunks.split(",")]:
                 index = Index(s.corpus, chunk, cache, analyzer)
-                rows = evaluate(s, index, strategies_default(), args.mode, args.split)
+                chosen = PRIORS if args.priors == "all" else {n: PRIORS[n] for n in args.priors.split(",") if n}
+                rows = evaluate(s, index, strategies_default(), args.mode, args.split, chosen)
                 results[f"{name}/{chunk}"] = rows
                 print_table(name, chunk, rows)
                 cache.save()
