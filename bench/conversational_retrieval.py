@@ -13,6 +13,11 @@ documents' texts; the retriever reads its nodes' texts). Per strategy: hit@5, nD
 the share of the raw -> human gap closed (nDCG@10), the follow-ups whose nDCG@10 fell below raw's ("worse"), the
 rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the two lists). ``--split dev|test|all`` takes even / odd dialogues.
 
+``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
+system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
+dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
+gap without raising the worse rate on every set, chunking and split): see README, issue 13.
+
     PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
 """
 
