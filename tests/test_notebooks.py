@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -64,6 +65,15 @@ def kernel_name(tmp_path, monkeypatch):
     return KERNEL
 
 
+def kernel_env(home: Path) -> Dict[str, str]:
+    """A kernel's environment with its own HOME: Milvus Lite keeps its scratch files in ``$HOME/.cache/milvus`` and
+    a server that exits deletes that folder, so kernels starting and stopping servers side by side with one HOME fail
+    now and then ("create dir:/root/.cache/milvus failed"). matplotlib keeps the real configuration folder."""
+    home.mkdir(parents=True, exist_ok=True)
+    mpl = os.environ.get("MPLCONFIGDIR", str(Path.home() / ".config" / "matplotlib"))
+    return {**os.environ, "HOME": str(home), "MPLCONFIGDIR": mpl}
+
+
 def test_notebooks_execute(kernel_name, tmp_path, shared_data):
     """All notebooks at once, one kernel each: most of their time is single-threaded imports and start-up."""
     nbformat = pytest.importorskip("nbformat")
@@ -79,7 +89,8 @@ def test_notebooks_execute(kernel_name, tmp_path, shared_data):
         clients = [nbclient.NotebookClient(nb, timeout=240, kernel_name=kernel_name,
                                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
                    for nb in notebooks.values()]
-        return await asyncio.gather(*(c.async_execute() for c in clients), return_exceptions=True)
+        return await asyncio.gather(*(c.async_execute(env=kernel_env(tmp_path / f"home-{i}"))
+                                      for i, c in enumerate(clients)), return_exceptions=True)
 
     outcomes = asyncio.run(run_all())
     failures = {name: str(o)[-2000:] for name, o in zip(notebooks, outcomes) if isinstance(o, BaseException)}
