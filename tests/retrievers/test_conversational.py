@@ -9,8 +9,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
-from llama_index_convrag.retrievers.conversational import (ConversationalRetriever, fuse_lists, fuse_ranked,
-                                                           with_depth)
+from llama_index_convrag.retrievers.conversational import (FUSION_DEPTH, ConversationalRetriever, fuse_lists,
+                                                           fuse_ranked, with_depth)
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
 
 class TableRetriever(BaseRetriever):
@@ -94,3 +95,19 @@ def test_fusion_runs_over_deeper_lists_and_cuts_to_top_k() -> None:
     assert with_depth(plain) == (plain, None) and with_depth(base, depth=1) == (base, None)
     with pytest.raises(ValueError, match="pass top_k= too"):
         ConversationalRetriever(base, {}.get, candidates=base)
+
+
+def test_the_deeper_copy_skips_dense_feedback_and_keeps_the_rest(milvus_client, embed_model,
+                                                                 corpus_collection) -> None:
+    def make(**kw):
+        return MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                                   client=milvus_client, **kw)
+
+    base = make(similarity_top_k=5)  # default: weighted hybrid with dense feedback
+    assert base.params.feedback is not None
+    candidates, top_k = with_depth(base)
+    assert top_k == 5 and candidates.params.similarity_top_k == FUSION_DEPTH and candidates.params.feedback is None
+    assert (candidates.params.search_type, candidates.params.ranker_type) == ("hybrid", "weighted")
+    assert base.params.feedback is not None  # the wrapped retriever itself is unchanged
+    rrf = make(similarity_top_k=5, ranker_type="rrf")
+    assert rrf.params.feedback is None and with_depth(rrf)[0].params.ranker_type == "rrf"
