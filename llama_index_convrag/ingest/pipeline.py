@@ -240,7 +240,7 @@ class Ingestor:
     def _stored_hashes(self, doc_ids: Sequence[str]) -> Dict[str, Optional[str]]:
         """The stored content hash of each of ``doc_ids`` in one query (``None`` if absent; ``""`` if its chunks are
         incomplete, e.g. after an interrupted run, so that it is re-ingested). A window whose chunks pass Milvus'
-        query limit is asked one document at a time."""
+        query limit is asked one document at a time, and such a document's chunks are counted by Milvus."""
         doc_field, meta_field = self.spec.doc_id_field, self.spec.metadata_field
         expr = f"{doc_field} in [{', '.join(quote_string(d) for d in doc_ids)}]"
         rows = self.client.query(self.collection_name, filter=expr, output_fields=[doc_field, meta_field],
@@ -248,10 +248,14 @@ class Ingestor:
         if len(rows) >= QUERY_LIMIT and len(doc_ids) > 1:
             return {k: v for d in doc_ids for k, v in self._stored_hashes([d]).items()}
         count: Dict[str, int] = {}
+        if len(rows) >= QUERY_LIMIT:  # one document of more chunks than a query returns: count them server-side
+            count[doc_ids[0]] = self.client.query(self.collection_name, filter=expr,
+                                                  output_fields=["count(*)"])[0]["count(*)"]
         meta: Dict[str, Dict[str, Any]] = {}
         for row in rows:
             doc = row[doc_field]
-            count[doc] = count.get(doc, 0) + 1
+            if len(rows) < QUERY_LIMIT:
+                count[doc] = count.get(doc, 0) + 1
             meta.setdefault(doc, row.get(meta_field) or {})
         out: Dict[str, Optional[str]] = {}
         for d in doc_ids:

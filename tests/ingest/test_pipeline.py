@@ -118,6 +118,27 @@ def test_change_detection_asks_once_per_window_of_files(tmp_path, milvus_client,
         [f"f{i:02d}.txt" for i in range(10)]
 
 
+def test_documents_past_the_query_limit_are_counted_by_milvus(tmp_path, milvus_client, collection_name,
+                                                               embed_model, monkeypatch):
+    from llama_index_convrag.ingest import pipeline
+
+    monkeypatch.setattr(pipeline, "QUERY_LIMIT", 3)  # long.txt alone has more chunks than one query returns
+    root = tmp_path / "limit"
+    root.mkdir()
+    (root / "long.txt").write_text(LONG)
+    (root / "a.txt").write_text("A short note about apples.")
+    first = run(root, milvus_client, collection_name, embed_model)
+    long_chunks = [r for r in rows(milvus_client, collection_name) if r["doc_id"].endswith("long.txt")]
+    assert len(first.added) == 2 and len(long_chunks) > 3
+    again = run(root, milvus_client, collection_name, embed_model)
+    assert again.added == [] and again.updated == [] and len(again.unchanged) == 2
+    milvus_client.delete(collection_name, ids=[long_chunks[-1]["id"]])  # an interrupted run's missing chunk
+    repaired = run(root, milvus_client, collection_name, embed_model)
+    assert [Path(p).name for p in repaired.updated] == ["long.txt"] and len(repaired.unchanged) == 1
+    assert len([r for r in rows(milvus_client, collection_name) if r["doc_id"].endswith("long.txt")]) == \
+        len(long_chunks)
+
+
 def test_collect_files_and_errors(docs, tmp_path):
     files, folders = collect_files([docs, docs / "long.txt"])
     assert folders == [docs.resolve()] and ".hidden.txt" not in {f.name for f in files}
