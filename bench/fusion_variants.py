@@ -13,6 +13,8 @@ Milvus BM25 top-100 (english analyzer, k1 1.2, b 0.75) by per-query min-max weig
   top-k fused hits, a second dense search, fused again with the same BM25 list;
 * ``lprf``: lexical pseudo-relevance feedback (RM3-like): the query text, twice, plus the ``n`` terms with the
   highest summed tf-idf weight in the top-k fused hits, searched again with BM25 and fused with the first dense list;
+* ``sent`` (``--sentences``): dense MaxP over overlapping pairs of consecutive sentences (a text's score = its best
+  pair's), fused with BM25 alone or with the stored vector too (3-way);
 * ``conf``: per-query field weights from each list's own confidence (the gap between its top score and its 10th,
   in units of its top-100 spread), w_dense = conf_d / (conf_d + conf_s).
 
@@ -74,6 +76,23 @@ def expansion_terms(query: str, docs: Sequence[str], df: Dict[str, int], n_docs:
             idf = float(np.log((n_docs + 1) / (df.get(t, 0) + 0.5)))
             weight[t] = weight.get(t, 0.0) + toks.count(t) / len(toks) * idf
     return [t for t, _ in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+def sentence_pairs(text: str, min_words: int = 6) -> List[str]:
+    """A text's sentences (a split before a capital, digit or bracket after ``.!?``; sentences under ``min_words``
+    words joined to the next) as overlapping pairs of consecutive sentences; the text itself when it has one."""
+    out: List[str] = []
+    for part in (p.strip() for p in SENTENCE_END.split(text) if p.strip()):
+        if out and len(out[-1].split()) < min_words:
+            out[-1] = out[-1] + " " + part
+        else:
+            out.append(part)
+    if len(out) <= 2:
+        return [" ".join(out)] if out else [text]
+    return [" ".join(out[i : i + 2]) for i in range(len(out) - 1)]
 
 
 def zscore_fuse(lists: Sequence[Ranked], weights: Sequence[float]) -> Ranked:
@@ -180,6 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--bm25-grid", action="store_true", help="also BM25 k1 in {0.9, 1.2, 1.5} x b in {0.4, 0.75, 0.9}")
     ap.add_argument("--library", action="store_true", help="also run the library retriever (default vs feedback off)")
     ap.add_argument("--no-windows", action="store_true", help="skip variants that need window vectors")
+    ap.add_argument("--sentences", action="store_true",
+                    help="also dense MaxP over overlapping pairs of sentences (one vector per pair)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     model = LocalMiniLMEmbedding()
@@ -274,6 +295,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 lambda i, q: [d for d, _ in weighted([dmax[i], sparse[q]], [0.5, 0.5])]
             variants["3way: first + MaxP + BM25 .25/.25/.5"] = \
                 lambda i, q: [d for d, _ in weighted([dfirst[i], dmax[i], sparse[q]], [0.25, 0.25, 0.5])]
+
+        if args.sentences:
+            pairs = [sentence_pairs(t) for t in texts]
+            flat = cached_embeddings(model, [p for ps in pairs for p in ps], f"{name}_sentence_pairs")
+            cut = np.cumsum([len(ps) for ps in pairs])[:-1]
+            spairs = dense_lists(ids, qv, np.split(flat, cut), "maxp")
+            print(f"{name}: {len(flat)} sentence-pair vectors ({len(flat) / len(texts):.1f} per text)")
+            variants["sent: sentence-pair MaxP + BM25 .5/.5"] = \
+                lambda i, q: [d for d, _ in weighted([spairs[i], sparse[q]], [0.5, 0.5])]
+            variants["sent 3way: first + sentence-pair MaxP + BM25 .25/.25/.5"] = \
+                lambda i, q: [d for d, _ in weighted([dfirst[i], spairs[i], sparse[q]], [0.25, 0.25, 0.5])]
 
         if args.library:
             for label, lib in library_runs(model, name, ids, texts, first, qids, queries, qv).items():
