@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -245,18 +246,16 @@ class Ingestor:
         expr = f"{doc_field} in [{', '.join(quote_string(d) for d in doc_ids)}]"
         rows = self.client.query(self.collection_name, filter=expr, output_fields=[doc_field, meta_field],
                                  limit=QUERY_LIMIT)
-        if len(rows) >= QUERY_LIMIT and len(doc_ids) > 1:
-            return {k: v for d in doc_ids for k, v in self._stored_hashes([d]).items()}
-        count: Dict[str, int] = {}
-        if len(rows) >= QUERY_LIMIT:  # one document of more chunks than a query returns: count them server-side
-            count[doc_ids[0]] = self.client.query(self.collection_name, filter=expr,
-                                                  output_fields=["count(*)"])[0]["count(*)"]
+        if len(rows) < QUERY_LIMIT:
+            count = Counter(row[doc_field] for row in rows)
+        elif len(doc_ids) > 1:
+            return {d: self._stored_hashes([d])[d] for d in doc_ids}
+        else:  # one document of more chunks than a query returns: count them server-side
+            count = Counter({doc_ids[0]: self.client.query(self.collection_name, filter=expr,
+                                                           output_fields=["count(*)"])[0]["count(*)"]})
         meta: Dict[str, Dict[str, Any]] = {}
         for row in rows:
-            doc = row[doc_field]
-            if len(rows) < QUERY_LIMIT:
-                count[doc] = count.get(doc, 0) + 1
-            meta.setdefault(doc, row.get(meta_field) or {})
+            meta.setdefault(row[doc_field], row.get(meta_field) or {})
         out: Dict[str, Optional[str]] = {}
         for d in doc_ids:
             if d not in count:
