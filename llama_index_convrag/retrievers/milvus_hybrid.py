@@ -355,6 +355,7 @@ class MilvusHybridRetriever(BaseRetriever):
         fields = self._output_fields
         expr = self._params.filter_expr
         lean = self._lean(plan)
+        search = [] if lean else fields
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
             res = self._client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
@@ -362,20 +363,18 @@ class MilvusHybridRetriever(BaseRetriever):
                                              output_fields=fields)
             per_field = [res[0]]
         else:
-            search = [] if lean else fields
             per_field = [self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
                                              limit=r.limit, search_params=r.param, filter=expr,
                                              output_fields=search)[0] for r in reqs]
         pks, lists = self._lists(per_field)
-        if plan != "server_rrf":
-            fb_ids = self._feedback_ids(plan, pks, lists)
-            if fb_ids:
-                rows = self._client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
-                r = self._feedback_request(reqs, fb_ids, rows)
-                per_field.append(self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
-                                                     limit=r.limit, search_params=r.param, filter=expr,
-                                                     output_fields=search)[0])
-                self._extend(pks, lists, per_field[-1])
+        fb_ids = self._feedback_ids(plan, pks, lists)  # empty unless client fusion with feedback
+        if fb_ids:
+            rows = self._client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
+            r = self._feedback_request(reqs, fb_ids, rows)
+            per_field.append(self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
+                                                 limit=r.limit, search_params=r.param, filter=expr,
+                                                 output_fields=search)[0])
+            self._extend(pks, lists, per_field[-1])
         ranking = self._rank(plan, pks, lists)
         entities = _known_entities(lean, per_field, ranking)
         if entities is None:
@@ -414,6 +413,7 @@ class MilvusHybridRetriever(BaseRetriever):
         expr = self._params.filter_expr
         lean = self._lean(plan)
         client = self._async_client()
+        search = [] if lean else fields
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
             res = await client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
@@ -421,22 +421,20 @@ class MilvusHybridRetriever(BaseRetriever):
                                              output_fields=fields)
             per_field = [res[0]]
         else:
-            search = [] if lean else fields
             results = await asyncio.gather(*(
                 client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
                               search_params=r.param, filter=expr, output_fields=search)
                 for r in reqs))
             per_field = [r[0] for r in results]
         pks, lists = self._lists(per_field)
-        if plan != "server_rrf":
-            fb_ids = self._feedback_ids(plan, pks, lists)
-            if fb_ids:
-                rows = await client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
-                r = self._feedback_request(reqs, fb_ids, rows)
-                res = await client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
-                                          search_params=r.param, filter=expr, output_fields=search)
-                per_field.append(res[0])
-                self._extend(pks, lists, per_field[-1])
+        fb_ids = self._feedback_ids(plan, pks, lists)  # empty unless client fusion with feedback
+        if fb_ids:
+            rows = await client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
+            r = self._feedback_request(reqs, fb_ids, rows)
+            res = await client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
+                                      search_params=r.param, filter=expr, output_fields=search)
+            per_field.append(res[0])
+            self._extend(pks, lists, per_field[-1])
         ranking = self._rank(plan, pks, lists)
         entities = _known_entities(lean, per_field, ranking)
         if entities is None:
