@@ -72,22 +72,26 @@ RERANK_MEANINGS = {
 }
 
 
+#: How every scores line starts; what follows says what the number after ``[n]`` means.
+SCORES_PREFIX = "[n] is the rank; score = "
+
+
 def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str] = None, feedback: bool = True) -> str:
     """``[n]`` is the rank; the rest says what the number after it means for this retrieval setting."""
     if rerank is not None:
-        return f"[n] is the rank; score = {RERANK_MEANINGS[rerank]}"
+        return SCORES_PREFIX + RERANK_MEANINGS[rerank]
     key = (search_type, ranker if search_type == "hybrid" else None)
     if key == ("hybrid", "weighted") and not feedback:
-        return f"[n] is the rank; score = {WEIGHTED_WITHOUT_FEEDBACK}"
-    return f"[n] is the rank; score = {SCORE_MEANINGS.get(key, 'the retriever score')}"
+        return SCORES_PREFIX + WEIGHTED_WITHOUT_FEEDBACK
+    return SCORES_PREFIX + SCORE_MEANINGS.get(key, "the retriever score")
 
 
 def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
     """``scores`` for a follow-up whose two searches were fused (``rewrite_explanation["fusion"]``): the number is
     the weighted sum of the two lists' min-max normalised scores, 0 to the sum of the two weights."""
     own, ctx = float(fusion["question"]), float(fusion["context"])
-    meaning = scores.split("score = ", 1)[-1]
-    return (f"[n] is the rank; score = {own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
+    meaning = scores.removeprefix(SCORES_PREFIX)
+    return (f"{SCORES_PREFIX}{own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
             f"query's list, each min-max normalised over its top {FUSION_DEPTH} (0 to {own + ctx:.3g}, higher is "
             f"better); within each list: {meaning}")
 
