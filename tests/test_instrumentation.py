@@ -6,11 +6,11 @@ import asyncio
 from typing import Any, List
 
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 
 from llama_index_convrag.instrumentation import emit, observed, span_when_observed
+from tests.fakes import EventCollector
 
 dispatcher = get_dispatcher("tests.instrumentation_probe")
 
@@ -36,17 +36,6 @@ class Ping(BaseEvent):
         return "Ping"
 
 
-class Collect(BaseEventHandler):
-    events: List[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "Collect"
-
-    def handle(self, event: Any, **kwargs: Any) -> None:
-        self.events.append(event.class_name())
-
-
 def test_no_span_and_no_event_without_a_handler() -> None:
     other = get_dispatcher("tests.elsewhere")  # not on the probe's chain: does not count
     spans = SimpleSpanHandler()
@@ -64,7 +53,7 @@ def test_no_span_and_no_event_without_a_handler() -> None:
 
 def test_spans_and_events_as_llama_index_makes_them_when_observed() -> None:
     root = get_dispatcher()
-    spans, events = SimpleSpanHandler(), Collect(events=[])
+    spans, events = SimpleSpanHandler(), EventCollector(events=[])
     root.add_span_handler(spans)
     root.add_event_handler(events)
     try:
@@ -77,5 +66,5 @@ def test_spans_and_events_as_llama_index_makes_them_when_observed() -> None:
         root.event_handlers.remove(events)
     ids = [s.id_ for s in spans.completed_spans]
     assert any(i.startswith("Probe.run-") for i in ids) and any(i.startswith("Probe.arun-") for i in ids)
-    assert events.events == ["Ping"]
+    assert [e.class_name() for e in events.events] == ["Ping"]
     assert not observed(dispatcher)

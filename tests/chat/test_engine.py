@@ -11,7 +11,6 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import Response
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import NodeWithScore, TextNode
@@ -22,6 +21,7 @@ from llama_index_convrag.retrievers.conversational import ConversationalRetrieve
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing import ScriptedFailure, ScriptedLLM
 from tests.chat.conftest import FixedRetriever, word_count
+from tests.fakes import EventCollector, run_threads
 
 REWRITE = "When was the film Inception released?"
 
@@ -240,21 +240,10 @@ def test_achat_twin(retriever: Any, store: Any) -> None:
     assert [r["status"] for r in store.list_turn_records("conv")] == ["complete", "complete"]
 
 
-class _Collect(BaseEventHandler):
-    events: List[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "_Collect"
-
-    def handle(self, event: Any, **kwargs: Any) -> None:
-        self.events.append(event)
-
-
 def test_instrumentation_events_and_span(retriever: Any, store: Any) -> None:
     from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
 
-    handler, spans = _Collect(events=[]), SimpleSpanHandler()
+    handler, spans = EventCollector(events=[]), SimpleSpanHandler()
     root = get_dispatcher()
     root.add_event_handler(handler)
     root.add_span_handler(spans)
@@ -278,8 +267,6 @@ def test_validation(retriever: Any, store: Any) -> None:
 
 
 def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
-    import threading
-
     nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}"), score=1.0) for i in range(3)]
     store = SQLiteConversationStore(tmp_path / "threads.db")
     llm = ScriptedLLM.fixed("answer [1]")
@@ -295,11 +282,7 @@ def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_threads(worker, 8)
     assert errors == []
     reopened = SQLiteConversationStore(tmp_path / "threads.db")
     for t in range(8):

@@ -6,11 +6,11 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 import pytest
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.postprocessors.scorers.base import Scorer
+from tests.fakes import EventCollector
 
 
 def make_nodes(
@@ -45,22 +45,11 @@ class TableScorer(Scorer):
         return [self.table[t] for t in texts]
 
 
-class _Collector(BaseEventHandler):
-    events: List[Any] = []
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "TestCollector"
-
-    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        self.events.append(event)
-
-
 @pytest.fixture
 def events() -> Iterator[List[BaseEvent]]:
     """Instrumentation events emitted during the test, in order."""
     root = get_dispatcher()
-    collector = _Collector(events=[])
+    collector = EventCollector(events=[])
     root.add_event_handler(collector)
     yield collector.events
     root.event_handlers.remove(collector)

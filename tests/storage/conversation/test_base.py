@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Callable
 
 import pytest
@@ -11,6 +10,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 
 from llama_index_convrag.storage.conversation import Citation, ConversationStore
+from tests.fakes import run_threads
 
 Make = Callable[[], ConversationStore]
 
@@ -121,11 +121,7 @@ def test_eight_threads_fifty_turns_nothing_lost(make_store: Make) -> None:
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_threads(worker, 8)
     assert errors == []
     reopened = make_store()
     assert sorted(reopened.get_keys()) == ["conv0", "conv1", "conv2", "conv3"]

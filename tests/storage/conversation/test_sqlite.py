@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
 
 from llama_index_convrag.storage.conversation import ConversationStoreError, SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import APP_ID, MIGRATIONS, SCHEMA_VERSION
+from tests.fakes import run_threads
 
 
 def test_no_io_in_constructor_and_wal(tmp_path: Path) -> None:
@@ -161,11 +161,7 @@ def test_cache_updated_by_own_writes_equals_a_fresh_read(tmp_path: Path) -> None
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    run_threads(worker, 4)
     assert errors == []
     fresh = SQLiteConversationStore(path)
     for cid in ("c0", "c1"):
