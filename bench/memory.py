@@ -17,6 +17,7 @@ peak while ingesting SciFact abstracts as .txt files plus one large text file (w
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory.py [--files 200] [--big-mb 2] [--configs A,B]
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory.py --speed 128    # passages/s with 8, 4 and 2 x 256^2 per run
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory.py --query-latency  # one query, no vs basic optimisation
 """
 
 from __future__ import annotations
@@ -124,6 +125,34 @@ def speed(texts: list, cells: list, rounds: int = 3) -> None:
         print(f"| {c // (256 * 256)} x 256^2 | {rate:.1f} | {seconds[cells[0]] / seconds[c]:.2f}x |")
 
 
+def query_latency(runs: int = 60) -> None:
+    """One short query through ONNX Runtime with each graph optimisation level (a fresh session each, same model)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from llama_index_convrag.embeddings.local import DEFAULT_TOKENIZER_PATH, _load_tokenizer, default_model_path
+
+    ids = np.array([_load_tokenizer(str(DEFAULT_TOKENIZER_PATH), 256).encode(
+        "What about its effects on the immune response? Vitamin D deficiency raises infection risk").ids],
+        dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    print(f"one query of {ids.shape[1]} word pieces, {runs} runs per level\n\n| graph optimisation | p50 ms |\n|---|---|")
+    for name in ("none", "basic"):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[name])
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(str(default_model_path()), sess_options=options,
+                                       providers=["CPUExecutionProvider"])
+        for _ in range(5):
+            session.run(None, feed)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            session.run(None, feed)
+            times.append(time.perf_counter() - t0)
+        print(f"| {LEVELS[name]} | {1000 * sorted(times)[runs // 2]:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=200, help="SciFact abstracts as files (default 200)")
@@ -132,7 +161,12 @@ def main() -> None:
     ap.add_argument("--child", nargs=3, metavar=("FOLDER", "DB", "CONFIG"), help=argparse.SUPPRESS)
     ap.add_argument("--speed", type=int, default=0, metavar="N",
                     help="instead: passages/s of N abstracts with 8, 4 and 2 x 256^2 attention cells per run")
+    ap.add_argument("--query-latency", action="store_true",
+                    help="instead: one short query's ONNX run time without and with basic graph optimisation")
     args = ap.parse_args()
+    if args.query_latency:
+        query_latency()
+        return
     if args.speed:
         speed(load_scifact()[1][: args.speed], [8 * 256 * 256, 4 * 256 * 256, 2 * 256 * 256])
         return

@@ -24,9 +24,9 @@ POSITION_LIMIT = 512
 #: [CLS] and [SEP], added to every input.
 SPECIAL_TOKENS = 2
 #: ONNX Runtime's basic graph optimisations: constant folding turns the int8 weights into fp32 once, at load. Without
-#: it every run dequantised all 22M weights again: 17 ms for a one-query run vs 3.6 ms (4.8x), and those per-run copies
-#: made an ingest's peak RSS higher, not lower (570 vs 549 MB, ingest 12.1 vs 11.0 s; ``bench/memory.py``); the loaded
-#: model holds 123 MB more at rest (341 vs 218 MB).
+#: it every run dequantised all 22M weights again: 16.9 ms for a one-query run vs 3.1 ms (``bench/memory.py
+#: --query-latency``), and those per-run copies made an ingest's peak RSS higher, not lower (570 vs 549 MB, ingest
+#: 12.1 vs 11.0 s; ``bench/memory.py``); the loaded model holds 123 MB more at rest (341 vs 218 MB).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 
 _LOCK = threading.Lock()
