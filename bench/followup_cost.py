@@ -3,8 +3,9 @@
 SciFact abstracts (5,183, their cached MiniLM vectors) in Milvus Lite; the default retriever (weighted hybrid with
 dense feedback, top 5). A *plain turn* retrieves one new text: one query embedding, one search with feedback. A
 *fused follow-up* is ``ConversationalRetriever`` over the same retriever with a ``contextual`` plan ("What about its
-effects on <word>?" after a SciFact claim): two query embeddings (the question as typed and the expanded query), two
-50-deep searches without feedback, the coverage and the fusion. Every text is new to the embedding cache (disjoint
+effects on <word>?" after a SciFact claim): two query embeddings (the question as typed and the expanded query), the
+two 50-deep searches without feedback sent together (one Milvus call per field, ``rank_many``), the coverage, the
+fusion and one fetch of the texts it reads. Every text is new to the embedding cache (disjoint
 slices of the plans per system); systems run interleaved per query, paired ratio = median of per-query ratios.
 
     PYTHONPATH=. python bench/followup_cost.py [--queries 200]
@@ -76,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f"{len(texts)} SciFact abstracts, default retriever (top 5), {args.queries} turns per system, interleaved\n")
     print("| turn | p50 ms | p95 ms | paired ratio |\n|---|---|---|---|")
     for name, s in zip(["plain turn: 1 embedding, 1 search with feedback",
-                        "fused follow-up: 2 embeddings, 2 searches (50 deep, no feedback), fusion"], stats):
+                        "fused follow-up: 2 embeddings, 2 searches together (50 deep, no feedback), fusion"], stats):
         print(f"| {name} | {s['p50']:.2f} | {s['p95']:.2f} | {s['paired']:.2f} |")
     print(f"\nadded by the fused follow-up: {stats[1]['p50'] - stats[0]['p50']:.2f} ms p50")
     client.close()

@@ -102,11 +102,16 @@ class Contextualized:
     question_weight: float = 1.0
     context_weight: float = 0.0
 
+    @property
+    def coverage_depth(self) -> int:
+        """How many of the question's own results :meth:`weight_given` reads (:data:`COVERAGE_DEPTH`)."""
+        return COVERAGE_DEPTH
+
     def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
         """``(coverage, context weight)`` once the question's own results are known (pure): ``coverage`` is the
         share of the first :data:`COVERAGE_DEPTH` texts that mention an added term; the weight moves linearly from
         ``context_weight * UNCOVERED_FACTOR`` (coverage 0) to ``context_weight * COVERED_FACTOR`` (coverage 1)."""
-        texts = list(own_results[:COVERAGE_DEPTH])
+        texts = list(own_results[: self.coverage_depth])
         if not texts or not self.added:
             return 0.0, self.context_weight
         terms = [a.term for a in self.added]

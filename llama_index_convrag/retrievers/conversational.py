@@ -11,6 +11,13 @@ keep them on top, results that drifted give way; the question's own first result
 added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
 the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
+With a candidate retriever that ranks without reading text (:class:`RankedSearch`: ``MilvusHybridRetriever`` without
+model reranking), the two searches go to Milvus together (one call per field for both queries) and only the texts
+the fusion reads are fetched: the question's own first :attr:`ContextPlan.coverage_depth` results and the fused
+``top_k`` (a second fetch only for fused results outside the first one). The result is the same as two
+``retrieve`` calls (``tests/retrievers/test_conversational.py`` compares them); ``bench/followup_cost.py`` measures
+the cost.
+
 The retrieval query arrives as a plain string (the chat engine's ``retrieval_query``); ``plans`` maps it back to the
 decision that produced it (:meth:`QuestionRewriter.contextual_plan`). Queries without a plan, or whose plan added
 nothing, cost exactly one search.
@@ -26,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -44,11 +51,43 @@ class ContextPlan(Protocol):
     question_weight: float
     context_weight: float
 
+    @property
+    def coverage_depth(self) -> int:
+        """How many of the question's own results ``weight_given`` reads."""
+
     def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
         """``(coverage, context weight)`` given the texts of the question's own results, best first."""
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added history terms."""
+
+
+class Ranked(Protocol):
+    """What the wrapper reads of one ranking (``retrievers.ranking.Ranking``): the kept ``(key, score)``."""
+
+    kept: List[Tuple[str, float]]
+
+
+@runtime_checkable
+class RankedSearch(Protocol):
+    """A retriever that ranks several queries together without reading text, then makes nodes of chosen keys
+    (``MilvusHybridRetriever``); ``rankable`` says whether that ranking is its own (no model reranking)."""
+
+    @property
+    def rankable(self) -> bool:
+        ...
+
+    def rank_many(self, queries: Sequence[QueryBundle]) -> Sequence[Ranked]:
+        ...
+
+    async def arank_many(self, queries: Sequence[QueryBundle]) -> Sequence[Ranked]:
+        ...
+
+    def nodes_for(self, wanted: Sequence[Tuple[Any, Sequence[str]]]) -> List[Dict[str, NodeWithScore]]:
+        ...
+
+    async def anodes_for(self, wanted: Sequence[Tuple[Any, Sequence[str]]]) -> List[Dict[str, NodeWithScore]]:
+        ...
 
 
 PlanLookup = Callable[[str], Optional[ContextPlan]]
@@ -79,10 +118,10 @@ def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[Bas
 def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashable, float]], plan: ContextPlan,
                 text_of: Callable[[Hashable], str]) -> Tuple[List[Tuple[Hashable, float]], Dict[str, Any]]:
     """Fuse the question's own ranked ``(id, score)`` list with the expanded query's (pure): the expanded list's weight
-    is read off the own list's texts (``plan.weight_given``), then min-max weighted fusion; the own list's first
+    is read off the own list's first ``plan.coverage_depth`` texts (``plan.weight_given``), then min-max weighted fusion; the own list's first
     result stays first when it already mentions an added history term (it answers the question's words and is on
     the conversation's topic). Returns the fused list and the decision (weights, coverage, ``own_top_kept``)."""
-    coverage, weight = plan.weight_given([text_of(d) for d, _ in own])
+    coverage, weight = plan.weight_given([text_of(d) for d, _ in own[: plan.coverage_depth]])
     fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
     kept = bool(own and fused and fused[0][0] != own[0][0] and plan.mentioned_in(text_of(own[0][0])))
     if kept:
@@ -106,6 +145,34 @@ def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWith
     return [NodeWithScore(node=by_id[node_id].node, score=score) for node_id, score in fused[:top_k]], decision
 
 
+def first_wanted(plan: ContextPlan, own: Ranked, ctx: Ranked, top_k: int) -> Tuple[List[str], List[str]]:
+    """The keys whose nodes a ranked fusion fetches first (pure): the own list's first ``max(coverage_depth, top_k)``
+    (the fusion reads their texts) and the expanded list's first ``2 * top_k`` not among the own list's."""
+    own_keys = [k for k, _ in own.kept[: max(plan.coverage_depth, top_k)]]
+    own_all = {k for k, _ in own.kept}
+    return own_keys, [k for k, _ in ctx.kept[: 2 * top_k] if k not in own_all]
+
+
+def still_wanted(fused: Sequence[Tuple[Hashable, float]], own: Ranked, have: Sequence[Dict[str, NodeWithScore]]
+                 ) -> Tuple[List[str], List[str]]:
+    """The fused keys not fetched yet, split by the list whose node they take (the own list's when in it; pure)."""
+    own_all = {k for k, _ in own.kept}
+    missing = [str(k) for k, _ in fused if not any(k in nodes for nodes in have)]
+    return [k for k in missing if k in own_all], [k for k in missing if k not in own_all]
+
+
+def ranked_nodes(fused: Sequence[Tuple[Hashable, float]], own_nodes: Dict[str, NodeWithScore],
+                 ctx_nodes: Dict[str, NodeWithScore]) -> List[NodeWithScore]:
+    """The fused list as nodes (pure): each key's node from the own list when there, else the expanded list's (as
+    :func:`fuse_lists` keeps the first-seen object); a key with no row (deleted since the search) is skipped."""
+    out = []
+    for key, score in fused:
+        found = own_nodes.get(str(key), ctx_nodes.get(str(key)))
+        if found is not None:
+            out.append(NodeWithScore(node=found.node, score=score))
+    return out
+
+
 class ConversationalRetriever(BaseRetriever):
     """Runs ``retriever`` for the question and its contextualised query and fuses them (see module docstring)."""
 
@@ -120,6 +187,8 @@ class ConversationalRetriever(BaseRetriever):
         self.candidates = candidates if candidates is not None else retriever
         self.plans = plans
         self.top_k = top_k
+        ranked = self.candidates if isinstance(self.candidates, RankedSearch) else None
+        self._ranked: Optional[RankedSearch] = ranked if ranked is not None and ranked.rankable else None
         self._fusions: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
         self._lock = threading.Lock()
 
@@ -128,15 +197,31 @@ class ConversationalRetriever(BaseRetriever):
         with self._lock:
             return self._fusions.get(query)
 
-    def _fuse(self, query: str, plan: ContextPlan, own: List[NodeWithScore],
-              ctx: List[NodeWithScore]) -> List[NodeWithScore]:
-        fused, decision = fuse_lists(own, ctx, plan, self._limit(own, ctx))
+    def _record(self, query: str, decision: Dict[str, Any]) -> None:
         with self._lock:
             self._fusions[query] = decision
             self._fusions.move_to_end(query)
             while len(self._fusions) > FUSIONS_KEPT:
                 self._fusions.popitem(last=False)
+
+    def _fuse(self, query: str, plan: ContextPlan, own: List[NodeWithScore],
+              ctx: List[NodeWithScore]) -> List[NodeWithScore]:
+        fused, decision = fuse_lists(own, ctx, plan, self._limit(own, ctx))
+        self._record(query, decision)
         return fused
+
+    def _fuse_ranked(self, query: str, plan: ContextPlan, own: Ranked, ctx: Ranked,
+                     first: Sequence[Dict[str, NodeWithScore]]) -> List[Tuple[Hashable, float]]:
+        """Fuse two rankings (texts from the own list's nodes fetched first), record the decision, cut to the limit."""
+        own_nodes = first[0]
+
+        def text_of(key: Hashable) -> str:
+            found = own_nodes.get(str(key))
+            return found.node.get_content() if found is not None else ""
+
+        fused, decision = fuse_ranked(own.kept, ctx.kept, plan, text_of)
+        self._record(query, decision)
+        return fused[: self._limit(own.kept, ctx.kept)]
 
     @classmethod
     def deepened(cls, retriever: BaseRetriever, plans: PlanLookup,
@@ -149,21 +234,45 @@ class ConversationalRetriever(BaseRetriever):
         plan = self.plans(query_bundle.query_str)
         return plan if plan is not None and plan.added and plan.question.strip() else None
 
-    def _limit(self, question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore]) -> int:
+    def _limit(self, question_nodes: Sequence[Any], context_nodes: Sequence[Any]) -> int:
         return self.top_k if self.top_k is not None else max(len(question_nodes), len(context_nodes))
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan = self._plan(query_bundle)
         if plan is None:
             return self.retriever.retrieve(query_bundle)
+        if self._ranked is not None:
+            return self._retrieve_ranked(self._ranked, query_bundle, plan)
         own = self.candidates.retrieve(QueryBundle(plan.question))
         ctx = self.candidates.retrieve(query_bundle)
         return self._fuse(query_bundle.query_str, plan, own, ctx)
+
+    def _retrieve_ranked(self, search: RankedSearch, query_bundle: QueryBundle,
+                         plan: ContextPlan) -> List[NodeWithScore]:
+        own, ctx = search.rank_many([QueryBundle(plan.question), query_bundle])
+        wanted = first_wanted(plan, own, ctx, self._limit(own.kept, ctx.kept))
+        first = search.nodes_for(list(zip((own, ctx), wanted)))
+        fused = self._fuse_ranked(query_bundle.query_str, plan, own, ctx, first)
+        more = still_wanted(fused, own, first)
+        extra = search.nodes_for(list(zip((own, ctx), more))) if more[0] or more[1] else [{}, {}]
+        return ranked_nodes(fused, {**first[0], **extra[0]}, {**first[1], **extra[1]})
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         plan = self._plan(query_bundle)
         if plan is None:
             return await self.retriever.aretrieve(query_bundle)
+        if self._ranked is not None:
+            return await self._aretrieve_ranked(self._ranked, query_bundle, plan)
         own, ctx = await asyncio.gather(self.candidates.aretrieve(QueryBundle(plan.question)),
                                         self.candidates.aretrieve(query_bundle))
         return self._fuse(query_bundle.query_str, plan, own, ctx)
+
+    async def _aretrieve_ranked(self, search: RankedSearch, query_bundle: QueryBundle,
+                                plan: ContextPlan) -> List[NodeWithScore]:
+        own, ctx = await search.arank_many([QueryBundle(plan.question), query_bundle])
+        wanted = first_wanted(plan, own, ctx, self._limit(own.kept, ctx.kept))
+        first = await search.anodes_for(list(zip((own, ctx), wanted)))
+        fused = self._fuse_ranked(query_bundle.query_str, plan, own, ctx, first)
+        more = still_wanted(fused, own, first)
+        extra = await search.anodes_for(list(zip((own, ctx), more))) if more[0] or more[1] else [{}, {}]
+        return ranked_nodes(fused, {**first[0], **extra[0]}, {**first[1], **extra[1]})

@@ -26,7 +26,6 @@ Every node's id is the Milvus primary key (as a string); ``node.ref_doc_id`` is 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index.core.base import base_retriever as core_retriever
@@ -35,65 +34,23 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
-from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker
+from pymilvus import MilvusClient, RRFRanker
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
-from llama_index_convrag.milvus.schema import BM25, CollectionSpec, detect_spec, node_from_entity, open_client
+from llama_index_convrag.milvus.schema import CollectionSpec, detect_spec, node_from_entity, open_client
 from llama_index_convrag.rank_trail import add_stage, add_stages, get_trail
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.feedback import feedback_vector
+from llama_index_convrag.retrievers.ranking import FieldRequest, Ranking, known_entities, stage_label
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
 
 dispatcher = get_dispatcher(__name__)
 
 
-@dataclass(frozen=True)
-class FieldRequest:
-    """One per-field search: the data (vector or raw text), the limit and the search params."""
-
-    field: str
-    data: Any
-    limit: int
-    param: Dict[str, Any]
-
-    def ann(self, expr: str) -> AnnSearchRequest:
-        return AnnSearchRequest(data=[self.data], anns_field=self.field, param=self.param, limit=self.limit,
-                                expr=expr if expr else None)
-
-
 def _bundle(query: QueryType) -> QueryBundle:
     return QueryBundle(query) if isinstance(query, str) else query
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """The kept candidates ``(key, score)`` (key = primary key as a string), their primary keys as Milvus returns
-    them, each field's ``{key: (rank, score)}`` for the trail and the fusion stage name."""
-
-    kept: List[Tuple[str, float]]
-    pks: Dict[str, Any]
-    stages: List[Tuple[str, Dict[str, Tuple[int, float]]]]
-    fused_stage: Optional[str]
-
-
-def _known_entities(lean: bool, per_field: Sequence[Any], ranking: Ranking) -> Optional[Dict[str, Mapping[str, Any]]]:
-    """The kept candidates' output fields from the hits that carry them (the first list holding each id); None when
-    a lean search left them to fetch."""
-    if lean:
-        return None if ranking.kept else {}
-    out: Dict[str, Mapping[str, Any]] = {}
-    for hits in per_field:
-        for h in hits:
-            key = str(h["id"])
-            if key in ranking.pks and key not in out:
-                out[key] = h.get("entity", {})
-    return out
-
-
-def _stage(spec: CollectionSpec, field: str) -> str:
-    return ("sparse:" if spec.fields_by_name[field].kind == BM25 else "dense:") + field
 
 
 class MilvusHybridRetriever(BaseRetriever):
@@ -182,6 +139,11 @@ class MilvusHybridRetriever(BaseRetriever):
     def collection_name(self) -> str:
         return self._collection_name
 
+    @property
+    def rankable(self) -> bool:
+        """Whether :meth:`rank_many` gives this retriever's ranking (no model reranking, which reads the texts)."""
+        return self._params.ranker_type != "model"
+
     def with_params(self, **overrides: Any) -> "MilvusHybridRetriever":
         """A copy with some parameters changed (per-query overrides), validated like the constructor's."""
         unknown = sorted(set(overrides) - self.KWARGS)
@@ -208,14 +170,57 @@ class MilvusHybridRetriever(BaseRetriever):
             return await super().aretrieve(str_or_query_bundle)
         return await self._aretrieve(_bundle(str_or_query_bundle))
 
+    def retrieve_many(self, queries: Sequence[QueryType]) -> List[List[NodeWithScore]]:
+        """:meth:`retrieve` for each query, searched together: one Milvus call per field (and per feedback round, per
+        fetch) for all of them (``nq = len(queries)``). The same nodes as one :meth:`retrieve` per query; when
+        anything listens it is one :meth:`retrieve` per query, so every query gets its span and events."""
+        bundles = [_bundle(q) for q in queries]
+        if observed(core_retriever.dispatcher, self.callback_manager):
+            return [self.retrieve(b) for b in bundles]
+        return self._retrieve_many(bundles)
+
+    async def aretrieve_many(self, queries: Sequence[QueryType]) -> List[List[NodeWithScore]]:
+        """Async twin of :meth:`retrieve_many`."""
+        bundles = [_bundle(q) for q in queries]
+        if observed(core_retriever.dispatcher, self.callback_manager):
+            return list(await asyncio.gather(*(self.aretrieve(b) for b in bundles)))
+        return await self._aretrieve_many(bundles)
+
+    def rank_many(self, queries: Sequence[QueryType]) -> List[Ranking]:
+        """The kept candidates' ids and scores per query, searched together as in :meth:`retrieve_many` but reading
+        no text (ids and scores only); :meth:`nodes_for` then makes nodes of the candidates a caller keeps. For
+        wrappers that fuse several searches (``ConversationalRetriever``) and need a few texts, not every list's.
+        Model reranking, which needs the texts, is not applied."""
+        return self._rankings([_bundle(q) for q in queries], lean=True)
+
+    async def arank_many(self, queries: Sequence[QueryType]) -> List[Ranking]:
+        """Async twin of :meth:`rank_many`."""
+        return await self._arankings([_bundle(q) for q in queries], lean=True)
+
+    def nodes_for(self, wanted: Sequence[Tuple[Ranking, Sequence[str]]]) -> List[Dict[str, NodeWithScore]]:
+        """Per ``(ranking, keys)``, the nodes of those kept candidates by key, with that ranking's score and trail;
+        one ``get`` fetches every field a ranking does not hold (none when it holds them all)."""
+        rows = self._fetch_rows(self._unknown(wanted))
+        return [self._nodes_by_key(ranking, keys, rows) for ranking, keys in wanted]
+
+    async def anodes_for(self, wanted: Sequence[Tuple[Ranking, Sequence[str]]]) -> List[Dict[str, NodeWithScore]]:
+        """Async twin of :meth:`nodes_for`."""
+        rows = await self._afetch_rows(self._unknown(wanted))
+        return [self._nodes_by_key(ranking, keys, rows) for ranking, keys in wanted]
+
     # -- pure helpers shared by sync and async ----------------------------------------------------------------
     def _dense_fields_to_embed(self) -> List[str]:
         return [f for f in self._params.search_fields if f not in self._spec.bm25_fields]
 
-    def _requests(self, query: QueryBundle, vectors: Mapping[str, List[float]], limit: int) -> List[FieldRequest]:
+    def _requests(self, queries: Sequence[QueryBundle], vectors: Sequence[Mapping[str, List[float]]],
+                  limit: int) -> List[FieldRequest]:
+        """One request per searched field, carrying every query's data (raw text for BM25, else its vector)."""
         out = []
         for f in self._params.search_fields:
-            data = query.query_str if f in self._spec.bm25_fields else vectors[f]
+            if f in self._spec.bm25_fields:
+                data: List[Any] = [q.query_str for q in queries]
+            else:
+                data = [v[f] for v in vectors]
             out.append(FieldRequest(f, data, limit, self._params.search_params[f]))
         return out
 
@@ -246,11 +251,17 @@ class MilvusHybridRetriever(BaseRetriever):
             lists.append(list(zip(keys, map(float, hits.distances))))
         return pks, lists
 
-    def _extend(self, pks: Dict[str, Any], lists: List[List[Tuple[str, float]]], hits: Any) -> None:
-        """Add one more hit list (the feedback search) to :meth:`_lists`' output, in place."""
-        more_pks, more = self._lists([hits])
-        pks.update(more_pks)
-        lists.extend(more)
+    @staticmethod
+    def _per_query(results: Sequence[Any], n: int) -> List[List[Any]]:
+        """Per query, its hit list of each search (``results`` = one Milvus result of ``n`` queries per search)."""
+        return [[res[i] for res in results] for i in range(n)]
+
+    @staticmethod
+    def _one_by_one(reqs: Sequence[FieldRequest], n: int) -> List[List[FieldRequest]]:
+        """Per query, its own requests. Server-side RRF runs one ``hybrid_search`` per query: Milvus Lite fused the
+        lists of every query after the first with wrong ranks when one call carried several (RRF score 0.0289
+        instead of 0.0328 for two first places, k = 60; ``tests/retrievers/test_milvus_hybrid.py``)."""
+        return [[FieldRequest(r.field, [r.data[i]], r.limit, r.param) for r in reqs] for i in range(n)]
 
     def _fuse(self, lists: List[List[Tuple[str, float]]]) -> Tuple[List[Tuple[Any, float]], str]:
         """Client-side fusion of the per-field lists; a list past the searched fields is the feedback search, which
@@ -268,7 +279,8 @@ class MilvusHybridRetriever(BaseRetriever):
             ups.append(ups[pos])
         return fusion.weighted(lists, weights, ups), f"fusion:{kind}"
 
-    def _rank(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> Ranking:
+    def _rank(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]],
+              entities: Optional[Dict[str, Mapping[str, Any]]]) -> Ranking:
         """Fuse the per-field ranked lists (:meth:`_lists`; or take the single / server-fused list) and keep the
         candidates, with each kept id's per-field rank and score for the trail. Reads no output field. A list past
         the searched fields is the feedback search (trail stage ``feedback:<field>``)."""
@@ -283,13 +295,23 @@ class MilvusHybridRetriever(BaseRetriever):
         kept = fused[: p.candidates()]
         stages: List[Tuple[str, Dict[str, Tuple[int, float]]]] = []
         if plan != "server_rrf":
-            labels = [_stage(spec, f) for f in p.search_fields]
+            labels = [stage_label(spec, f) for f in p.search_fields]
             if len(lists) > len(labels) and p.feedback is not None:
                 labels.append(f"feedback:{p.feedback.field}")
             for label, ranked in zip(labels, lists):
                 at = dict(zip([k for k, _ in ranked], range(len(ranked))))  # key -> index (the last, if repeated)
                 stages.append((label, {key: (at[key] + 1, ranked[at[key]][1]) for key, _ in kept if key in at}))
-        return Ranking(kept=kept, pks={key: pks[key] for key, _ in kept}, stages=stages, fused_stage=stage)
+        kept_pks = {key: pks[key] for key, _ in kept}
+        return Ranking(kept=kept, pks=kept_pks, stages=stages, fused_stage=stage, entities=entities)
+
+    def _rankings_of(self, plan: str, lean: bool, per_query: Sequence[Sequence[Any]],
+                     lists: Sequence[Tuple[Dict[str, Any], List[List[Tuple[str, float]]]]]) -> List[Ranking]:
+        """One :class:`Ranking` per query; with the fields its hits carried unless the search was lean."""
+        out = []
+        for hits, (pks, ranked) in zip(per_query, lists):
+            r = self._rank(plan, pks, ranked, None)
+            out.append(r if lean else Ranking(r.kept, r.pks, r.stages, r.fused_stage, known_entities(hits, r.pks)))
+        return out
 
     def _feedback_ids(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> List[Any]:
         """Primary keys of the best fused hits of the first round (empty when feedback is off or nothing hit)."""
@@ -299,36 +321,58 @@ class MilvusHybridRetriever(BaseRetriever):
         fused, _ = self._fuse(lists)
         return [pks[key] for key, _ in fused[: fb.docs]]
 
-    def _feedback_request(self, reqs: Sequence[FieldRequest], ids: Sequence[Any], rows: Sequence[Mapping[str, Any]]
-                          ) -> FieldRequest:
-        """The dense request with the query moved towards the feedback vectors (in the order of ``ids``; ids
-        Milvus no longer has are skipped)."""
+    @staticmethod
+    def _union(id_lists: Sequence[Sequence[Any]]) -> List[Any]:
+        """The distinct primary keys of several lists, in first-seen order."""
+        return list(dict.fromkeys(i for ids in id_lists for i in ids))
+
+    def _feedback_request(self, reqs: Sequence[FieldRequest], asked: Sequence[int],
+                          id_lists: Sequence[Sequence[Any]], rows: Sequence[Mapping[str, Any]]) -> FieldRequest:
+        """The dense request of the queries ``asked`` (indices), each query moved towards its feedback vectors (in the
+        order of its ids; ids Milvus no longer has are skipped)."""
         fb = self._params.feedback
         by_id = {str(r[self._spec.primary_field]): r[fb.field] for r in rows}
-        docs = [by_id[str(i)] for i in ids if str(i) in by_id]
         r = reqs[self._params.search_fields.index(fb.field)]
-        return FieldRequest(r.field, feedback_vector(r.data, docs, fb.weight), r.limit, r.param)
+        moved = [feedback_vector(r.data[i], [by_id[str(x)] for x in id_lists[i] if str(x) in by_id], fb.weight)
+                 for i in asked]
+        return FieldRequest(r.field, moved, r.limit, r.param)
 
-    def _fetch_request(self, ranking: Ranking) -> List[Any]:
-        """The primary keys whose fields a lean search must fetch."""
-        return [ranking.pks[key] for key, _ in ranking.kept]
+    def _with_feedback(self, asked: Sequence[int], per_query: List[List[Any]],
+                       lists: Sequence[Tuple[Dict[str, Any], List[List[Tuple[str, float]]]]], res: Any) -> None:
+        """Add each asked query's feedback hits (``res``: one search of ``len(asked)`` queries), in place."""
+        for n, i in enumerate(asked):
+            per_query[i].append(res[n])
+            more_pks, more = self._lists([res[n]])
+            lists[i][0].update(more_pks)
+            lists[i][1].extend(more)
+
+    @staticmethod
+    def _unknown(wanted: Sequence[Tuple[Ranking, Sequence[str]]]) -> List[Any]:
+        return MilvusHybridRetriever._union([ranking.unknown(keys) for ranking, keys in wanted])
 
     def _fetched(self, rows: Sequence[Mapping[str, Any]]) -> Dict[str, Mapping[str, Any]]:
         return {str(row[self._spec.primary_field]): row for row in rows}
 
-    def _nodes(self, ranking: Ranking, entities: Mapping[str, Mapping[str, Any]]) -> List[NodeWithScore]:
-        """Nodes with their trails for the kept candidates (one deleted since the search has no row: skipped)."""
-        out = []
-        for rank, (key, score) in enumerate(ranking.kept, start=1):
-            entity = entities.get(key)
+    def _nodes_by_key(self, ranking: Ranking, keys: Sequence[str],
+                      rows: Mapping[str, Mapping[str, Any]]) -> Dict[str, NodeWithScore]:
+        """Nodes with their trails for kept candidates (one deleted since the search has no row: skipped)."""
+        out: Dict[str, NodeWithScore] = {}
+        held = ranking.entities if ranking.entities is not None else {}
+        for key in keys:
+            entity = held.get(key, rows.get(key))
             if entity is None:
                 continue
-            nws = NodeWithScore(node=node_from_entity(self._spec, ranking.pks[key], entity), score=score)
-            trail = [(st, *positions[key]) for st, positions in ranking.stages if key in positions]
-            if ranking.fused_stage is not None:
-                trail.append((ranking.fused_stage, rank, score))
-            out.append(add_stages(nws, trail))
+            nws = NodeWithScore(node=node_from_entity(self._spec, ranking.pks[key], entity), score=ranking.score(key))
+            out[key] = add_stages(nws, ranking.trail(key))
         return out
+
+    def _all_nodes(self, rankings: Sequence[Ranking], rows: Mapping[str, Mapping[str, Any]]
+                   ) -> List[List[NodeWithScore]]:
+        return [list(self._nodes_by_key(r, [k for k, _ in r.kept], rows).values()) for r in rankings]
+
+    @staticmethod
+    def _kept(rankings: Sequence[Ranking]) -> List[Tuple[Ranking, List[str]]]:
+        return [(r, [k for k, _ in r.kept]) for r in rankings]
 
     def _finish_rerank(self, reranked: List[NodeWithScore]) -> List[NodeWithScore]:
         ordered = sorted(reranked, key=lambda n: -(n.score if n.score is not None else float("-inf")))
@@ -348,43 +392,51 @@ class MilvusHybridRetriever(BaseRetriever):
                 vectors[f] = self._embed_models[f].get_query_embedding(query.query_str)
         return vectors
 
-    @unspanned
-    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        plan, limit = self._plan()
-        reqs = self._requests(query_bundle, self._embed(query_bundle), limit)
-        fields = self._output_fields
+    def _search(self, plan: str, reqs: Sequence[FieldRequest], out: List[str], n: int) -> List[List[Any]]:
+        """Per query, its hit list of each field (or its one server-fused list): one Milvus call per field."""
         expr = self._params.filter_expr
-        lean = self._lean(plan)
-        search = [] if lean else fields
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
-            res = self._client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
-                                             RRFRanker(fparams["k"]), limit=self._params.candidates(),
-                                             output_fields=fields)
-            per_field = [res[0]]
-        else:
-            per_field = [self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
-                                             limit=r.limit, search_params=r.param, filter=expr,
-                                             output_fields=search)[0] for r in reqs]
-        pks, lists = self._lists(per_field)
-        fb_ids = self._feedback_ids(plan, pks, lists)  # empty unless client fusion with feedback
-        if fb_ids:
-            rows = self._client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
-            r = self._feedback_request(reqs, fb_ids, rows)
-            per_field.append(self._client.search(self._collection_name, data=[r.data], anns_field=r.field,
-                                                 limit=r.limit, search_params=r.param, filter=expr,
-                                                 output_fields=search)[0])
-            self._extend(pks, lists, per_field[-1])
-        ranking = self._rank(plan, pks, lists)
-        entities = _known_entities(lean, per_field, ranking)
-        if entities is None:
-            entities = self._fetched(self._client.get(self._collection_name, ids=self._fetch_request(ranking),
-                                                      output_fields=fields))
-        nodes = self._nodes(ranking, entities)
+            return [[self._client.hybrid_search(self._collection_name, [r.ann(expr) for r in one],
+                                                RRFRanker(fparams["k"]), limit=self._params.candidates(),
+                                                output_fields=out)[0]] for one in self._one_by_one(reqs, n)]
+        return self._per_query([self._client.search(self._collection_name, data=r.data, anns_field=r.field,
+                                                    limit=r.limit, search_params=r.param, filter=expr,
+                                                    output_fields=out) for r in reqs], n)
+
+    def _fetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
+        if not pks:
+            return {}
+        return self._fetched(self._client.get(self._collection_name, ids=pks, output_fields=self._output_fields))
+
+    def _rankings(self, queries: Sequence[QueryBundle], lean: bool) -> List[Ranking]:
+        plan, limit = self._plan()
+        reqs = self._requests(queries, [self._embed(q) for q in queries], limit)
+        out = [] if lean else self._output_fields
+        per_query = self._search(plan, reqs, out, len(queries))
+        lists = [self._lists(hits) for hits in per_query]
+        id_lists = [self._feedback_ids(plan, pks, ranked) for pks, ranked in lists]  # empty unless client feedback
+        asked = [i for i, ids in enumerate(id_lists) if ids]
+        if asked:
+            fb_field = self._params.feedback.field
+            rows = self._client.get(self._collection_name, ids=self._union(id_lists), output_fields=[fb_field])
+            r = self._feedback_request(reqs, asked, id_lists, rows)
+            res = self._client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
+                                      search_params=r.param, filter=self._params.filter_expr, output_fields=out)
+            self._with_feedback(asked, per_query, lists, res)
+        return self._rankings_of(plan, lean, per_query, lists)
+
+    def _retrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
+        rankings = self._rankings(queries, self._lean(self._plan()[0]))
+        nodes = self._all_nodes(rankings, self._fetch_rows(self._unknown(self._kept(rankings))))
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
-        return self._finish_rerank(model.postprocess_nodes(nodes, query_bundle=query_bundle))
+        return [self._finish_rerank(model.postprocess_nodes(found, query_bundle=q)) for found, q in zip(nodes, queries)]
+
+    @unspanned
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return self._retrieve_many([query_bundle])[0]
 
     # -- async ------------------------------------------------------------------------------------------------
     def _async_client(self) -> Any:
@@ -405,43 +457,55 @@ class MilvusHybridRetriever(BaseRetriever):
         vecs = await asyncio.gather(*(self._embed_models[f].aget_query_embedding(query.query_str) for f in fields))
         return dict(zip(fields, vecs))
 
-    @unspanned
-    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        plan, limit = self._plan()
-        reqs = self._requests(query_bundle, await self._aembed(query_bundle), limit)
-        fields = self._output_fields
-        expr = self._params.filter_expr
-        lean = self._lean(plan)
-        client = self._async_client()
-        search = [] if lean else fields
+    async def _asearch(self, plan: str, reqs: Sequence[FieldRequest], out: List[str], n: int) -> List[List[Any]]:
+        """Async twin of :meth:`_search` (the per-field searches run concurrently)."""
+        client, expr = self._async_client(), self._params.filter_expr
         if plan == "server_rrf":
             _, fparams = self._params.fusion()
-            res = await client.hybrid_search(self._collection_name, [r.ann(expr) for r in reqs],
-                                             RRFRanker(fparams["k"]), limit=self._params.candidates(),
-                                             output_fields=fields)
-            per_field = [res[0]]
-        else:
             results = await asyncio.gather(*(
-                client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
-                              search_params=r.param, filter=expr, output_fields=search)
-                for r in reqs))
-            per_field = [r[0] for r in results]
-        pks, lists = self._lists(per_field)
-        fb_ids = self._feedback_ids(plan, pks, lists)  # empty unless client fusion with feedback
-        if fb_ids:
-            rows = await client.get(self._collection_name, ids=fb_ids, output_fields=[self._params.feedback.field])
-            r = self._feedback_request(reqs, fb_ids, rows)
-            res = await client.search(self._collection_name, data=[r.data], anns_field=r.field, limit=r.limit,
-                                      search_params=r.param, filter=expr, output_fields=search)
-            per_field.append(res[0])
-            self._extend(pks, lists, per_field[-1])
-        ranking = self._rank(plan, pks, lists)
-        entities = _known_entities(lean, per_field, ranking)
-        if entities is None:
-            entities = self._fetched(await client.get(self._collection_name, ids=self._fetch_request(ranking),
-                                                      output_fields=fields))
-        nodes = self._nodes(ranking, entities)
+                client.hybrid_search(self._collection_name, [r.ann(expr) for r in one], RRFRanker(fparams["k"]),
+                                     limit=self._params.candidates(), output_fields=out)
+                for one in self._one_by_one(reqs, n)))
+            return [[res[0]] for res in results]
+        results = await asyncio.gather(*(
+            client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
+                          search_params=r.param, filter=expr, output_fields=out) for r in reqs))
+        return self._per_query(results, n)
+
+    async def _afetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
+        if not pks:
+            return {}
+        rows = await self._async_client().get(self._collection_name, ids=pks, output_fields=self._output_fields)
+        return self._fetched(rows)
+
+    async def _arankings(self, queries: Sequence[QueryBundle], lean: bool) -> List[Ranking]:
+        plan, limit = self._plan()
+        reqs = self._requests(queries, await asyncio.gather(*(self._aembed(q) for q in queries)), limit)
+        out = [] if lean else self._output_fields
+        per_query = await self._asearch(plan, reqs, out, len(queries))
+        lists = [self._lists(hits) for hits in per_query]
+        id_lists = [self._feedback_ids(plan, pks, ranked) for pks, ranked in lists]  # empty unless client feedback
+        asked = [i for i, ids in enumerate(id_lists) if ids]
+        if asked:
+            client, fb_field = self._async_client(), self._params.feedback.field
+            rows = await client.get(self._collection_name, ids=self._union(id_lists), output_fields=[fb_field])
+            r = self._feedback_request(reqs, asked, id_lists, rows)
+            res = await client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
+                                      search_params=r.param, filter=self._params.filter_expr, output_fields=out)
+            self._with_feedback(asked, per_query, lists, res)
+        return self._rankings_of(plan, lean, per_query, lists)
+
+    async def _aretrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
+        rankings = await self._arankings(queries, self._lean(self._plan()[0]))
+        nodes = self._all_nodes(rankings, await self._afetch_rows(self._unknown(self._kept(rankings))))
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
-        return self._finish_rerank(await model.apostprocess_nodes(nodes, query_bundle=query_bundle))
+        return list(await asyncio.gather(*(self._areranked(model, found, q) for found, q in zip(nodes, queries))))
+
+    async def _areranked(self, model: Any, nodes: List[NodeWithScore], query: QueryBundle) -> List[NodeWithScore]:
+        return self._finish_rerank(await model.apostprocess_nodes(nodes, query_bundle=query))
+
+    @unspanned
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return (await self._aretrieve_many([query_bundle]))[0]

@@ -10,7 +10,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.retrievers.conversational import (FUSION_DEPTH, ConversationalRetriever, fuse_lists,
-                                                           fuse_ranked, with_depth)
+                                                           fuse_ranked, still_wanted, with_depth)
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
 
@@ -111,3 +111,111 @@ def test_the_deeper_copy_skips_dense_feedback_and_keeps_the_rest(milvus_client, 
     assert base.params.feedback is not None  # the wrapped retriever itself is unchanged
     rrf = make(similarity_top_k=5, ranker_type="rrf")
     assert rrf.params.feedback is None and with_depth(rrf)[0].params.ranker_type == "rrf"
+
+
+class PlainCopy(BaseRetriever):
+    """The same retriever without ``rank_many``: the wrapper then fuses two ``retrieve`` calls."""
+
+    def __init__(self, inner: BaseRetriever) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return self.inner.retrieve(query_bundle)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return await self.inner.aretrieve(query_bundle)
+
+
+FOLLOW_UPS = [contextualize("What do they eat?", [HistoryTurn("Tell me about cats as house pets")]),
+              contextualize("Which one rises?", [HistoryTurn("How is sourdough bread made with yeast?")]),
+              contextualize("And the red one?", [HistoryTurn("Which planet orbits the Earth? The Moon")])]
+
+
+@pytest.mark.parametrize("kw", [{}, {"search_type": "dense"}, {"ranker_type": "rrf"}])
+def test_ranked_fusion_equals_two_retrieves_and_fetches_only_the_texts_it_reads(milvus_client, milvus_target,
+                                                                              embed_model, corpus_collection, kw):
+    """A MilvusHybridRetriever candidate list: both queries searched together (nq = 2), one get of the texts the
+    fusion reads; the fused nodes (ids, scores, trails) and the decision equal fusing two retrieve calls."""
+    from tests.retrievers.test_milvus_hybrid import CallCounter, view
+
+    counter = CallCounter(milvus_client)
+    made = {name: MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                                      client=client, target=milvus_target, similarity_top_k=2, **kw)
+            for name, client in (("counted", counter), ("plain", milvus_client))}
+    plans = {p.query: p for p in FOLLOW_UPS}.get
+    fast = ConversationalRetriever.deepened(made["counted"], plans, depth=8)
+    candidates, top_k = with_depth(made["plain"], 8)
+    slow = ConversationalRetriever(made["plain"], plans, top_k=top_k, candidates=PlainCopy(candidates))
+    assert fast._ranked is fast.candidates and slow._ranked is None
+    for plan in FOLLOW_UPS:
+        assert plan.added
+        counter.calls.clear()
+        got = fast.retrieve(plan.query)
+        assert view(got) == view(slow.retrieve(plan.query)) and len(got) == 2
+        assert fast.fusion_for(plan.query) == slow.fusion_for(plan.query)
+        searches = [c for c in counter.calls if c[0] != "get"]
+        assert searches == ([("search", 2)] if kw else [("search", 2)] * 2) if kw.get("ranker_type") != "rrf" \
+            else [("hybrid_search", 1)] * 2
+        assert 1 <= len(counter.calls) - len(searches) <= 2  # the texts read, and fused results outside them
+        assert view(asyncio.run(ConversationalRetriever.deepened(made["plain"], plans, depth=8)
+                                .aretrieve(plan.query))) == view(got)
+
+
+class TableRanked(TableRetriever):
+    """A table retriever that also ranks without text and logs which keys ``nodes_for`` was asked, per round."""
+
+    rankable = True
+
+    def __init__(self, table: Dict[str, List[tuple]]) -> None:
+        super().__init__(table)
+        self.fetched: List[List[List[str]]] = []
+
+    def rank_many(self, queries: List[QueryBundle]) -> List[SimpleNamespace]:
+        return [SimpleNamespace(kept=list(self.table[q.query_str])) for q in queries]
+
+    async def arank_many(self, queries: List[QueryBundle]) -> List[SimpleNamespace]:
+        return self.rank_many(queries)
+
+    def nodes_for(self, wanted) -> List[Dict[str, NodeWithScore]]:
+        self.fetched.append([list(keys) for _, keys in wanted])
+        return [{k: NodeWithScore(node=TextNode(id_=k, text=k), score=dict(r.kept)[k]) for k in keys}
+                for r, keys in wanted]
+
+    async def anodes_for(self, wanted) -> List[Dict[str, NodeWithScore]]:
+        return self.nodes_for(wanted)
+
+
+def heavy_plan() -> SimpleNamespace:
+    """PLAN with a fixed expanded-list weight of 50 and no own result on topic."""
+    plan = SimpleNamespace(**{**PLAN.__dict__, "context_weight": 50.0, "coverage_depth": 10})
+    plan.weight_given = lambda texts: (0.0, 50.0)
+    plan.mentioned_in = lambda text: False
+    return plan
+
+
+def test_a_fused_result_outside_the_first_fetch_is_fetched_in_a_second_round() -> None:
+    own = [(f"own{i}", 20.0 - i) for i in range(12)]  # min-max: own_i -> (11 - i) / 11
+    table = {PLAN.question: own, PLAN.query: [("c1", 9.0), ("own0", 8.0), ("c3", 0.0)]}
+    plan = heavy_plan()
+    fast = TableRanked(table)
+    retriever = ConversationalRetriever(fast, {PLAN.query: plan}.get, top_k=1, candidates=fast)
+    slow = ConversationalRetriever(TableRetriever(table), {PLAN.query: plan}.get, top_k=1)
+    # c1: 50 x 1; own0: 1 + 50 x 8/9 = 45.4. First fetch: own[:10] (their texts set the weight), ctx[:2] not in own.
+    assert [(n.node_id, n.score) for n in retriever.retrieve(PLAN.query)] == \
+        [(n.node_id, n.score) for n in slow.retrieve(PLAN.query)] == [("c1", 50.0)]
+    assert fast.fetched == [[[f"own{i}" for i in range(10)], ["c1"]]]
+    fast.fetched.clear()
+    # own10 (own 1/11, expanded 1) beats own11 (0 + 50) and c3: it was not among the texts read, so a second get.
+    table[PLAN.query] = [("own10", 9.0), ("own11", 9.0), ("c3", 0.0)]
+    assert [(n.node_id, round(n.score, 4)) for n in retriever.retrieve(PLAN.query)] == \
+        [(n.node_id, round(n.score, 4)) for n in slow.retrieve(PLAN.query)] == [("own10", round(50 + 1 / 11, 4))]
+    assert fast.fetched == [[[f"own{i}" for i in range(10)], []], [["own10"], []]]
+    fast.fetched.clear()
+    assert [n.node_id for n in asyncio.run(retriever.aretrieve(PLAN.query))] == ["own10"] and len(fast.fetched) == 2
+
+
+def test_still_wanted_takes_the_own_lists_node_when_there() -> None:
+    own = SimpleNamespace(kept=[("a", 1.0), ("b", 0.5)])
+    have = [{"a": object()}, {"x": object()}]
+    assert still_wanted([("a", 3.0), ("b", 2.0), ("x", 1.5), ("y", 1.0)], own, have) == (["b"], ["y"])

@@ -317,3 +317,115 @@ def test_lean_fusion_fetches_the_same_nodes_as_searching_with_fields(make, ranke
     expected = view(full.retrieve(QUERY)[:4])
     assert len(expected) == 4 and view(lean.retrieve(QUERY)) == expected
     assert view(asyncio.run(lean.aretrieve(QUERY))) == expected
+
+
+class CallCounter:
+    """The real Milvus Lite client, logging each call's name and how many queries it carried (``nq``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client, self.calls, self.outputs = client, [], []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+        if name not in ("search", "hybrid_search", "get"):
+            return method
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if name == "get":
+                self.calls.append(("get", len(kwargs["ids"])))
+            elif name == "search":
+                self.calls.append(("search", len(kwargs["data"])))
+                self.outputs.append(kwargs["output_fields"])
+            else:
+                self.calls.append(("hybrid_search", len(args[1][0].data)))
+            return method(*args, **kwargs)
+        return counted
+
+
+QUERIES = [QUERY, "How does yeast make bread rise?", "vector database with BM25", "red planet dust"]
+MODES = [dict(search_type="dense"), dict(search_type="sparse"), dict(search_type="hybrid", ranker_type="rrf"),
+         dict(search_type="hybrid", ranker_type="rrf", explain=True), dict(search_type="hybrid"),
+         dict(search_type="hybrid", feedback=False), dict(search_type="hybrid", fusion_depth=16)]
+CALLS = [[("search", 4)], [("search", 4)], [("hybrid_search", 1)] * 4, [("search", 4)] * 2,  # ("get", rows)
+         [("search", 4), ("search", 4), ("get", "feedback"), ("search", 4), ("get", "kept")],
+         [("search", 4), ("search", 4), ("get", "kept")],
+         [("search", 4), ("search", 4), ("get", "feedback"), ("search", 4), ("get", "kept")]]
+
+
+def view(nodes: List[NodeWithScore]) -> list:
+    return [(n.node_id, n.node.text, n.node.metadata, n.node.ref_doc_id, round(n.score, 6), get_trail(n))
+            for n in nodes]
+
+
+@pytest.mark.parametrize("kw, calls", list(zip(MODES, CALLS)))
+def test_retrieve_many_equals_one_retrieve_per_query_in_one_call_per_field(make, milvus_client, embed_model,
+                                                                          corpus_collection, kw, calls):
+    """Four queries searched together: the nodes (text, metadata, score, trail) of one retrieve each, sync and
+    async, with one Milvus call per field, feedback round and fetch for all four (nq = 4)."""
+    import asyncio
+
+    expected = [view(make(similarity_top_k=4, **kw).retrieve(q)) for q in QUERIES]
+    counter = CallCounter(milvus_client)
+    r = MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                            client=counter, similarity_top_k=4, **kw)
+    assert [view(found) for found in r.retrieve_many(QUERIES)] == expected
+    feedback_rows = [n for name, n in counter.calls[:3] if name == "get"]  # 3 best fused hits per query, distinct
+    rows = {"kept": len({n[0] for found in expected for n in found}), "feedback": (feedback_rows or [None])[0]}
+    assert counter.calls == [(name, rows.get(n, n)) for name, n in calls]
+    assert all(4 <= n <= 12 for n in feedback_rows)
+    assert [view(found) for found in asyncio.run(make(similarity_top_k=4, **kw).aretrieve_many(QUERIES))] == expected
+
+
+def test_retrieve_many_model_rerank_reranks_each_query(make, embed_model):
+    reranker = EmbeddingRerank(embed_model)
+    r = make(search_type="hybrid", ranker_type="model", similarity_top_k=2, ranker_params={"model": reranker})
+    many = r.retrieve_many(QUERIES[:2])
+    assert [q for q, _ in reranker._calls] == QUERIES[:2]
+    assert [view(found) for found in many] == [view(r.retrieve(q)) for q in QUERIES[:2]]
+    assert not r.rankable and make().rankable
+
+
+def test_retrieve_many_when_observed_is_one_retrieve_per_query(make):
+    from llama_index.core.instrumentation import get_dispatcher
+
+    from tests.fakes import EventCollector
+
+    r = make(similarity_top_k=3)
+    quiet = r.retrieve_many(QUERIES[:2])
+    handler = EventCollector()
+    get_dispatcher().add_event_handler(handler)
+    try:
+        loud = r.retrieve_many(QUERIES[:2])
+    finally:
+        get_dispatcher().event_handlers.remove(handler)
+    assert [view(found) for found in loud] == [view(found) for found in quiet]
+    names = [type(e).__name__ for e in handler.events]
+    assert names.count("RetrievalStartEvent") == 2 and names.count("RetrievalEndEvent") == 2
+
+
+@pytest.mark.parametrize("kw", [dict(search_type="dense"), dict(search_type="hybrid")])
+def test_rank_many_reads_no_text_and_nodes_for_fetches_only_what_is_asked(make, milvus_client, embed_model,
+                                                                         corpus_collection, kw):
+    """rank_many: the kept ids and scores of retrieve, from searches that return no field; nodes_for: those nodes
+    (trail included) for the asked keys only, in one get."""
+    import asyncio
+
+    expected = make(similarity_top_k=4, **kw).retrieve_many(QUERIES[:2])
+    counter = CallCounter(milvus_client)
+    r = MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
+                                            client=counter, similarity_top_k=4, **kw)
+    rankings = r.rank_many(QUERIES[:2])
+    assert [[(k, round(s, 6)) for k, s in rk.kept] for rk in rankings] == \
+        [[(n.node_id, round(n.score, 6)) for n in found] for found in expected]
+    names = ["search"] if kw["search_type"] == "dense" else ["search", "search", "get", "search"]  # get: feedback
+    assert [name for name, _ in counter.calls] == names and counter.outputs == [[]] * names.count("search")
+    before = len(counter.calls)
+    wanted = [(rankings[0], [rankings[0].kept[1][0]]), (rankings[1], [k for k, _ in rankings[1].kept[:2]])]
+    got = r.nodes_for(wanted)
+    assert counter.calls[before:] == [("get", 3)]
+    assert view(list(got[0].values())) == view(expected[0][1:2])
+    assert view(list(got[1].values())) == view(expected[1][:2])
+    again = asyncio.run(make(similarity_top_k=4, **kw).anodes_for(wanted))
+    assert [view(list(d.values())) for d in again] == [view(list(d.values())) for d in got]
+    arankings = asyncio.run(make(similarity_top_k=4, **kw).arank_many(QUERIES[:2]))
+    assert [rk.kept for rk in arankings] == [rk.kept for rk in rankings]
