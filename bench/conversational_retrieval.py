@@ -448,6 +448,33 @@ def zh_term_recall(rows: int) -> Dict[str, float]:
             "added_term_precision": good / total if total else 0.0}
 
 
+WEIGHT_GRID = [  # (context_scale, max_context_weight, named_subject_weight, UNCOVERED_FACTOR, COVERED_FACTOR)
+    (2.0, 3.0, 0.3, 2.0, 0.25), (3.0, 3.0, 0.3, 2.0, 0.25), (2.0, 5.0, 0.3, 2.0, 0.25), (2.0, 3.0, 0.6, 2.0, 0.25),
+    (2.0, 3.0, 0.3, 3.0, 0.25), (2.0, 3.0, 0.3, 2.0, 0.5), (3.0, 4.0, 0.5, 2.0, 0.25), (2.0, 3.0, 0.3, 2.5, 0.35)]
+"""``--weights-grid``: the first row is the default; each row runs ``ctx-fuse`` with those weights."""
+
+
+def weights_grid(sets: Mapping[str, ConvSet], chunk: int, cache: "EmbeddingCache", analyzer: "Analyzer",
+                 mode: str) -> None:
+    """Print ``ctx-fuse``'s gap closed and worse share per set for each row of :data:`WEIGHT_GRID`."""
+    import llama_index_convrag.chat.contextualize as cz
+
+    indexes = {name: Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items()}
+    saved = (cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR)
+    print(f"chunk={chunk}: scale cap named uncovered covered | per set: gap closed, follow-ups worse")
+    try:
+        for scale, cap, named, uncovered, covered in WEIGHT_GRID:
+            cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR = uncovered, covered
+            fuse = make_ctx(True, context_scale=scale, max_context_weight=cap, named_subject_weight=named)
+            cells = []
+            for name, s in sets.items():
+                row = evaluate(s, indexes[name], {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all")["f"]
+                cells.append(f"{name} {100 * row['gap_closed_ndcg@10']:.0f}% / {100 * row['worse'] / row['followups']:.1f}%")
+            print(f"{scale} {cap} {named} {uncovered} {covered} | " + " | ".join(cells), flush=True)
+    finally:
+        cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR = saved
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -456,6 +483,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--split", default="all", choices=["dev", "test", "all"])
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--priors", default="", help="comma-separated previous-turn prior variants (see PRIORS) or 'all'")
+    p.add_argument("--weights-grid", action="store_true", help="only ctx-fuse over WEIGHT_GRID (first chunk size)")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -468,6 +496,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     analyzer = Analyzer()
     sets = load_sets([x for x in args.sets.split(",") if x])
     results = {}
+    if args.weights_grid:
+        weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
+        cache.save()
+        return 0
     try:
         for name, s in sets.items():
             for chunk in [int(c) for c in args.chunks.split(",")]:
