@@ -86,3 +86,21 @@ def test_cli_names_the_missing_english_analyzer(capsys, server, corpus):
     assert code == 4 and "cannot build the 'english' BM25 analyzer" in err and "pass --analyzer standard" in err
     assert main(["ingest", str(corpus), "--uri", server.uri, "--collection", "cli_std", "--analyzer", "standard",
                  "-q"]) == 0
+
+
+@pytest.mark.parametrize("kw", [{"search_type": "dense"}, {"search_type": "sparse"}, {}, {"ranker_type": "rrf"}])
+def test_several_queries_in_one_call_per_field_through_the_server(collection, embed_model, kw):
+    """retrieve_many (nq > 1 per search) gives one retrieve per query's nodes on the server too, sync and async."""
+    import asyncio
+
+    target, client = collection
+    r = MilvusHybridRetriever.from_defaults(collection_name="docs", target=target, client=client,
+                                            embed_model=embed_model, similarity_top_k=2, **kw)
+    queries = ["sourdough starter flour", "green tea water temperature", "vector database BM25"]
+
+    def view(lists):
+        return [[(n.node_id, round(n.score, 5)) for n in nodes] for nodes in lists]
+
+    expected = view([r.retrieve(q) for q in queries])
+    assert view(r.retrieve_many(queries)) == expected
+    assert view(asyncio.run(r.aretrieve_many(queries))) == expected
