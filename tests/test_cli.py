@@ -559,9 +559,11 @@ def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, wh
     assert first["scores"] == f"[n] is the rank; score = {base}"
     fusion = follow["rewrite_explanation"]["fusion"]  # "And tea?" is expanded with "bake sourdough" and fused
     own, ctx = fusion["question"], fusion["context"]
+    fused_lists = ("weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised per query: 1.0 is "
+                   "the best passage of this query, not a perfect match")  # the fused searches skip dense feedback
     assert follow["scores"] == (f"[n] is the rank; score = {own:.3g} x the question's own list + {ctx:.3g} x the "
                                 f"history-expanded query's list, each min-max normalised over its top 50 (0 to "
-                                f"{own + ctx:.3g}, higher is better); within each list: {base}")
+                                f"{own + ctx:.3g}, higher is better); within each list: {fused_lists}")
     assert max(c["score"] for c in follow["citations"]) <= own + ctx + 1e-9
 
 

@@ -97,12 +97,15 @@ def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
 
 
 class EngineSession:
-    """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked)."""
+    """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked).
+    ``scores`` explains a plain turn's scores, ``fused_scores`` those inside each list of a fused follow-up (whose
+    two searches skip the dense feedback round: ``retrievers.conversational.with_depth``)."""
 
-    def __init__(self, engine: Any, mode: str, scores: str = "") -> None:
+    def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "") -> None:
         self.engine = engine
         self.mode = mode
         self.scores = scores
+        self.fused_scores = fused_scores
 
     @property
     def conversation_id(self) -> str:
@@ -113,7 +116,9 @@ class EngineSession:
 
     def _scores(self, explanation: Optional[Dict[str, Any]]) -> str:
         fusion = explanation.get("fusion") if explanation is not None else None
-        return fused_meaning(self.scores, fusion) if fusion is not None and self.scores else self.scores
+        if fusion is None or not self.fused_scores:
+            return self.scores
+        return fused_meaning(self.fused_scores, fusion)
 
     def turn(self, question: str, out: Output, stream: bool = False) -> Dict[str, Any]:
         started = time.perf_counter()
@@ -209,7 +214,8 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     except (TypeError, ValueError) as exc:  # an option value the engine refuses (its message names the accepted)
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
-                            score_meaning(args.search_type, args.ranker, args.rerank, args.feedback))
+                            score_meaning(args.search_type, args.ranker, args.rerank, args.feedback),
+                            score_meaning(args.search_type, args.ranker, args.rerank, feedback=False))
     resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
              f"{resumed} in {store_path}")
