@@ -26,6 +26,7 @@ Every node's id is the Milvus primary key (as a string); ``node.ref_doc_id`` is 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index.core.base import base_retriever as core_retriever
@@ -279,8 +280,7 @@ class MilvusHybridRetriever(BaseRetriever):
             ups.append(ups[pos])
         return fusion.weighted(lists, weights, ups), f"fusion:{kind}"
 
-    def _rank(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]],
-              entities: Optional[Dict[str, Mapping[str, Any]]]) -> Ranking:
+    def _rank(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> Ranking:
         """Fuse the per-field ranked lists (:meth:`_lists`; or take the single / server-fused list) and keep the
         candidates, with each kept id's per-field rank and score for the trail. Reads no output field. A list past
         the searched fields is the feedback search (trail stage ``feedback:<field>``)."""
@@ -301,16 +301,15 @@ class MilvusHybridRetriever(BaseRetriever):
             for label, ranked in zip(labels, lists):
                 at = dict(zip([k for k, _ in ranked], range(len(ranked))))  # key -> index (the last, if repeated)
                 stages.append((label, {key: (at[key] + 1, ranked[at[key]][1]) for key, _ in kept if key in at}))
-        kept_pks = {key: pks[key] for key, _ in kept}
-        return Ranking(kept=kept, pks=kept_pks, stages=stages, fused_stage=stage, entities=entities)
+        return Ranking(kept=kept, pks={key: pks[key] for key, _ in kept}, stages=stages, fused_stage=stage)
 
     def _rankings_of(self, plan: str, lean: bool, per_query: Sequence[Sequence[Any]],
                      lists: Sequence[Tuple[Dict[str, Any], List[List[Tuple[str, float]]]]]) -> List[Ranking]:
         """One :class:`Ranking` per query; with the fields its hits carried unless the search was lean."""
         out = []
         for hits, (pks, ranked) in zip(per_query, lists):
-            r = self._rank(plan, pks, ranked, None)
-            out.append(r if lean else Ranking(r.kept, r.pks, r.stages, r.fused_stage, known_entities(hits, r.pks)))
+            r = self._rank(plan, pks, ranked)
+            out.append(r if lean else replace(r, entities=known_entities(hits, r.pks)))
         return out
 
     def _feedback_ids(self, plan: str, pks: Mapping[str, Any], lists: List[List[Tuple[str, float]]]) -> List[Any]:
@@ -365,10 +364,6 @@ class MilvusHybridRetriever(BaseRetriever):
             nws = NodeWithScore(node=node_from_entity(self._spec, ranking.pks[key], entity), score=ranking.score(key))
             out[key] = add_stages(nws, ranking.trail(key))
         return out
-
-    def _all_nodes(self, rankings: Sequence[Ranking], rows: Mapping[str, Mapping[str, Any]]
-                   ) -> List[List[NodeWithScore]]:
-        return [list(self._nodes_by_key(r, [k for k, _ in r.kept], rows).values()) for r in rankings]
 
     @staticmethod
     def _kept(rankings: Sequence[Ranking]) -> List[Tuple[Ranking, List[str]]]:
@@ -428,7 +423,7 @@ class MilvusHybridRetriever(BaseRetriever):
 
     def _retrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
         rankings = self._rankings(queries, self._lean(self._plan()[0]))
-        nodes = self._all_nodes(rankings, self._fetch_rows(self._unknown(self._kept(rankings))))
+        nodes = [list(found.values()) for found in self.nodes_for(self._kept(rankings))]
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
@@ -497,7 +492,7 @@ class MilvusHybridRetriever(BaseRetriever):
 
     async def _aretrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
         rankings = await self._arankings(queries, self._lean(self._plan()[0]))
-        nodes = self._all_nodes(rankings, await self._afetch_rows(self._unknown(self._kept(rankings))))
+        nodes = [list(found.values()) for found in await self.anodes_for(self._kept(rankings))]
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
