@@ -54,6 +54,15 @@ def _bundle(query: QueryType) -> QueryBundle:
     return QueryBundle(query) if isinstance(query, str) else query
 
 
+def _bundles(queries: Sequence[QueryType]) -> List[QueryBundle]:
+    """Several queries as bundles; one query string or bundle given alone is an error (a string would otherwise be
+    searched letter by letter)."""
+    if isinstance(queries, (str, QueryBundle)):
+        raise ArgumentTypeError(f"queries must be a list of query strings or QueryBundles, got one "
+                                f"{type(queries).__name__}: {queries!r}; pass [query]")
+    return [_bundle(q) for q in queries]
+
+
 class MilvusHybridRetriever(BaseRetriever):
     """Dense / BM25 / hybrid retrieval with RRF, normalised weighted or model reranking (see module docstring)."""
 
@@ -175,14 +184,14 @@ class MilvusHybridRetriever(BaseRetriever):
         """:meth:`retrieve` for each query, searched together: one Milvus call per field (and per feedback round, per
         fetch) for all of them (``nq = len(queries)``). The same nodes as one :meth:`retrieve` per query; when
         anything listens it is one :meth:`retrieve` per query, so every query gets its span and events."""
-        bundles = [_bundle(q) for q in queries]
+        bundles = _bundles(queries)
         if observed(core_retriever.dispatcher, self.callback_manager):
             return [self.retrieve(b) for b in bundles]
         return self._retrieve_many(bundles)
 
     async def aretrieve_many(self, queries: Sequence[QueryType]) -> List[List[NodeWithScore]]:
         """Async twin of :meth:`retrieve_many`."""
-        bundles = [_bundle(q) for q in queries]
+        bundles = _bundles(queries)
         if observed(core_retriever.dispatcher, self.callback_manager):
             return list(await asyncio.gather(*(self.aretrieve(b) for b in bundles)))
         return await self._aretrieve_many(bundles)
@@ -192,11 +201,11 @@ class MilvusHybridRetriever(BaseRetriever):
         no text (ids and scores only); :meth:`nodes_for` then makes nodes of the candidates a caller keeps. For
         wrappers that fuse several searches (``ConversationalRetriever``) and need a few texts, not every list's.
         Model reranking, which needs the texts, is not applied."""
-        return self._rankings([_bundle(q) for q in queries], lean=True)
+        return self._rankings(_bundles(queries), lean=True)
 
     async def arank_many(self, queries: Sequence[QueryType]) -> List[Ranking]:
         """Async twin of :meth:`rank_many`."""
-        return await self._arankings([_bundle(q) for q in queries], lean=True)
+        return await self._arankings(_bundles(queries), lean=True)
 
     def nodes_for(self, wanted: Sequence[Tuple[Ranking, Sequence[str]]]) -> List[Dict[str, NodeWithScore]]:
         """Per ``(ranking, keys)``, the nodes of those kept candidates by key, with that ranking's score and trail;

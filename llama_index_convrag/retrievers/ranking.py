@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pymilvus import AnnSearchRequest
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.schema import BM25, CollectionSpec
 
 
@@ -57,7 +58,12 @@ class Ranking:
         return out
 
     def unknown(self, keys: Sequence[str]) -> List[Any]:
-        """The primary keys among ``keys`` whose fields this ranking does not hold."""
+        """The primary keys among ``keys`` whose fields this ranking does not hold; a key that is not a kept
+        candidate is an error naming the kept ones."""
+        strangers = [k for k in keys if k not in self.pks]
+        if strangers:
+            raise ConfigurationError(f"key(s) {strangers} are not among this ranking's kept candidates; kept: "
+                                     f"{[k for k, _ in self.kept]}")
         if self.entities is None:
             return [self.pks[k] for k in keys]
         return [self.pks[k] for k in keys if k not in self.entities]

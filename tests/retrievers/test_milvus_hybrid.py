@@ -429,3 +429,21 @@ def test_rank_many_reads_no_text_and_nodes_for_fetches_only_what_is_asked(make, 
     assert [view(list(d.values())) for d in again] == [view(list(d.values())) for d in got]
     arankings = asyncio.run(make(similarity_top_k=4, **kw).arank_many(QUERIES[:2]))
     assert [rk.kept for rk in arankings] == [rk.kept for rk in rankings]
+
+
+def test_several_query_calls_name_a_lone_query_and_keys_that_were_not_kept(make):
+    import asyncio
+    import re
+
+    r = make(similarity_top_k=2)
+    for call in (r.retrieve_many, r.rank_many):
+        with pytest.raises(TypeError, match=r"queries must be a list of query strings or QueryBundles, got one "
+                                            r"str: 'Which pets hunt mice\?'; pass \[query\]"):
+            call(QUERY)
+    with pytest.raises(TypeError, match="got one QueryBundle"):
+        asyncio.run(r.aretrieve_many(QueryBundle(QUERY)))
+    (ranking,) = r.rank_many([QUERY])
+    kept = [k for k, _ in ranking.kept]
+    with pytest.raises(ValueError, match=re.escape(f"key(s) ['p99'] are not among this ranking's kept candidates; "
+                                                   f"kept: {kept!r}")):
+        r.nodes_for([(ranking, [kept[0], "p99"])])
