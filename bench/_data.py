@@ -17,6 +17,16 @@ log = logging.getLogger("bench")
 OUT = Path(__file__).resolve().parent / "out"
 
 
+def fresh_dir(name: str) -> Path:
+    """``OUT/name``, emptied (a bench's own Milvus Lite files)."""
+    import shutil
+
+    path = OUT / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
 def shared_data() -> Path:
     for p in Path(__file__).resolve().parents:
         if (p / "shared" / "data").is_dir():

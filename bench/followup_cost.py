@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, load_scifact  # noqa: E402
+from _data import cached_embeddings, fresh_dir, load_scifact  # noqa: E402
 from retrieval_latency import interleaved  # noqa: E402
 
 from pymilvus import MilvusClient  # noqa: E402
@@ -51,9 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     model = LocalMiniLMEmbedding()
     _, texts, queries, _ = load_scifact()
     vectors = cached_embeddings(model, texts, "scifact_corpus")
-    db = OUT / "followup_cost"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir("followup_cost")
     client = MilvusClient(str(db / "f.db"))
     create_collection(client, "scifact", default_spec(384))
     rows = [{"id": str(i), "doc_id": f"d{i}", "text": t, "embedding": v.tolist(), "metadata": {}}

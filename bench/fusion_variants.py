@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, ndcg_at  # noqa: E402
+from _data import OUT, cached_embeddings, fresh_dir, ndcg_at  # noqa: E402
 from quality_matrix import (  # noqa: E402
     DEPTH,
     bm25_lists,
@@ -129,9 +129,7 @@ def library_runs(model: LocalMiniLMEmbedding, name: str, ids: Sequence[str], tex
     from llama_index_convrag.milvus.schema import create_collection, default_spec
     from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
-    db = OUT / f"library_{name}_milvus"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir(f"library_{name}_milvus")
     client = MilvusClient(str(db / "lib.db"))
     create_collection(client, "c", default_spec(first.shape[1]))
     rows = [{"id": d, "doc_id": d, "text": t, "embedding": v.tolist(), "metadata": {}}

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, load_scifact, ndcg_at, shared_data  # noqa: E402
+from _data import OUT, cached_embeddings, fresh_dir, load_scifact, ndcg_at, shared_data  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.embeddings.windows import window_spans  # noqa: E402
@@ -111,9 +111,7 @@ def bm25_lists(name: str, ids: Sequence[str], texts: Sequence[str], queries: Dic
     path = OUT / f"bm25_{name}_{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    db = OUT / f"bm25_{name}_{k1}_{b}_milvus"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir(f"bm25_{name}_{k1}_{b}_milvus")
     client = MilvusClient(str(db / "bm25.db"))
     create_collection(client, "c", default_spec(2), bm25_k1=k1, bm25_b=b)
     rows = [{"id": d, "doc_id": d, "text": t, "embedding": [1.0, 0.0], "metadata": {}} for d, t in zip(ids, texts)]

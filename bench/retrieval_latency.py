@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, load_scifact  # noqa: E402
+from _data import OUT, cached_embeddings, fresh_dir, load_scifact  # noqa: E402
 
 from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker  # noqa: E402
@@ -131,9 +130,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     emb = timed(lambda i: model.embed([qtexts[i % len(qtexts)]]), 50, warmup=5)
     print(f"query embedding (MiniLM ONNX, uncached): p50 {emb['p50']:.1f} ms, p95 {emb['p95']:.1f} ms\n")
 
-    db = OUT / "latency_milvus"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir("latency_milvus")
     uri = str(db / "latency.db")
     client = MilvusClient(uri)
     from llama_index.core import VectorStoreIndex

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, load_scifact, ndcg_at, recall_at  # noqa: E402
+from _data import OUT, cached_embeddings, fresh_dir, load_scifact, ndcg_at, recall_at  # noqa: E402
 
 from llama_index.core.bridge.pydantic import PrivateAttr  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
@@ -96,9 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     qrels = {q: qrels[q] for q in queries}
     print(f"SciFact train: {len(doc_ids)} documents, {len(queries)} queries; MiniLM-L6 384-d; top-100 lists\n")
 
-    db = OUT / "quality_milvus"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir("quality_milvus")
     uri = str(db / "quality.db")
     client = MilvusClient(uri)
     ours = "ours"

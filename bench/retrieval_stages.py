@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
-import shutil
 import statistics
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, load_scifact  # noqa: E402
+from _data import cached_embeddings, fresh_dir, load_scifact  # noqa: E402
 from retrieval_latency import BM25, COS, FIELDS, TOP_K, build, consume  # noqa: E402
 
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode  # noqa: E402
@@ -124,9 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     model = LocalMiniLMEmbedding()
     _, texts, queries, _ = load_scifact()
     vectors = cached_embeddings(model, texts, "scifact_corpus")
-    db = OUT / "retrieval_stages"
-    shutil.rmtree(db, ignore_errors=True)
-    db.mkdir(parents=True)
+    db = fresh_dir("retrieval_stages")
     uri = str(db / "s.db")
     client = MilvusClient(uri)
     name, _ = build(client, uri, "5k", texts, vectors)
