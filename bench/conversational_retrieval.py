@@ -13,6 +13,9 @@ documents' texts; the retriever reads its nodes' texts). Per strategy: hit@5, nD
 the share of the raw -> human gap closed (nDCG@10), the follow-ups whose nDCG@10 fell below raw's ("worse"), the
 rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the two lists). ``--split dev|test|all`` takes even / odd dialogues.
 
+``--agreement-grid`` runs ``ctx-fuse`` over :data:`AGREEMENT_GRID`, settings of the lists' agreement factor
+(``chat.contextualize.agreement_factor``), the first row without it.
+
 ``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
 system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
 dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
@@ -302,6 +305,9 @@ class OverlapCoverage:
         cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
         return cov, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - cov))
 
+    def agreement_factor(self, shared: float) -> float:
+        return self.c.agreement_factor(shared)
+
     def mentioned_in(self, text: str) -> bool:
         return self.c.mentioned_in(text)
 
@@ -475,6 +481,33 @@ def weights_grid(sets: Mapping[str, ConvSet], chunk: int, cache: "EmbeddingCache
         cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR = saved
 
 
+AGREEMENT_GRID = [(0.0, 0.4), (4.0, 0.4), (3.0, 0.4), (5.0, 0.4), (4.0, 0.35), (4.0, 0.45), (4.0, 0.5)]
+"""``--agreement-grid`` rows (AGREEMENT_SLOPE, AGREEMENT_PIVOT): the first turns the agreement factor off (always 1),
+the second is the default; each row runs ``ctx-fuse`` at every chunk size asked."""
+
+
+def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+                   mode: str) -> None:
+    """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row of :data:`AGREEMENT_GRID`."""
+    import llama_index_convrag.chat.contextualize as cz
+
+    indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
+    saved = (cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT)
+    print("slope pivot | per set and chunk: gap closed, follow-ups worse")
+    try:
+        for slope, pivot in AGREEMENT_GRID:
+            cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = slope, pivot
+            cells = []
+            for (name, chunk), index in indexes.items():
+                row = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": make_ctx(True)}, mode,
+                               "all")["f"]
+                cells.append(f"{name}/{chunk} {100 * row['gap_closed_ndcg@10']:.0f}% / "
+                             f"{100 * row['worse'] / row['followups']:.1f}%")
+            print(f"{slope} {pivot} | " + " | ".join(cells), flush=True)
+    finally:
+        cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = saved
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -484,6 +517,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", default=None, help="write the rows here")
     p.add_argument("--priors", default="", help="comma-separated previous-turn prior variants (see PRIORS) or 'all'")
     p.add_argument("--weights-grid", action="store_true", help="only ctx-fuse over WEIGHT_GRID (first chunk size)")
+    p.add_argument("--agreement-grid", action="store_true", help="only ctx-fuse over AGREEMENT_GRID (every chunk size)")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -498,6 +532,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = {}
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
+        cache.save()
+        return 0
+    if args.agreement_grid:
+        agreement_grid(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
         cache.save()
         return 0
     try:

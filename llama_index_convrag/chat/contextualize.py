@@ -22,8 +22,11 @@ a millisecond per turn):
   Then the question's own results speak (:meth:`Contextualized.weight_given`): the share of its top
   :data:`COVERAGE_DEPTH` results that mention an added term (``coverage``) scales the weight from
   :data:`UNCOVERED_FACTOR` (none on the conversation's topic: the question alone drifted) down to
-  :data:`COVERED_FACTOR` (all on topic: the history has little to add). Measured across CAsT 2021/2022 and CANARD
-  in ``bench/conversational_retrieval.py`` (README).
+  :data:`COVERED_FACTOR` (all on topic: the history has little to add). Last, the two lists speak
+  (:meth:`Contextualized.agreement_factor`): when the question's own first results are mostly the expanded query's
+  too (agreement beyond chance 0.65 or more), the expansion would only reshuffle them and its weight falls to 0; when
+  they share no more than chance, the history changed what the question finds and its weight rises 2.6 times.
+  Measured across CAsT 2021/2022 and CANARD in ``bench/conversational_retrieval.py`` (README).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.chat.triggers import needs_rewrite
+from llama_index_convrag.errors import ConfigurationError
 
 EN_STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before being below
@@ -77,6 +81,21 @@ COVERED_FACTOR = 0.25
 """Context-weight factor when every one of those results mentions an added term."""
 UNCOVERED_FACTOR = 2.0
 """Context-weight factor when none does."""
+AGREEMENT_PIVOT = 0.4
+"""The lists' agreement beyond chance (see ``retrievers.conversational.agreement``) at which the context weight stays
+as it is."""
+AGREEMENT_SLOPE = 4.0
+"""How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0."""
+
+
+def agreement_factor(agreement: float) -> float:
+    """The context-weight factor for the two lists' ``agreement`` beyond chance (0 = no more shared first results
+    than chance, 1 = the same first results): ``max(0, 1 + AGREEMENT_SLOPE * (AGREEMENT_PIVOT - agreement))``, 2.6 at
+    0, 1 at 0.4 and 0 from 0.65 on (lists that agree would only be reshuffled by fusion). Measured in
+    ``bench/conversational_retrieval.py --agreement-grid`` (README)."""
+    if not 0.0 <= agreement <= 1.0:
+        raise ConfigurationError(f"agreement must be between 0 and 1, got {agreement!r}")
+    return max(0.0, 1.0 + AGREEMENT_SLOPE * (AGREEMENT_PIVOT - agreement))
 
 
 @dataclass(frozen=True)
@@ -117,6 +136,11 @@ class Contextualized:
         terms = [a.term for a in self.added]
         coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
         return coverage, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - coverage))
+
+    def agreement_factor(self, agreement: float) -> float:
+        """The factor :meth:`weight_given`'s weight is multiplied by once both lists are known (:func:`agreement_factor`
+        of their first :attr:`coverage_depth` results' agreement beyond chance)."""
+        return agreement_factor(agreement)
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added terms (:func:`mentions`)."""

@@ -342,7 +342,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self._record_fusion(turn)
 
     def _record_fusion(self, turn: Turn) -> None:
-        """The weights and coverage a ``ConversationalRetriever`` fused this turn's two lists with, on the record."""
+        """The weights, coverage and agreement a ``ConversationalRetriever`` fused this turn's two lists with, on the
+        record."""
         if isinstance(self._retriever, ConversationalRetriever):
             turn.apply_fusion(self._retriever.fusion_for(turn.retrieval_query))
 

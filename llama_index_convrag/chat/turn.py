@@ -93,8 +93,8 @@ class Turn:
             skipped_reason=result.skipped_reason, explanation=rec.rewrite_explanation))
 
     def apply_fusion(self, fusion: Optional[Dict[str, Any]]) -> None:
-        """Add the fusion decision (``ConversationalRetriever.fusion_for``: weights, coverage, whether the question's
-        own first result was kept first) to the rewrite explanation."""
+        """Add the fusion decision (``ConversationalRetriever.fusion_for``: weights, coverage, agreement of the two
+        lists, whether the question's own first result was kept first) to the rewrite explanation."""
         if fusion is not None and self.record.rewrite_explanation is not None:
             self.record.rewrite_explanation["fusion"] = {
                 k: round(v, 3) if isinstance(v, float) else v for k, v in fusion.items()}

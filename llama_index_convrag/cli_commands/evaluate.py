@@ -161,6 +161,7 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
                                                 contextual_strategy, load_cast_turns, nodes_to_ranked, plot_metric_bars,
                                                 plot_turn_curves, replay_conversations, write_report)
     from llama_index_convrag.indices import ConvRAGIndex
+    from llama_index_convrag.retrievers.conversational import with_depth
 
     path = Path(args.dataset)
     if path.is_dir():
@@ -186,8 +187,10 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
     built, index_s = _index(corpus, client, target, collection, model, out, args.rebuild)
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     retriever = index.as_retriever(similarity_top_k=args.top_k, search_type=args.search_type)
+    candidates, _ = with_depth(retriever)  # what ConversationalRetriever fuses: FUSION_DEPTH-deep lists
     strategies = {"concat": concat_history(3),
-                  "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()})}
+                  "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()},
+                                                    retrieve=lambda q: nodes_to_ranked(candidates.retrieve(q)))}
     if llm is not None:
         strategies["llm"] = _llm_rewrite(llm)
     ks = tuple(sorted({1, args.top_k}))

@@ -57,18 +57,22 @@ def concat_history(window: int = 3) -> RewriteFn:
 @dataclass(frozen=True)
 class FusedQueries:
     """Several searches and the function that fuses their ranked ``(doc_id, score)`` lists (the last query is the
-    one reported)."""
+    one reported); ``retrieve`` searches them when given (e.g. deeper than the replay's own retriever)."""
 
     queries: Tuple[str, ...]
     fuse: Callable[[List[List[Tuple[str, float]]]], List[Tuple[str, float]]]
+    retrieve: Optional[RetrieveFn] = None
 
 
-def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = None) -> RewriteFn:
+def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = None,
+                        retrieve: Optional[RetrieveFn] = None) -> RewriteFn:
     """The LLM-free ``contextual`` strategy; with ``fuse`` a plan ``[(question, w), (expanded, w)]`` whose two
     result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does. With ``texts``
     (doc id -> text) the two lists are fused exactly as the retriever does (:func:`fuse_ranked`: the expanded list's
-    weight read off the question's own results, its on-topic first result kept first); without, with the
-    contextualiser's prior weights."""
+    weight read off the question's own results and the two lists' agreement, its on-topic first result kept first),
+    searched by ``retrieve`` when given (the retriever fuses :data:`~llama_index_convrag.retrievers.conversational.FUSION_DEPTH`-deep
+    lists: pass a search that deep to score what it returns); without ``texts``, with the contextualiser's prior
+    weights."""
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
         if not fuse or not plan.added:
@@ -80,7 +84,7 @@ def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = 
             fused, _ = fuse_ranked(lists[0], lists[1], plan, lambda doc_id: texts.get(str(doc_id), ""))
             return [(str(d), float(sc)) for d, sc in fused]
 
-        return FusedQueries((plan.question, plan.query), fuse_two)
+        return FusedQueries((plan.question, plan.query), fuse_two, retrieve)
 
     rewrite.__name__ = "contextual_fused" if fuse else "contextual"
     return rewrite
@@ -91,7 +95,8 @@ def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, 
     if isinstance(query, str):
         return query, as_ranked(turn_id, retrieve_fn(query))
     if isinstance(query, FusedQueries):
-        return query.queries[-1], query.fuse([as_ranked(turn_id, retrieve_fn(q)) for q in query.queries])
+        search = query.retrieve if query.retrieve is not None else retrieve_fn
+        return query.queries[-1], query.fuse([as_ranked(turn_id, search(q)) for q in query.queries])
     plan = list(query)
     if not plan or not all(isinstance(q, str) for q, _ in plan):
         raise ArgumentTypeError(f"a strategy returns a query string or [(query, weight), ...], got {query!r}")

@@ -7,8 +7,11 @@ min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusio
 weighs 1; the expanded list's weight is the contextualiser's (from the follow-up's own evidence), scaled by how many
 of the question's own top results already mention the added history terms
 (:meth:`~llama_index_convrag.chat.contextualize.Contextualized.weight_given`): results on the conversation's topic
-keep them on top, results that drifted give way; the question's own first result stays first when it mentions an
-added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
+keep them on top, results that drifted give way; then by how much the two lists agree beyond chance (lists sharing
+most of their first results would only be reshuffled: the expansion's weight falls to 0; lists sharing no more than
+chance raise it,
+:meth:`~llama_index_convrag.chat.contextualize.Contextualized.agreement_factor`); the question's own first result
+stays first when it mentions an added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
 the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
 With a candidate retriever that ranks without reading text (:class:`RankedSearch`: ``MilvusHybridRetriever`` without
@@ -57,6 +60,9 @@ class ContextPlan(Protocol):
 
     def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
         """``(coverage, context weight)`` given the texts of the question's own results, best first."""
+
+    def agreement_factor(self, agreement: float) -> float:
+        """The factor on ``weight_given``'s weight for the two lists' :func:`agreement` (0 to 1)."""
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added history terms."""
@@ -115,19 +121,44 @@ def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[Bas
     return copy(similarity_top_k=depth), top_k
 
 
+def agreement(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashable, float]], depth: int
+              ) -> Optional[float]:
+    """How much the two lists' first ``depth`` results agree beyond chance (pure): with ``s`` the share of ``own``'s
+    first ``depth`` ids among ``ctx``'s first ``depth`` and ``e = depth / U`` the share expected by chance from the
+    ``U`` distinct ids both lists hold, ``(s - e) / (1 - e)``, at least 0. ``None`` when it cannot be told from
+    chance: ``own`` is empty, or both lists together hold no more ids than are compared (a corpus that small comes back
+    whole for any query)."""
+    first = [d for d, _ in own[:depth]]
+    held = len({d for d, _ in own} | {d for d, _ in ctx})
+    if not first or held <= len(first):
+        return None
+    theirs = {d for d, _ in ctx[:depth]}
+    share = sum(1 for d in first if d in theirs) / len(first)
+    chance = len(first) / held
+    return max(0.0, (share - chance) / (1.0 - chance))
+
+
 def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashable, float]], plan: ContextPlan,
                 text_of: Callable[[Hashable], str]) -> Tuple[List[Tuple[Hashable, float]], Dict[str, Any]]:
     """Fuse the question's own ranked ``(id, score)`` list with the expanded query's (pure): the expanded list's weight
-    is read off the own list's first ``plan.coverage_depth`` texts (``plan.weight_given``), then min-max weighted fusion; the own list's first
-    result stays first when it already mentions an added history term (it answers the question's words and is on
-    the conversation's topic). Returns the fused list and the decision (weights, coverage, ``own_top_kept``)."""
+    is read off the own list's first ``plan.coverage_depth`` texts (``plan.weight_given``) and scaled by how much the
+    two lists' first ``coverage_depth`` agree beyond chance (``plan.agreement_factor`` of :func:`agreement`, unless
+    that is ``None``: lists that agree are only reshuffled, lists that differ carry what the history found), then
+    min-max weighted fusion; the own
+    list's first result stays first when it already mentions an added history term (it answers the question's words
+    and is on the conversation's topic). Returns the fused list and the decision (weights, coverage, agreement,
+    ``own_top_kept``)."""
     coverage, weight = plan.weight_given([text_of(d) for d, _ in own[: plan.coverage_depth]])
+    agreed = agreement(own, ctx, plan.coverage_depth)
+    if agreed is not None:
+        weight *= plan.agreement_factor(agreed)
     fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
     kept = bool(own and fused and fused[0][0] != own[0][0] and plan.mentioned_in(text_of(own[0][0])))
     if kept:
         top = own[0][0]
         fused = [(top, fused[0][1])] + [item for item in fused if item[0] != top]
-    return fused, {"question": plan.question_weight, "context": weight, "coverage": coverage, "own_top_kept": kept}
+    return fused, {"question": plan.question_weight, "context": weight, "coverage": coverage, "agreement": agreed,
+                   "own_top_kept": kept}
 
 
 def fuse_lists(question_nodes: List[NodeWithScore], context_nodes: List[NodeWithScore], plan: ContextPlan,

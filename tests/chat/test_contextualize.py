@@ -1,9 +1,11 @@
 """The LLM-free contextualiser's decisions on small hand-made dialogues (pronoun, ellipsis, topic shift, Chinese)."""
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
 from llama_index_convrag.chat.contextualize import HistoryTurn as H
-from llama_index_convrag.chat.contextualize import contextualize, history_turns, mentions
+from llama_index_convrag.chat.contextualize import agreement_factor, contextualize, history_turns, mentions
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.rewrite import QuestionRewriter
 
 
@@ -116,6 +118,21 @@ def test_the_questions_own_results_set_how_much_the_history_weighs() -> None:
     assert c.weight_given(["Throat cancers are often treated.", "Treatable conditions."]) == (0.5, 2.0 * 1.125)
     assert c.weight_given(["Cancer of the throat.", "Throat cancer."]) == (1.0, 2.0 * 0.25)  # on topic already
     assert c.weight_given(["Colds are treatable."] * 3) == (0.0, 2.0 * 2.0)  # the question alone drifted
+
+
+@pytest.mark.parametrize("agreed, factor", [(0.0, 2.6), (0.15, 2.0), (0.4, 1.0), (0.5, 0.6), (0.65, 0.0),
+                                           (0.9, 0.0), (1.0, 0.0)])
+def test_lists_that_agree_leave_the_question_alone_lists_that_differ_lean_on_the_history(agreed: float,
+                                                                                        factor: float) -> None:
+    c = contextualize("Is it treatable?", [H("What is throat cancer?")])
+    assert c.agreement_factor(agreed) == pytest.approx(factor)
+    assert agreement_factor(agreed) == pytest.approx(factor)
+
+
+@pytest.mark.parametrize("agreed", [-0.1, 1.5, float("nan")])
+def test_an_agreement_outside_zero_to_one_is_refused_naming_it(agreed: float) -> None:
+    with pytest.raises(ConfigurationError, match=rf"agreement must be between 0 and 1, got {agreed!r}"):
+        agreement_factor(agreed)
 
 
 def test_mentions_folds_case_plural_possessive_and_reads_chinese_substrings() -> None:

@@ -10,7 +10,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.retrievers.conversational import (FUSION_DEPTH, ConversationalRetriever, fuse_lists,
-                                                           fuse_ranked, still_wanted, with_depth)
+                                                           agreement, fuse_ranked, still_wanted,
+                                                           with_depth)
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 
 
@@ -36,32 +37,61 @@ def test_fuse_lists_exact() -> None:
     own = TableRetriever({"q": OWN}).retrieve("q")
     ctx = TableRetriever({"q": CTX}).retrieve("q")
     fused, decision = fuse_lists(own, ctx, PLAN, 3)  # node texts are their ids: none mentions 'throat' or 'cancer'
-    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0; weights 1, 2x2
+    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0. Weights 1 and
+    # 2 (context) x 2 (coverage 0) x 2.6 (2 of 3 shared where chance gives 3/4 of the 4 ids held: agreement 0)
     assert PLAN.context_weight == 2.0
-    assert [(n.node.node_id, n.score) for n in fused] == [("throat-treat", 4.5), ("throat-what", 2.0),
-                                                          ("generic", 1.0)]
-    assert decision == {"question": 1.0, "context": 4.0, "coverage": 0.0, "own_top_kept": False}
+    assert [(n.node.node_id, round(n.score, 6)) for n in fused] == [("throat-treat", 10.9), ("throat-what", 5.2),
+                                                                    ("generic", 1.0)]
+    assert decision == {"question": 1.0, "context": pytest.approx(10.4), "coverage": 0.0, "agreement": 0.0,
+                        "own_top_kept": False}
 
 
 def test_an_on_topic_own_first_result_stays_first() -> None:
     texts = {"generic": "Throat cancer can be treated.", "throat-treat": "Throat treatments.", "other": "x",
              "throat-what": "y"}
     fused, decision = fuse_ranked(OWN, CTX, PLAN, texts.__getitem__)
-    weight = 2.0 * (0.25 + 1.75 / 3)  # 2 of the 3 own results mention 'throat'
+    weight = 2.0 * (0.25 + 1.75 / 3) * 2.6  # 2 of the 3 own results mention 'throat'; agreement 0
     assert decision == {"question": 1.0, "context": pytest.approx(weight), "coverage": pytest.approx(2 / 3),
-                        "own_top_kept": True}
+                        "agreement": 0.0, "own_top_kept": True}
     # fusion alone ranks throat-treat (.5 + w) over generic (1.0); generic answers the question and is on topic
     assert [d for d, _ in fused] == ["generic", "throat-treat", "throat-what", "other"]
     assert fused[0][1] == fused[1][1] == pytest.approx(0.5 + weight)
 
 
+def test_lists_that_agree_keep_the_own_order_lists_that_differ_lean_on_the_expansion() -> None:
+    own = [(f"d{i}", 30.0 - i) for i in range(30)]
+    reshuffled = [(f"d{i}", float(i)) for i in range(8)] + [(f"x{i}", -1.0 - i) for i in range(22)]
+    # 8 of the own first 10 among the expanded first 10; chance: 10 of the 52 ids held
+    assert agreement(own, reshuffled, 10) == pytest.approx((0.8 - 10 / 52) / (1 - 10 / 52))
+    fused, decision = fuse_ranked(own, reshuffled, PLAN, lambda d: "unrelated")
+    assert decision["context"] == 0.0
+    assert [d for d, _ in fused[:10]] == [d for d, _ in own[:10]]  # the expansion would only have reshuffled them
+    apart = [("y0", 3.0), ("y1", 2.0), ("d9", 1.0)]
+    fused, decision = fuse_ranked(own, apart, PLAN, lambda d: "unrelated")
+    # 1 of 10 shared, chance 10 / 32: agreement 0, factor 1 + 4 x 0.4 = 2.6 on 2 (context) x 2 (coverage 0)
+    assert (decision["agreement"], decision["context"]) == (0.0, pytest.approx(10.4))
+    # min-max: y0 10.4 x 1, y1 10.4 x 0.5, d0 1 (own first), d9 0 (last of both lists)
+    assert [(d, round(v, 6)) for d, v in fused[:3]] == [("y0", 10.4), ("y1", 5.2), ("d0", 1.0)]
+
+
+def test_agreement_is_unknown_where_chance_explains_it() -> None:
+    assert agreement([], [("a", 1.0)], 10) is None
+    assert agreement([("a", 1.0), ("b", 0.5)], [("b", 1.0), ("a", 0.5)], 10) is None  # the whole corpus, twice
+    fused, decision = fuse_ranked([("a", 1.0), ("b", 0.5)], [("b", 1.0), ("a", 0.5)], PLAN, lambda d: "unrelated")
+    assert decision["agreement"] is None and decision["context"] == 4.0  # the weight stands: 2 x 2 (coverage 0)
+    assert [d for d, _ in fused] == ["b", "a"]
+    own = [(f"d{i}", 30.0 - i) for i in range(30)]
+    assert agreement(own[:4], own[2:], 10) == pytest.approx((0.5 - 4 / 30) / (1 - 4 / 30))  # of own's first 4
+
+
 def test_two_searches_with_a_plan_one_without() -> None:
     base = TableRetriever({PLAN.question: OWN, PLAN.query: CTX, "plain": OWN})
     retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
-    # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4)
+    # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4);
+    # the lists share no more than chance: 2.6 times that
     assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "generic"]
-    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": 4.0, "coverage": 0.0,
-                                                "own_top_kept": False}
+    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": pytest.approx(10.4), "coverage": 0.0,
+                                                "agreement": 0.0, "own_top_kept": False}
     assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
     assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
     assert base.asked[2:] == ["plain"]
@@ -190,6 +220,7 @@ def heavy_plan() -> SimpleNamespace:
     """PLAN with a fixed expanded-list weight of 50 and no own result on topic."""
     plan = SimpleNamespace(**{**PLAN.__dict__, "context_weight": 50.0, "coverage_depth": 10})
     plan.weight_given = lambda texts: (0.0, 50.0)
+    plan.agreement_factor = lambda shared: 1.0
     plan.mentioned_in = lambda text: False
     return plan
 
