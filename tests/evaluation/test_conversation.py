@@ -232,3 +232,15 @@ def test_contextual_with_texts_fuses_as_the_retriever_does():
     assert calls[3:7] == ["Is it treatable?", "Is throat cancer treatable?",  # raw, manual, then both searches
                           "Is it treatable?", "Is it treatable? throat cancer"]
     assert result.strategies["contextual"].outcomes["A_2"].top_ids(1) == ["throat"]
+
+
+def test_contextual_searches_its_two_queries_with_its_own_retrieve_when_given():
+    from llama_index_convrag.evaluation.conversation import contextual_strategy
+
+    retrieve, calls = make_retriever()
+    deep, deep_calls = make_retriever()  # stands for the FUSION_DEPTH-deep copy the retriever fuses
+    strategy = contextual_strategy(texts=CORPUS, retrieve=deep)
+    result = replay_conversations(DIALOGUES, retrieve, {"contextual": strategy}, ks=(2,))
+    assert "Is it treatable? throat cancer" in deep_calls and "Is it treatable? throat cancer" not in calls
+    assert deep_calls[:2] == ["Is it treatable?", "Is it treatable? throat cancer"]
+    assert result.strategies["contextual"].outcomes["A_2"].top_ids(1) == ["throat"]
