@@ -11,7 +11,8 @@ keep them on top, results that drifted give way; then by how much the two lists 
 most of their first results would only be reshuffled: the expansion's weight falls to 0; lists sharing no more than
 chance raise it,
 :meth:`~llama_index_convrag.chat.contextualize.Contextualized.agreement_factor`); the question's own first result
-stays first when it mentions an added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
+stays first when the expanded query also ranks it among its first 3 or it mentions an added term
+(:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
 the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
 With a candidate retriever that ranks without reading text (:class:`RankedSearch`: ``MilvusHybridRetriever`` without
@@ -99,6 +100,8 @@ class RankedSearch(Protocol):
 PlanLookup = Callable[[str], Optional[ContextPlan]]
 FUSION_DEPTH = 50
 """Candidates per search that the two lists are fused over (the bench fuses at the same depth)."""
+CONSENSUS_DEPTH = 3
+"""The question's own first result stays first when the expanded query ranks it this high (:func:`fuse_ranked`)."""
 FUSIONS_KEPT = 1024
 """Recent fusion decisions :meth:`ConversationalRetriever.fusion_for` can return."""
 
@@ -145,15 +148,19 @@ def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hasha
     two lists' first ``coverage_depth`` agree beyond chance (``plan.agreement_factor`` of :func:`agreement`, unless
     that is ``None``: lists that agree are only reshuffled, lists that differ carry what the history found), then
     min-max weighted fusion; the own
-    list's first result stays first when it already mentions an added history term (it answers the question's words
-    and is on the conversation's topic). Returns the fused list and the decision (weights, coverage, agreement,
+    list's first result stays first when the expanded query also ranks it among its first :data:`CONSENSUS_DEPTH`
+    (both queries find it; only where the agreement is known: in a corpus of a few chunks every list holds it) or it
+    already mentions an added history term (it answers the question's words and is on
+    the conversation's topic). Returns the fused list and the decision (weights, coverage, agreement,
     ``own_top_kept``)."""
     coverage, weight = plan.weight_given([text_of(d) for d, _ in own[: plan.coverage_depth]])
     agreed = agreement(own, ctx, plan.coverage_depth)
     if agreed is not None:
         weight *= plan.agreement_factor(agreed)
     fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
-    kept = bool(own and fused and fused[0][0] != own[0][0] and plan.mentioned_in(text_of(own[0][0])))
+    both_rank_it = agreed is not None and bool(own) and own[0][0] in {d for d, _ in ctx[:CONSENSUS_DEPTH]}
+    kept = bool(own and fused and fused[0][0] != own[0][0] and (
+        both_rank_it or plan.mentioned_in(text_of(own[0][0]))))
     if kept:
         top = own[0][0]
         fused = [(top, fused[0][1])] + [item for item in fused if item[0] != top]

@@ -30,31 +30,33 @@ class TableRetriever(BaseRetriever):
 
 PLAN = contextualize("Is it treatable?", [HistoryTurn("What is throat cancer?")])
 OWN = [("generic", 3.0), ("throat-treat", 2.0), ("other", 1.0)]
-CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("generic", 1.0)]
+CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("throat-more", 3.0), ("generic", 1.0)]
 
 
 def test_fuse_lists_exact() -> None:
     own = TableRetriever({"q": OWN}).retrieve("q")
     ctx = TableRetriever({"q": CTX}).retrieve("q")
     fused, decision = fuse_lists(own, ctx, PLAN, 3)  # node texts are their ids: none mentions 'throat' or 'cancer'
-    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, generic 0. Weights 1 and
-    # 2 (context) x 2 (coverage 0) x 2.6 (2 of 3 shared where chance gives 3/4 of the 4 ids held: agreement 0)
+    # minmax: own generic 1, throat-treat .5, other 0; ctx throat-treat 1, throat-what .5, throat-more .25, generic 0.
+    # Weights 1 and 2 (context) x 2 (coverage 0) x 1 + 4 x (0.4 - 1/6): 2 of 3 shared where chance gives 3 of the 5
+    # ids held, agreement (2/3 - 3/5) / (1 - 3/5) = 1/6. 'generic' is 4th of the expanded list: not kept first.
     assert PLAN.context_weight == 2.0
-    assert [(n.node.node_id, round(n.score, 6)) for n in fused] == [("throat-treat", 10.9), ("throat-what", 5.2),
-                                                                    ("generic", 1.0)]
-    assert decision == {"question": 1.0, "context": pytest.approx(10.4), "coverage": 0.0, "agreement": 0.0,
-                        "own_top_kept": False}
+    w = 4 * (1 + 4 * (0.4 - 1 / 6))
+    assert [(n.node.node_id, round(n.score, 6)) for n in fused] == [
+        ("throat-treat", round(0.5 + w, 6)), ("throat-what", round(w / 2, 6)), ("throat-more", round(w / 4, 6))]
+    assert decision == {"question": 1.0, "context": pytest.approx(w), "coverage": 0.0,
+                        "agreement": pytest.approx(1 / 6), "own_top_kept": False}
 
 
 def test_an_on_topic_own_first_result_stays_first() -> None:
     texts = {"generic": "Throat cancer can be treated.", "throat-treat": "Throat treatments.", "other": "x",
-             "throat-what": "y"}
+             "throat-what": "y", "throat-more": "z"}
     fused, decision = fuse_ranked(OWN, CTX, PLAN, texts.__getitem__)
-    weight = 2.0 * (0.25 + 1.75 / 3) * 2.6  # 2 of the 3 own results mention 'throat'; agreement 0
+    weight = 2.0 * (0.25 + 1.75 / 3) * (1 + 4 * (0.4 - 1 / 6))  # 2 of the 3 own results mention 'throat'
     assert decision == {"question": 1.0, "context": pytest.approx(weight), "coverage": pytest.approx(2 / 3),
-                        "agreement": 0.0, "own_top_kept": True}
+                        "agreement": pytest.approx(1 / 6), "own_top_kept": True}
     # fusion alone ranks throat-treat (.5 + w) over generic (1.0); generic answers the question and is on topic
-    assert [d for d, _ in fused] == ["generic", "throat-treat", "throat-what", "other"]
+    assert [d for d, _ in fused] == ["generic", "throat-treat", "throat-what", "throat-more", "other"]
     assert fused[0][1] == fused[1][1] == pytest.approx(0.5 + weight)
 
 
@@ -74,6 +76,18 @@ def test_lists_that_agree_keep_the_own_order_lists_that_differ_lean_on_the_expan
     assert [(d, round(v, 6)) for d, v in fused[:3]] == [("y0", 10.4), ("y1", 5.2), ("d0", 1.0)]
 
 
+def test_the_own_first_result_stays_first_when_the_expansion_ranks_it_high_too() -> None:
+    own = [(f"d{i}", 30.0 - i) for i in range(30)]
+    tail = [(f"y{i}", -float(i)) for i in range(20)]
+    # agreement 0 (1 of 10 shared, chance 10/52): the expansion weighs 2 x 2 x 2.6 = 10.4; d0 scores 1 + 10.4 x 69/119
+    third = [("x0", 100.0), ("x1", 90.0), ("d0", 50.0)] + tail
+    fused, decision = fuse_ranked(own, third, PLAN, lambda d: "unrelated")
+    assert decision["own_top_kept"] is True and [d for d, _ in fused[:3]] == ["d0", "x0", "x1"]
+    fourth = [("x0", 100.0), ("x1", 90.0), ("x2", 80.0), ("d0", 50.0)] + tail[:19]
+    fused, decision = fuse_ranked(own, fourth, PLAN, lambda d: "unrelated")
+    assert decision["own_top_kept"] is False and fused[0][0] == "x0"
+
+
 def test_agreement_is_unknown_where_chance_explains_it() -> None:
     assert agreement([], [("a", 1.0)], 10) is None
     assert agreement([("a", 1.0), ("b", 0.5)], [("b", 1.0), ("a", 0.5)], 10) is None  # the whole corpus, twice
@@ -88,10 +102,12 @@ def test_two_searches_with_a_plan_one_without() -> None:
     base = TableRetriever({PLAN.question: OWN, PLAN.query: CTX, "plain": OWN})
     retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
     # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4);
-    # the lists share no more than chance: 2.6 times that
-    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "generic"]
-    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": pytest.approx(10.4), "coverage": 0.0,
-                                                "agreement": 0.0, "own_top_kept": False}
+    # agreement 1/6 (test_fuse_lists_exact): 1.93 times that
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "throat-more",
+                                                                        "generic"]  # as many as the longer list
+    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": pytest.approx(4 * (1 + 4 * (0.4 - 1 / 6))),
+                                                "coverage": 0.0, "agreement": pytest.approx(1 / 6),
+                                                "own_top_kept": False}
     assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
     assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
     assert base.asked[2:] == ["plain"]
@@ -227,7 +243,8 @@ def heavy_plan() -> SimpleNamespace:
 
 def test_a_fused_result_outside_the_first_fetch_is_fetched_in_a_second_round() -> None:
     own = [(f"own{i}", 20.0 - i) for i in range(12)]  # min-max: own_i -> (11 - i) / 11
-    table = {PLAN.question: own, PLAN.query: [("c1", 9.0), ("own0", 8.0), ("c3", 0.0)]}
+    # own0 is 4th of the expanded list: not high enough there to stay first on that ground
+    table = {PLAN.question: own, PLAN.query: [("c1", 9.0), ("c2", 8.8), ("c4", 8.6), ("own0", 8.0), ("c3", 0.0)]}
     plan = heavy_plan()
     fast = TableRanked(table)
     retriever = ConversationalRetriever(fast, {PLAN.query: plan}.get, top_k=1, candidates=fast)
@@ -235,7 +252,7 @@ def test_a_fused_result_outside_the_first_fetch_is_fetched_in_a_second_round() -
     # c1: 50 x 1; own0: 1 + 50 x 8/9 = 45.4. First fetch: own[:10] (their texts set the weight), ctx[:2] not in own.
     assert [(n.node_id, n.score) for n in retriever.retrieve(PLAN.query)] == \
         [(n.node_id, n.score) for n in slow.retrieve(PLAN.query)] == [("c1", 50.0)]
-    assert fast.fetched == [[[f"own{i}" for i in range(10)], ["c1"]]]
+    assert fast.fetched == [[[f"own{i}" for i in range(10)], ["c1", "c2"]]]
     fast.fetched.clear()
     # own10 (own 1/11, expanded 1) beats own11 (0 + 50) and c3: it was not among the texts read, so a second get.
     table[PLAN.query] = [("own10", 9.0), ("own11", 9.0), ("c3", 0.0)]
