@@ -70,9 +70,9 @@ def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = 
     result lists are fused by weighted min-max fusion, as :class:`ConversationalRetriever` does. With ``texts``
     (doc id -> text) the two lists are fused exactly as the retriever does (:func:`fuse_ranked`: the expanded list's
     weight read off the question's own results and the two lists' agreement, its on-topic first result kept first),
-    searched by ``retrieve`` when given (the retriever fuses :data:`~llama_index_convrag.retrievers.conversational.FUSION_DEPTH`-deep
-    lists: pass a search that deep to score what it returns); without ``texts``, with the contextualiser's prior
-    weights."""
+    searched by ``retrieve`` when given (the retriever fuses ``FUSION_DEPTH``-deep lists, see
+    :mod:`~llama_index_convrag.retrievers.conversational`: pass a search that deep to score what it returns); without
+    ``texts``, with the contextualiser's prior weights."""
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])
         if not fuse or not plan.added:

@@ -7,12 +7,11 @@ min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusio
 weighs 1; the expanded list's weight is the contextualiser's (from the follow-up's own evidence), scaled by how many
 of the question's own top results already mention the added history terms
 (:meth:`~llama_index_convrag.chat.contextualize.Contextualized.weight_given`): results on the conversation's topic
-keep them on top, results that drifted give way; then by how much the two lists agree beyond chance (lists sharing
-most of their first results would only be reshuffled: the expansion's weight falls to 0; lists sharing no more than
-chance raise it,
-:meth:`~llama_index_convrag.chat.contextualize.Contextualized.agreement_factor`); the question's own first result
-stays first when the expanded query also ranks it among its first 3 or it mentions an added term
-(:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
+keep them on top, results that drifted give way; then by how much the two lists agree beyond chance
+(:meth:`~llama_index_convrag.chat.contextualize.Contextualized.agreement_factor`: lists sharing most of their first
+results would only be reshuffled, so the expansion's weight falls to 0; lists sharing no more than chance raise it).
+The question's own first result stays first when the expanded query also ranks it among its first 3 or it mentions
+an added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
 the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
 
 With a candidate retriever that ranks without reading text (:class:`RankedSearch`: ``MilvusHybridRetriever`` without
@@ -143,16 +142,16 @@ def agreement(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashabl
 
 def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hashable, float]], plan: ContextPlan,
                 text_of: Callable[[Hashable], str]) -> Tuple[List[Tuple[Hashable, float]], Dict[str, Any]]:
-    """Fuse the question's own ranked ``(id, score)`` list with the expanded query's (pure): the expanded list's weight
-    is read off the own list's first ``plan.coverage_depth`` texts (``plan.weight_given``) and scaled by how much the
-    two lists' first ``coverage_depth`` agree beyond chance (``plan.agreement_factor`` of :func:`agreement`, unless
-    that is ``None``: lists that agree are only reshuffled, lists that differ carry what the history found), then
-    min-max weighted fusion; the own
-    list's first result stays first when the expanded query also ranks it among its first :data:`CONSENSUS_DEPTH`
-    (both queries find it; only where the agreement is known: in a corpus of a few chunks every list holds it) or it
-    already mentions an added history term (it answers the question's words and is on
-    the conversation's topic). Returns the fused list and the decision (weights, coverage, agreement,
-    ``own_top_kept``)."""
+    """Fuse the question's own ranked ``(id, score)`` list with the expanded query's (pure).
+
+    The expanded list's weight is read off the own list's first ``plan.coverage_depth`` texts
+    (``plan.weight_given``) and scaled by how much the two lists' first ``coverage_depth`` agree beyond chance
+    (``plan.agreement_factor`` of :func:`agreement`, unless that is ``None``: lists that agree are only reshuffled,
+    lists that differ carry what the history found); then min-max weighted fusion. The own list's first result stays
+    first when the expanded query also ranks it among its first :data:`CONSENSUS_DEPTH` (both queries find it; only
+    where the agreement is known: in a corpus of a few chunks every list holds it) or it already mentions an added
+    history term (it answers the question's words and is on the conversation's topic). Returns the fused list and the
+    decision (weights, coverage, agreement, ``own_top_kept``)."""
     coverage, weight = plan.weight_given([text_of(d) for d, _ in own[: plan.coverage_depth]])
     agreed = agreement(own, ctx, plan.coverage_depth)
     if agreed is not None:
