@@ -567,6 +567,17 @@ def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, wh
     assert max(c["score"] for c in follow["citations"]) <= own + ctx + 1e-9
 
 
+def test_a_fused_scores_line_says_how_much_the_two_lists_agreed():
+    from llama_index_convrag.cli_commands.conversation import SCORES_PREFIX, fused_meaning
+
+    line = fused_meaning(SCORES_PREFIX + "within", {"question": 1.0, "context": 0.0, "agreement": 0.8123})
+    assert line == (f"{SCORES_PREFIX}1 x the question's own list + 0 x the history-expanded query's list, each "
+                    "min-max normalised over its top 50 (0 to 1, higher is better); the expanded list weighs less the "
+                    "more the two lists' first results agree beyond chance (here 0.81; 0.65 or more: weight 0); "
+                    "within each list: within")
+    assert "agree" not in fused_meaning(SCORES_PREFIX + "x", {"question": 1.0, "context": 2.0, "agreement": None})
+
+
 def test_refused_llm_connection_fails_fast_exit_5(capsys, docs, where, tmp_path):
     import socket
 

@@ -91,9 +91,12 @@ def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
     the weighted sum of the two lists' min-max normalised scores, 0 to the sum of the two weights."""
     own, ctx = float(fusion["question"]), float(fusion["context"])
     meaning = scores.removeprefix(SCORES_PREFIX)
+    agreed = fusion.get("agreement")
+    why = "" if agreed is None else (f"; the expanded list weighs less the more the two lists' first results agree "
+                                     f"beyond chance (here {float(agreed):.2f}; 0.65 or more: weight 0)")
     return (f"{SCORES_PREFIX}{own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
             f"query's list, each min-max normalised over its top {FUSION_DEPTH} (0 to {own + ctx:.3g}, higher is "
-            f"better); within each list: {meaning}")
+            f"better){why}; within each list: {meaning}")
 
 
 class EngineSession:
