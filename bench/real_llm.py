@@ -111,25 +111,30 @@ class LLMRewrite:
         return result.query
 
 
-def retriever_for(name: str, corpus: Dict[str, Document], embed: Any, client: Any, target: Any) -> Callable:
+def retriever_for(name: str, corpus: Dict[str, Document], embed: Any, client: Any, target: Any
+                  ) -> Tuple[Callable, Callable]:
+    """The top-10 search every strategy is scored on, and the 50-deep one ``contextual`` fuses (as the product)."""
     from llama_index_convrag.evaluation.indexing import index_corpus
     from llama_index_convrag.indices import ConvRAGIndex
+    from llama_index_convrag.retrievers.conversational import with_depth
 
     index_corpus(corpus, client=client, collection_name=name, embed_model=embed, is_lite=True)
     retriever = ConvRAGIndex.from_collection(name, embed_model=embed, client=client, target=target).as_retriever(
         similarity_top_k=10)
-    return lambda q: nodes_to_ranked(retriever.retrieve(q))
+    deep, _ = with_depth(retriever)
+    return lambda q: nodes_to_ranked(retriever.retrieve(q)), lambda q: nodes_to_ranked(deep.retrieve(q))
 
 
 def bench_rewrite(llm: Any, turns: int, embed: Any, client: Any, target: Any) -> List[Dict[str, Any]]:
     rows = []
     for name, loader in (("CAsT 2021", cast21), ("CANARD", canard)):
         dialogues, corpus = loader(turns)
-        retrieve = retriever_for(f"real_llm_{name.split()[0].lower()}", corpus, embed, client, target)
+        retrieve, deep = retriever_for(f"real_llm_{name.split()[0].lower()}", corpus, embed, client, target)
         llm_rewrite = LLMRewrite(llm)
         started = time.perf_counter()
         strategies = {"concat": concat_history(3), "llm": llm_rewrite,
-                      "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()})}
+                      "contextual": contextual_strategy(texts={d: doc.text for d, doc in corpus.items()},
+                                                        retrieve=deep)}
         result = replay_conversations(dialogues, retrieve, strategies, ks=(5, 10), metrics=("ndcg", "hit_rate"))
         summary = result.summary("ndcg@10")
         called = [r for r in llm_rewrite.results if r.used_llm]
