@@ -305,8 +305,8 @@ class OverlapCoverage:
         cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
         return cov, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - cov))
 
-    def agreement_factor(self, shared: float) -> float:
-        return self.c.agreement_factor(shared)
+    def agreement_factor(self, agreement: float) -> float:
+        return self.c.agreement_factor(agreement)
 
     def mentioned_in(self, text: str) -> bool:
         return self.c.mentioned_in(text)

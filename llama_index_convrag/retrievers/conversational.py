@@ -157,7 +157,7 @@ def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hasha
     if agreed is not None:
         weight *= plan.agreement_factor(agreed)
     fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
-    both_rank_it = agreed is not None and bool(own) and own[0][0] in {d for d, _ in ctx[:CONSENSUS_DEPTH]}
+    both_rank_it = agreed is not None and own[0][0] in {d for d, _ in ctx[:CONSENSUS_DEPTH]}  # known: own not empty
     kept = bool(own and fused and fused[0][0] != own[0][0] and (
         both_rank_it or plan.mentioned_in(text_of(own[0][0]))))
     if kept:
