@@ -16,6 +16,9 @@ rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the 
 ``--agreement-grid`` runs ``ctx-fuse`` over :data:`AGREEMENT_GRID`, settings of the lists' agreement factor
 (``chat.contextualize.agreement_factor``), the first row without it.
 
+``--dense-history`` adds ``ctx-fuse`` rows whose expanded list searches dense with natural-language history
+(:data:`DENSE_HISTORY`) instead of the expanded query. Measured and rejected: see README, issue 13.
+
 ``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
 system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
 dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
@@ -190,6 +193,36 @@ def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
     return strategy
 
 
+DENSE_HISTORY = ("prev+q", "first+prev+q", "prev+query", "mix")
+"""``--dense-history``: the expanded list's dense query text: the previous user turn + the question, the first and
+previous user turns + the question, the previous user turn + the expanded query, or (``mix``) the expanded query's
+vector plus that of the previous user turn + the question, unit length. BM25 still searches the expanded query."""
+
+
+@dataclass(frozen=True)
+class DenseText:
+    """A plan's third entry: the expanded list's dense query when it is not the expanded query itself."""
+
+    kind: str
+
+
+def make_dense_ctx(kind: str) -> Strategy:
+    """``ctx-fuse`` whose expanded list searches dense with natural-language history (:data:`DENSE_HISTORY`)."""
+    from llama_index_convrag.chat.contextualize import contextualize
+
+    def strategy(history, turn) -> Plan:
+        c = contextualize(turn.utterance, history_of(history))
+        if c.query == c.question:
+            return [(c.question, 1.0)]
+        users = [t.utterance for t in history]
+        text = {"prev+q": f"{users[-1]} {c.question}", "mix": f"{users[-1]} {c.question}",
+                "first+prev+q": " ".join(dict.fromkeys([users[0], users[-1], c.question])),
+                "prev+query": f"{users[-1]} {c.query}"}[kind]
+        return [(c.question, c.question_weight), (c.query, c), (text, DenseText(kind))]
+
+    return strategy
+
+
 FUSION = {"method": "minmax", "k": 60.0}  # minmax: weighted normalised fusion of the two lists (measured best)
 
 
@@ -199,7 +232,17 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
     from llama_index_convrag.retrievers.fusion import weighted
 
     from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
+    from llama_index_convrag.retrievers.conversational import fuse_ranked as fuse_ranked_
 
+    if len(plan) == 3 and isinstance(plan[2][1], DenseText):  # --dense-history: dense from another text
+        vector = index.cache.embed([plan[2][0]])[0]
+        if plan[2][1].kind == "mix":
+            vector = vector + index.cache.embed([plan[1][0]])[0]
+            vector = vector / (np.linalg.norm(vector) or 1.0)
+        own = index.search(plan[0][0], mode)[:FUSION_DEPTH]
+        ctx = index.search(plan[1][0], mode, vector)[:FUSION_DEPTH]
+        fused, _ = fuse_ranked_(own, ctx, plan[1][1], index.corpus.__getitem__)
+        return [d for d, _ in fused]
     lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
     if not isinstance(plan[1][1], float):  # a Contextualized plan: fused exactly as ConversationalRetriever does
         from llama_index_convrag.retrievers.conversational import fuse_ranked
@@ -424,13 +467,13 @@ def strategies_default() -> Dict[str, Strategy]:
 def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) -> None:
     print(f"\n{name} chunk={chunk}: {next(iter(rows.values()))['turns']} judged turns, "
           f"{next(iter(rows.values()))['followups']} follow-ups")
-    print(f"{'strategy':<22} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} "
+    print(f"{'strategy':<27} {'hit@5':>6} {'nDCG@10':>7} {'R@100':>6} {'gap%':>6} {'worse':>5} {'better':>6} {'ms':>5} "
           f"{'fuse ms':>7}  dev gap/worse%  test gap/worse%")
     for s, r in rows.items():
         gap = r.get("gap_closed_ndcg@10")
         parts = "".join(f"  {100 * r[p]['gap_closed_ndcg@10']:5.0f}% {100 * r[p]['worse'] / max(r[p]['followups'], 1):5.1f}%"
                         "     " for p in ("dev", "test") if p in r and "gap_closed_ndcg@10" in r[p])
-        print(f"{s:<22} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
+        print(f"{s:<27} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
               f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
               f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:7.2f}{parts}")
 
@@ -518,6 +561,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--priors", default="", help="comma-separated previous-turn prior variants (see PRIORS) or 'all'")
     p.add_argument("--weights-grid", action="store_true", help="only ctx-fuse over WEIGHT_GRID (first chunk size)")
     p.add_argument("--agreement-grid", action="store_true", help="only ctx-fuse over AGREEMENT_GRID (every chunk size)")
+    p.add_argument("--dense-history", action="store_true",
+                   help="add ctx-fuse rows whose expanded list searches dense with natural-language history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -543,7 +588,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for chunk in [int(c) for c in args.chunks.split(",")]:
                 index = Index(s.corpus, chunk, cache, analyzer)
                 chosen = PRIORS if args.priors == "all" else {n: PRIORS[n] for n in args.priors.split(",") if n}
-                rows = evaluate(s, index, strategies_default(), args.mode, args.split, chosen)
+                strategies = strategies_default()
+                if args.dense_history:
+                    strategies.update({f"ctx-fuse dense={k}": make_dense_ctx(k) for k in DENSE_HISTORY})
+                rows = evaluate(s, index, strategies, args.mode, args.split, chosen)
                 results[f"{name}/{chunk}"] = rows
                 print_table(name, chunk, rows)
                 cache.save()
