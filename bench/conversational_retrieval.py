@@ -19,6 +19,9 @@ rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the 
 ``--dense-history`` adds ``ctx-fuse`` rows whose expanded list searches dense with natural-language history
 (:data:`DENSE_HISTORY`) instead of the expanded query. Measured and rejected: see README, issue 13.
 
+``--weight-oracle`` scales the expanded list's weight by each of :data:`ORACLE_SCALES` and adds the per-follow-up
+best scale chosen from the gold labels: the most any weighting of these two lists could close (an analysis).
+
 ``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
 system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
 dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
@@ -551,6 +554,61 @@ def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "E
         cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = saved
 
 
+ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+"""``--weight-oracle``: the factors the expanded list's fusion weight is scaled by (1 = ``ctx-fuse``)."""
+
+
+class ScaledPlan:
+    """A contextualised plan whose expanded-list weight is scaled by ``scale`` (``--weight-oracle``)."""
+
+    def __init__(self, c, scale: float) -> None:
+        self.c, self.scale = c, scale
+        self.question_weight, self.coverage_depth = c.question_weight, c.coverage_depth
+
+    def weight_given(self, texts):
+        coverage, weight = self.c.weight_given(texts)
+        return coverage, weight * self.scale
+
+    def agreement_factor(self, agreed: float) -> float:
+        return self.c.agreement_factor(agreed)
+
+    def mentioned_in(self, text: str) -> bool:
+        return self.c.mentioned_in(text)
+
+
+def weight_oracle(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+                  mode: str) -> None:
+    """Print, per set and chunk size, ``ctx-fuse`` with its expanded-list weight scaled by each of
+    :data:`ORACLE_SCALES`, and the oracle that picks the best scale for each follow-up from its gold labels: how much
+    of the gap any choice of weight over these same two lists could close (an analysis, not a strategy)."""
+    ctx = make_ctx(True)
+    for name, s in sets.items():
+        for chunk in chunks:
+            index = Index(s.corpus, chunk, cache, analyzer)
+            raw, manual, by_scale, best, follow = [], [], {x: [] for x in ORACLE_SCALES}, [], []
+            for d in s.dialogues:  # every judged turn, as the main table averages (a first turn is its raw question)
+                for i, turn in enumerate(d.turns):
+                    if not turn.relevant:
+                        continue
+                    follow.append(i > 0)
+                    r = turn_metrics(run_plan(index, s_raw(d.turns[:i], turn), mode), turn.relevant)["ndcg@10"]
+                    plan = ctx(d.turns[:i], turn)
+                    scores = [r if len(plan) == 1 else turn_metrics(run_plan(
+                        index, [plan[0], (plan[1][0], ScaledPlan(plan[1][1], x))], mode), turn.relevant)["ndcg@10"]
+                        for x in ORACLE_SCALES]
+                    raw.append(r)
+                    manual.append(turn_metrics(run_plan(index, s_manual(d.turns[:i], turn), mode),
+                                               turn.relevant)["ndcg@10"])
+                    for x, v in zip(ORACLE_SCALES, scores):
+                        by_scale[x].append(v)
+                    best.append(max(scores))
+            gap, base, fu = float(np.mean(manual) - np.mean(raw)), np.array(raw), np.array(follow)
+            rows = [*((f"x{x:g}", v) for x, v in by_scale.items()), ("oracle", best)]
+            cells = [f"{label} {100 * (np.mean(v) - base.mean()) / gap:.0f}% / "
+                     f"{100 * np.mean((np.array(v) < base - 1e-9)[fu]):.1f}%" for label, v in rows]
+            print(f"{name}/{chunk} ({int(fu.sum())} follow-ups; gap closed / worse): " + " | ".join(cells), flush=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -563,6 +621,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--agreement-grid", action="store_true", help="only ctx-fuse over AGREEMENT_GRID (every chunk size)")
     p.add_argument("--dense-history", action="store_true",
                    help="add ctx-fuse rows whose expanded list searches dense with natural-language history")
+    p.add_argument("--weight-oracle", action="store_true",
+                   help="only ctx-fuse at scaled expanded-list weights and the per-follow-up best (every chunk size)")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -577,6 +637,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = {}
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
+        cache.save()
+        return 0
+    if args.weight_oracle:
+        weight_oracle(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
         cache.save()
         return 0
     if args.agreement_grid:
