@@ -22,6 +22,9 @@ rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the 
 ``--weight-oracle`` scales the expanded list's weight by each of :data:`ORACLE_SCALES` and adds the per-follow-up
 best scale chosen from the gold labels: the most any weighting of these two lists could close (an analysis).
 
+``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
+the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
+
 ``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
 system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
 dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
@@ -609,6 +612,63 @@ def weight_oracle(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
             print(f"{name}/{chunk} ({int(fu.sum())} follow-ups; gap closed / worse): " + " | ".join(cells), flush=True)
 
 
+SHOWN_ANSWERS = (("none", 3), ("gold", 1), ("gold", 3), ("extractive", 1), ("extractive", 3))
+"""``--shown-answers`` rows: (the answers the history holds, ``contextualize``'s ``answer_repeat_cap``; 1 = a repeated
+name counts once, 3 = the default)."""
+EXTRACTIVE = (5, 3)
+"""The extractive answer ``--shown-answers`` shows: the 3 sentences of the first 5 fused results closest to the
+question (embedding cosine), in result order, as the retrieval-only engine's default ``Extractive`` synthesizer does."""
+
+
+def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+                  mode: str) -> None:
+    """Print ``ctx-fuse``'s gap closed and worse share when the history's answers are none, the gold ones (the main
+    table; an answering LLM that is right) or the system's own extractive answers (a retrieval-only session: each turn
+    shows sentences of its own fused results, so every dialogue runs turn by turn), for each :data:`SHOWN_ANSWERS`."""
+    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+    from llama_index_convrag.synthesizers.sentences import split_sentences
+
+    top, count = EXTRACTIVE
+    for name, s in sets.items():
+        sentences = {d: split_sentences(text) for d, text in s.corpus.items()}
+        if mode != "sparse":
+            cache.embed([x for v in sentences.values() for x in v] + [t.utterance for d in s.dialogues for t in d.turns])
+        for chunk in chunks:
+            index = Index(s.corpus, chunk, cache, analyzer)
+            cells = []
+            for shown, cap in SHOWN_ANSWERS:
+                raw, manual, got, follow = [], [], [], []
+                for d in s.dialogues:
+                    history: List[HistoryTurn] = []
+                    for i, turn in enumerate(d.turns):
+                        c = contextualize(turn.utterance, history, answer_repeat_cap=cap)
+                        plan = [(c.question, 1.0)] if c.query == c.question else \
+                            [(c.question, c.question_weight), (c.query, c)]
+                        if mode != "sparse":
+                            cache.embed([q for q, _ in plan])
+                        ranked = run_plan(index, plan, mode)
+                        answer = ""
+                        if shown == "gold":
+                            answer = turn.answer or ""
+                        elif shown == "extractive":
+                            pool = [x for doc in ranked[:top] for x in sentences[doc]]
+                            if pool:
+                                near = cache.embed(pool) @ cache.embed([turn.utterance])[0]
+                                answer = " ".join(pool[j] for j in sorted(np.argsort(-near)[:count]))
+                        history.append(HistoryTurn(turn.utterance, answer))
+                        if turn.relevant:
+                            for out, r in ((raw, run_plan(index, s_raw(d.turns[:i], turn), mode)),
+                                           (manual, run_plan(index, s_manual(d.turns[:i], turn), mode)),
+                                           (got, ranked)):
+                                out.append(turn_metrics(r, turn.relevant)["ndcg@10"])
+                            follow.append(i > 0)
+                base, fu = np.array(raw), np.array(follow)
+                cells.append(f"{shown} cap {cap}: {100 * (np.mean(got) - base.mean()) / (np.mean(manual) - base.mean()):.0f}%"
+                             f" / {100 * np.mean((np.array(got) < base - 1e-9)[fu]):.1f}%")
+            print(f"{name}/{chunk} (gap closed / worse) " + " | ".join(cells), flush=True)
+        cache.save()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -623,6 +683,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="add ctx-fuse rows whose expanded list searches dense with natural-language history")
     p.add_argument("--weight-oracle", action="store_true",
                    help="only ctx-fuse at scaled expanded-list weights and the per-follow-up best (every chunk size)")
+    p.add_argument("--shown-answers", action="store_true",
+                   help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     args = p.parse_args(argv)
     if args.zh:
@@ -637,6 +699,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = {}
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
+        cache.save()
+        return 0
+    if args.shown_answers:
+        shown_answers(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
         cache.save()
         return 0
     if args.weight_oracle:

@@ -8,7 +8,9 @@ a millisecond per turn):
   CJK characters between function words and references such as 它 / 那个). A term the follow-up already holds
   is never added.
 * **Salience**: proper nouns, acronyms and numbers weigh more than common words; words from answers weigh
-  ``answer_weight`` of words from questions; a term seen in several turns adds up (a recurring term is the topic).
+  ``answer_weight`` of words from questions; a name (proper noun or acronym) an answer repeats weighs that many times
+  as much, at most ``answer_repeat_cap`` (the entity an answer keeps naming is what "it" or "the first one" in the
+  next question most likely points to); a term seen in several turns adds up (a recurring term is the topic).
 * **Recency**: a term from ``d`` user turns back weighs ``decay ** (d - 1)``; the first turn (the conversation's
   opening subject) keeps at least ``anchor_weight``.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.chat.triggers.needs_rewrite`)
@@ -239,6 +241,22 @@ def _keys(turn: HistoryTurn) -> set:
     return {t.key for text in (turn.question, turn.answer) for t in extract_terms(text)}
 
 
+_NAMES = ("proper noun", "acronym")
+
+
+def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
+    """Each term key of one text's ``terms`` with the times it counts (pure): a name (a key some occurrence of which is
+    one of :data:`_NAMES`; a sentence's first word is not told apart) as often as the text holds it, at most ``cap``;
+    any other term once."""
+    counts: Dict[str, int] = {}
+    names = set()
+    for term in terms:
+        counts[term.key] = counts.get(term.key, 0) + 1
+        if term.label in _NAMES:
+            names.add(term.key)
+    return {key: min(n, cap) if key in names else 1 for key, n in counts.items()}
+
+
 def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
     """(names a term outside ``seen``, names only terms outside ``seen``) for a self-contained question."""
     own = {t.key for t in extract_terms(question)}
@@ -253,6 +271,7 @@ def contextualize(
     decay: float = 0.5,
     anchor_weight: float = 0.5,
     answer_weight: float = 0.15,
+    answer_repeat_cap: int = 3,
     shift_damping: float = 0.2,
     min_weight: float = 0.25,
     context_scale: float = 2.0,
@@ -276,7 +295,7 @@ def contextualize(
                               "topic shift: self-contained and names nothing from the history")
     question_keys = frozenset(t.key for t in extract_terms(question))
     scores: Dict[str, float] = {}
-    best: Dict[str, Tuple[float, _Term, int, str]] = {}
+    best: Dict[str, Tuple[float, _Term, int, str, bool]] = {}  # weight, term, turns back, reason, from an answer
     n = len(history)
     for i, turn in enumerate(history):
         back = n - i
@@ -286,24 +305,26 @@ def contextualize(
         if i < last_shift:
             recency *= shift_damping
         for text, source_weight, source in ((turn.question, 1.0, "question"), (turn.answer, answer_weight, "answer")):
-            if not text:
-                continue
-            seen_here = set()
-            for term in extract_terms(text):
-                if term.key in seen_here or _covered(term, question, question_keys):
+            terms = extract_terms(text)
+            repeats = _repeats(terms, answer_repeat_cap if source == "answer" else 1)
+            for term in terms:
+                if term.key not in repeats or _covered(term, question, question_keys):
                     continue
-                seen_here.add(term.key)
-                w = term.salience * recency * source_weight
+                times = repeats.pop(term.key)  # once per text: the first mention carries the repeats
+                w = term.salience * recency * source_weight * times
                 scores[term.key] = scores.get(term.key, 0.0) + w
                 if term.key not in best or w > best[term.key][0]:
-                    best[term.key] = (w, term, back, f"{term.label} in the {source} {back} turn(s) back")
+                    said = f" ({times} mentions)" if times > 1 else ""
+                    best[term.key] = (w, term, back, f"{term.label} in the {source} {back} turn(s) back{said}",
+                                      source == "answer")
     ranked = sorted(((s, k) for k, s in scores.items() if s >= min_weight), key=lambda sk: (-sk[0], sk[1]))
     chosen = ranked[:max_terms]
     added = tuple(AddedTerm(best[k][1].surface, s, best[k][2], best[k][3]) for s, k in chosen)
     if not added:
         return Contextualized(question, question, (), decision.rewrite, False, "no salient history term")
-    # Terms read in conversation order (oldest turn first, then text order) so phrases stay together.
-    ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][1].order))
+    # Terms read in conversation order (oldest turn first; in a turn, the question's before the answer's; then text
+    # order) so phrases stay together.
+    ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
     weight, why = _context_weight(question, decision.reason, len(question_keys), context_scale, max_context_weight,
                                   named_subject_weight)
@@ -323,7 +344,7 @@ def _context_weight(question: str, trigger: str, own_terms: int, scale: float, c
     """
     weight = min(cap, scale / max(own_terms, 1))
     terms = extract_terms(question)
-    named = next((t.surface for t in terms if t.label in ("proper noun", "acronym")), None)
+    named = next((t.surface for t in terms if t.label in _NAMES), None)
     if named is None and trigger in ("ellipsis", "elliptical ending") and terms:
         named = terms[-1].surface
     if named is not None and weight > named_weight:

@@ -70,6 +70,22 @@ def test_answer_terms_weigh_less_than_question_terms() -> None:
     assert "Invention" in terms(c) and c.query.startswith("When did they disband? ")
 
 
+def test_a_name_the_answer_repeats_is_the_likely_referent() -> None:
+    answer = ("We recommend the Moto G7 Power. Motorola built the Moto G7 Power around its battery; the Galaxy A10e "
+              "is cheaper. Phone reviewers like the Moto G7 Power's battery, and the phone is cheap.")
+    c = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)])
+    weights = {a.term: (a.weight, a.reason) for a in c.added}
+    # 'Moto' is named three times (the first at a sentence's start: a name, since another mention is one), worth
+    # 3 x 1.5 x 0.15; 'battery' and 'cheap' are common words, counted once (0.15, below min_weight) however often
+    assert weights["Moto"] == (pytest.approx(0.675), "proper noun in the answer 1 turn(s) back (3 mentions)")
+    assert weights["G7"][1] == "acronym in the answer 1 turn(s) back (3 mentions)"
+    assert "Galaxy" not in weights and "battery" not in weights and "cheap" not in weights  # named once: 0.225
+    assert c.query == "Tell me more about the first one. phone buy Moto G7 Power"
+    capped = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)],
+                           answer_repeat_cap=1)
+    assert capped.query == "Tell me more about the first one. phone buy"  # the rule off: one mention each
+
+
 def test_chinese_reference_word() -> None:
     c = contextualize("他最好听的歌是哪首", [H("你喜欢周杰伦吗", "喜欢他的歌")])
     assert terms(c) == ["周杰伦"] and c.query == "他最好听的歌是哪首 周杰伦"

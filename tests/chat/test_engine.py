@@ -358,10 +358,13 @@ def test_llm_none_retrieval_only_extractive_turns(retriever: Any, store: Any, em
     assert first.metadata["trim_report"] is None and first.metadata["turn"].retrieved_ids["final"][0] == "inception"
     second = engine.chat("And when was it released?")
     record = second.metadata["turn"]
-    assert record.retrieval_query == "And when was it released? directed Inception"
+    # the extractive answer names Christopher Nolan twice (two passages): what it kept coming back to joins the query
+    assert record.retrieval_query == "And when was it released? directed Inception Christopher Nolan"
     assert [(a["term"], a["reason"]) for a in record.rewrite_explanation["added_terms"]] == [
         ("Inception", "proper noun in the question 1 turn(s) back"),
-        ("directed", "content word in the question 1 turn(s) back")]
+        ("directed", "content word in the question 1 turn(s) back"),
+        ("Christopher", "proper noun in the answer 1 turn(s) back (2 mentions)"),
+        ("Nolan", "proper noun in the answer 1 turn(s) back (2 mentions)")]
     assert set(record.retrieved_ids["final"][:2]) == {"inception", "nolan"}  # 'released' is in Nolan's passage
     stored = store.get_citations(second.metadata["message_id"])
     assert [c.marker for c in stored] == [c["marker"] for c in second.metadata["citations"]] and stored
