@@ -15,7 +15,10 @@ a millisecond per turn):
   opening subject) keeps at least ``anchor_weight``.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.chat.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
-  question nothing is added; when an earlier turn was, terms from before it are damped by ``shift_damping``.
+  question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
+  :data:`SHIFT_MIN_TERMS` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
+  common words ("How's the sector managed?") more likely means the conversation's subject and is expanded. When an
+  earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
   (:mod:`llama_index_convrag.retrievers.conversational`). The weight of the contextualised list comes from the
   follow-up's own evidence (:func:`_context_weight`): ``context_scale`` divided by the number of content terms the
@@ -242,6 +245,9 @@ def _keys(turn: HistoryTurn) -> set:
 
 
 _NAMES = ("proper noun", "acronym")
+SHIFT_MIN_TERMS = 3
+"""A self-contained follow-up of only new words is a topic shift when it names something (:func:`_names_subject`) or
+holds at least this many content words."""
 
 
 def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
@@ -255,6 +261,13 @@ def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
         if term.label in _NAMES:
             names.add(term.key)
     return {key: min(n, cap) if key in names else 1 for key, n in counts.items()}
+
+
+def _names_subject(terms: Sequence[_Term]) -> bool:
+    """Whether ``terms`` name a subject of their own (pure): a name (:data:`_NAMES`), a Chinese phrase (no capitals
+    tell a Chinese name apart) or at least :data:`SHIFT_MIN_TERMS` distinct content words."""
+    return any(t.label in _NAMES or t.key[0] >= "\u3400" for t in terms) or \
+        len({t.key for t in terms}) >= SHIFT_MIN_TERMS
 
 
 def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
@@ -290,7 +303,7 @@ def contextualize(
         if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen)[0]:
             last_shift = i
         seen |= _keys(turn)
-    if not decision.rewrite and _names_new(question, seen)[1]:
+    if not decision.rewrite and _names_new(question, seen)[1] and _names_subject(extract_terms(question)):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names nothing from the history")
     question_keys = frozenset(t.key for t in extract_terms(question))

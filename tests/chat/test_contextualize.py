@@ -40,6 +40,19 @@ def test_topic_shift_adds_nothing() -> None:
     assert c.reason == "topic shift: self-contained and names nothing from the history"
 
 
+def test_a_shift_must_name_its_own_subject() -> None:
+    history = [H("Tell me about tourism in Nigeria.", "Tourism in Nigeria centers largely on events and festivals.")]
+    named = contextualize("When was Tesla founded?", history)  # a name the history never held: a new topic
+    assert (named.added, named.topic_shift) == ((), True)
+    # two common words, both new: more likely the conversation's own subject ('the sector' = tourism) than a new one
+    short = contextualize("How's the sector managed?", history)
+    assert (short.topic_shift, short.needs_context) == (False, False)
+    assert terms(short) == ["Nigeria", "tourism"] and short.query == "How's the sector managed? tourism Nigeria"
+    assert short.reason == "looks self-contained; 2 own content term(s): expansion weight 1.00"
+    chinese = contextualize("北京天气怎么样", [H("你喜欢周杰伦吗")])  # a Chinese phrase names its subject: no capitals
+    assert (chinese.added, chinese.topic_shift) == ((), True)
+
+
 def test_standalone_follow_up_keeps_its_own_list_on_top() -> None:
     c = contextualize("What causes throat cancer in smokers?", [H("What is throat cancer?"), H("Is it treatable?")])
     assert terms(c) == ["treatable"]
