@@ -17,8 +17,8 @@ a millisecond per turn):
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
   :data:`SHIFT_MIN_TERMS` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
-  common words ("How's the sector managed?") more likely means the conversation's subject and is expanded. When an
-  earlier turn was a shift, terms from before it are damped by ``shift_damping``.
+  common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
+  as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
   (:mod:`llama_index_convrag.retrievers.conversational`). The weight of the contextualised list comes from the
   follow-up's own evidence (:func:`_context_weight`): ``context_scale`` divided by the number of content terms the
@@ -339,21 +339,24 @@ def contextualize(
     # order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
+    all_new = not decision.rewrite and _names_new(question, seen)[1]
     weight, why = _context_weight(question, decision.reason, len(question_keys), context_scale, max_context_weight,
-                                  named_subject_weight)
+                                  named_subject_weight, all_new)
     reason = f"needs context ({decision.reason})" if decision.rewrite else "looks self-contained"
     return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight)
 
 
-def _context_weight(question: str, trigger: str, own_terms: int, scale: float, cap: float, named_weight: float
-                    ) -> Tuple[float, str]:
+def _context_weight(question: str, trigger: str, own_terms: int, scale: float, cap: float, named_weight: float,
+                    all_new: bool = False) -> Tuple[float, str]:
     """The expanded list's fusion weight (the question's own list weighs 1) and why (pure).
 
     A follow-up that says little itself ("How fast did it go?": one content word) leans on the expansion, one that
     says much ("Is there a relationship between these values and mental illness?") on its own words:
     ``scale / own_terms``, at most ``cap``. A follow-up naming its own subject (a proper noun, an acronym, or the new
     subject of an ellipsis: "What about the moon?", "北京呢？") keeps history as a light prior: at most
-    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.)
+    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.) So does a
+    self-contained one whose words are all new to the conversation (``all_new``) but too few to be a topic shift
+    ("How's the sector managed?": the sector may be the conversation's, or a new subject).
     """
     weight = min(cap, scale / max(own_terms, 1))
     terms = extract_terms(question)
@@ -362,6 +365,8 @@ def _context_weight(question: str, trigger: str, own_terms: int, scale: float, c
         named = terms[-1].surface
     if named is not None and weight > named_weight:
         return named_weight, f"names its own subject {named!r}: history as a light prior"
+    if all_new and weight > named_weight:
+        return named_weight, "only words new to the conversation: history as a light prior"
     return weight, f"{own_terms} own content term(s): expansion weight {weight:.2f}"
 
 

@@ -44,11 +44,14 @@ def test_a_shift_must_name_its_own_subject() -> None:
     history = [H("Tell me about tourism in Nigeria.", "Tourism in Nigeria centers largely on events and festivals.")]
     named = contextualize("When was Tesla founded?", history)  # a name the history never held: a new topic
     assert (named.added, named.topic_shift) == ((), True)
-    # two common words, both new: more likely the conversation's own subject ('the sector' = tourism) than a new one
+    # two common words, both new: maybe the conversation's own subject ('the sector' = tourism), maybe a new one:
+    # expanded, with the history as a light prior (as for a follow-up naming its own subject)
     short = contextualize("How's the sector managed?", history)
-    assert (short.topic_shift, short.needs_context) == (False, False)
+    assert (short.topic_shift, short.needs_context, short.context_weight) == (False, False, 0.3)
     assert terms(short) == ["Nigeria", "tourism"] and short.query == "How's the sector managed? tourism Nigeria"
-    assert short.reason == "looks self-contained; 2 own content term(s): expansion weight 1.00"
+    assert short.reason == "looks self-contained; only words new to the conversation: history as a light prior"
+    longer = contextualize("How do volcanoes form underwater?", history)  # 3 new content words: a shift
+    assert (longer.added, longer.topic_shift) == ((), True)
     chinese = contextualize("北京天气怎么样", [H("你喜欢周杰伦吗")])  # a Chinese phrase names its subject: no capitals
     assert (chinese.added, chinese.topic_shift) == ((), True)
 
