@@ -444,3 +444,15 @@ def test_context_mode_answers_with_history_under_the_budget(retriever: Any, stor
         ("user", "Who directed Inception?"), ("assistant", "Nolan directed it [1]."),
         ("user", "And when was it released?")]
     assert [d["section"] for d in resp.metadata["trim_report"].to_dict()["dropped"]] == ["history"]
+
+
+def test_a_short_switch_to_a_new_subject_keeps_its_own_results_first(retriever: Any, store: Any,
+                                                                      embed_model: Any) -> None:
+    engine = ConvRAGChatEngine.from_defaults(retriever, None, embed_model=embed_model, conversation_store=store,
+                                             conversation_id="conv")
+    engine.chat("Who directed Inception?")
+    record = engine.chat("How are documents ranked?").metadata["turn"]  # two words, both new: a light prior
+    assert record.rewrite_explanation["reason"] == (
+        "looks self-contained; only words new to the conversation: history as a light prior")
+    assert record.rewrite_explanation["weights"]["context"] == 0.3
+    assert record.retrieved_ids["final"][0] == "bm25"
