@@ -292,6 +292,9 @@ def contextualize(
     named_subject_weight: float = 0.3,
 ) -> Contextualized:
     """Expand ``question`` with salient, recent history terms (pure; see the module docstring)."""
+    if isinstance(answer_repeat_cap, bool) or not isinstance(answer_repeat_cap, int) or answer_repeat_cap < 1:
+        raise ConfigurationError(f"answer_repeat_cap must be an int >= 1 (1 counts a repeated name once), "
+                                 f"got {answer_repeat_cap!r}")
     decision = needs_rewrite(question)
     if not history:
         return Contextualized(question, question, (), False, False, "no history")
@@ -303,7 +306,8 @@ def contextualize(
         if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen)[0]:
             last_shift = i
         seen |= _keys(turn)
-    if not decision.rewrite and _names_new(question, seen)[1] and _names_subject(extract_terms(question)):
+    all_new = not decision.rewrite and _names_new(question, seen)[1]
+    if all_new and _names_subject(extract_terms(question)):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names nothing from the history")
     question_keys = frozenset(t.key for t in extract_terms(question))
@@ -339,7 +343,6 @@ def contextualize(
     # order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
-    all_new = not decision.rewrite and _names_new(question, seen)[1]
     weight, why = _context_weight(question, decision.reason, len(question_keys), context_scale, max_context_weight,
                                   named_subject_weight, all_new)
     reason = f"needs context ({decision.reason})" if decision.rewrite else "looks self-contained"
@@ -354,9 +357,10 @@ def _context_weight(question: str, trigger: str, own_terms: int, scale: float, c
     says much ("Is there a relationship between these values and mental illness?") on its own words:
     ``scale / own_terms``, at most ``cap``. A follow-up naming its own subject (a proper noun, an acronym, or the new
     subject of an ellipsis: "What about the moon?", "北京呢？") keeps history as a light prior: at most
-    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.) So does a
-    self-contained one whose words are all new to the conversation (``all_new``) but too few to be a topic shift
-    ("How's the sector managed?": the sector may be the conversation's, or a new subject).
+    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.) A self-contained
+    follow-up whose words are all new to the conversation (``all_new``) but name no subject (not a topic shift, see
+    :func:`_names_subject`) gets the same light prior: "How's the sector managed?" may mean the conversation's sector,
+    or a new subject.
     """
     weight = min(cap, scale / max(own_terms, 1))
     terms = extract_terms(question)

@@ -100,6 +100,9 @@ def test_a_name_the_answer_repeats_is_the_likely_referent() -> None:
     capped = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)],
                            answer_repeat_cap=1)
     assert capped.query == "Tell me more about the first one. phone buy"  # the rule off: one mention each
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(ConfigurationError, match=rf"answer_repeat_cap must be an int >= 1 .*got {bad!r}"):
+            contextualize("Tell me more.", [H("Which phone?", answer)], answer_repeat_cap=bad)
 
 
 def test_chinese_reference_word() -> None:
