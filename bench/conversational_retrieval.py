@@ -339,13 +339,32 @@ def run_prior(index: Index, prior: Prior, history, turn, previous: Optional[List
     return sorted(boosted.items(), key=lambda kv: -kv[1]), use
 
 
-class OverlapCoverage:
+class WrappedPlan:
+    """A Contextualized plan seen through a bench variant: every ``ContextPlan`` member (see
+    ``retrievers.conversational``) delegates to ``c``; a variant overrides ``weight_given``."""
+
+    def __init__(self, c) -> None:
+        self.c = c
+        self.question, self.query, self.added = c.question, c.query, c.added
+        self.question_weight, self.context_weight, self.coverage_depth = (c.question_weight, c.context_weight,
+                                                                          c.coverage_depth)
+
+    def weight_given(self, own_results):
+        return self.c.weight_given(own_results)
+
+    def agreement_factor(self, agreed: float) -> float:
+        return self.c.agreement_factor(agreed)
+
+    def mentioned_in(self, text: str) -> bool:
+        return self.c.mentioned_in(text)
+
+
+class OverlapCoverage(WrappedPlan):
     """A Contextualized whose coverage also counts the question's own top 10 found in the previous turn's results."""
 
     def __init__(self, c, overlap: float, mean: bool) -> None:
-        self.c, self.overlap, self.mean = c, overlap, mean
-        self.question, self.query, self.added = c.question, c.query, c.added
-        self.question_weight, self.context_weight = c.question_weight, c.context_weight
+        super().__init__(c)
+        self.overlap, self.mean = overlap, mean
 
     def weight_given(self, own_results):
         from llama_index_convrag.chat.contextualize import COVERED_FACTOR, UNCOVERED_FACTOR
@@ -353,12 +372,6 @@ class OverlapCoverage:
         cov, _ = self.c.weight_given(own_results)
         cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
         return cov, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - cov))
-
-    def agreement_factor(self, agreement: float) -> float:
-        return self.c.agreement_factor(agreement)
-
-    def mentioned_in(self, text: str) -> bool:
-        return self.c.mentioned_in(text)
 
 
 PRIORS: Dict[str, Prior] = {
@@ -561,22 +574,16 @@ ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 """``--weight-oracle``: the factors the expanded list's fusion weight is scaled by (1 = ``ctx-fuse``)."""
 
 
-class ScaledPlan:
+class ScaledPlan(WrappedPlan):
     """A contextualised plan whose expanded-list weight is scaled by ``scale`` (``--weight-oracle``)."""
 
     def __init__(self, c, scale: float) -> None:
-        self.c, self.scale = c, scale
-        self.question_weight, self.coverage_depth = c.question_weight, c.coverage_depth
+        super().__init__(c)
+        self.scale = scale
 
     def weight_given(self, texts):
-        coverage, weight = self.c.weight_given(texts)
+        coverage, weight = super().weight_given(texts)
         return coverage, weight * self.scale
-
-    def agreement_factor(self, agreed: float) -> float:
-        return self.c.agreement_factor(agreed)
-
-    def mentioned_in(self, text: str) -> bool:
-        return self.c.mentioned_in(text)
 
 
 def weight_oracle(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
