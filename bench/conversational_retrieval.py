@@ -238,18 +238,17 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
     from llama_index_convrag.retrievers.fusion import weighted
 
     from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
-    from llama_index_convrag.retrievers.conversational import fuse_ranked as fuse_ranked_
 
-    if len(plan) == 3 and isinstance(plan[2][1], DenseText):  # --dense-history: dense from another text
-        vector = index.cache.embed([plan[2][0]])[0]
-        if plan[2][1].kind == "mix":
-            vector = vector + index.cache.embed([plan[1][0]])[0]
-            vector = vector / (np.linalg.norm(vector) or 1.0)
-        own = index.search(plan[0][0], mode)[:FUSION_DEPTH]
-        ctx = index.search(plan[1][0], mode, vector)[:FUSION_DEPTH]
-        fused, _ = fuse_ranked_(own, ctx, plan[1][1], index.corpus.__getitem__)
-        return [d for d, _ in fused]
-    lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
+    vectors: List[Optional[np.ndarray]] = [None] * len(plan)
+    if len(plan) == 3 and isinstance(plan[2][1], DenseText):  # --dense-history: the expanded list's dense query
+        text, kind = plan[2][0], plan[2][1].kind
+        plan = plan[:2]
+        vectors[1] = index.cache.embed([text])[0]
+        if kind == "mix":
+            mixed = vectors[1] + index.cache.embed([plan[1][0]])[0]
+            vectors[1] = mixed / (np.linalg.norm(mixed) or 1.0)
+    # the depth ConversationalRetriever fuses at
+    lists = [index.search(q, mode, vector)[:FUSION_DEPTH] for (q, _), vector in zip(plan, vectors)]
     if not isinstance(plan[1][1], float):  # a Contextualized plan: fused exactly as ConversationalRetriever does
         from llama_index_convrag.retrievers.conversational import fuse_ranked
 
@@ -570,6 +569,31 @@ def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "E
         cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = saved
 
 
+def ndcg_of(index: Index, plan: Plan, mode: str, relevant: Mapping[str, int]) -> float:
+    """One turn's nDCG@10 for ``plan``."""
+    return turn_metrics(run_plan(index, plan, mode), relevant)["ndcg@10"]
+
+
+def gap_and_worse(got: Sequence[float], raw: Sequence[float], manual: Sequence[float], follow: Sequence[bool]) -> str:
+    """``"G% / W%"``: the share of the raw -> manual nDCG@10 gap ``got`` closes over all judged turns, and the share of
+    follow-ups (``follow``) it scores below raw, as the main table counts them."""
+    base, fu = np.array(raw), np.array(follow)
+    return (f"{100 * (np.mean(got) - base.mean()) / (np.mean(manual) - base.mean()):.0f}% / "
+            f"{100 * np.mean((np.array(got) < base - 1e-9)[fu]):.1f}%")
+
+
+def judged_baselines(index: Index, s: ConvSet, mode: str) -> Tuple[List[float], List[float], List[bool]]:
+    """raw and manual nDCG@10 of every judged turn in dialogue order, and whether each is a follow-up."""
+    raw, manual, follow = [], [], []
+    for d in s.dialogues:
+        for i, turn in enumerate(d.turns):
+            if turn.relevant:
+                raw.append(ndcg_of(index, s_raw(d.turns[:i], turn), mode, turn.relevant))
+                manual.append(ndcg_of(index, s_manual(d.turns[:i], turn), mode, turn.relevant))
+                follow.append(i > 0)
+    return raw, manual, follow
+
+
 ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 """``--weight-oracle``: the factors the expanded list's fusion weight is scaled by (1 = ``ctx-fuse``)."""
 
@@ -595,28 +619,23 @@ def weight_oracle(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
     for name, s in sets.items():
         for chunk in chunks:
             index = Index(s.corpus, chunk, cache, analyzer)
-            raw, manual, by_scale, best, follow = [], [], {x: [] for x in ORACLE_SCALES}, [], []
-            for d in s.dialogues:  # every judged turn, as the main table averages (a first turn is its raw question)
+            raw, manual, follow = judged_baselines(index, s, mode)  # every judged turn, as the main table averages
+            by_scale: Dict[float, List[float]] = {x: [] for x in ORACLE_SCALES}
+            best = []
+            for d in s.dialogues:
                 for i, turn in enumerate(d.turns):
                     if not turn.relevant:
                         continue
-                    follow.append(i > 0)
-                    r = turn_metrics(run_plan(index, s_raw(d.turns[:i], turn), mode), turn.relevant)["ndcg@10"]
-                    plan = ctx(d.turns[:i], turn)
-                    scores = [r if len(plan) == 1 else turn_metrics(run_plan(
-                        index, [plan[0], (plan[1][0], ScaledPlan(plan[1][1], x))], mode), turn.relevant)["ndcg@10"]
-                        for x in ORACLE_SCALES]
-                    raw.append(r)
-                    manual.append(turn_metrics(run_plan(index, s_manual(d.turns[:i], turn), mode),
-                                               turn.relevant)["ndcg@10"])
+                    plan = ctx(d.turns[:i], turn)  # a first turn or an unexpanded one: its raw question at every scale
+                    scores = [ndcg_of(index, plan if len(plan) == 1 else
+                                      [plan[0], (plan[1][0], ScaledPlan(plan[1][1], x))], mode, turn.relevant)
+                              for x in ORACLE_SCALES]
                     for x, v in zip(ORACLE_SCALES, scores):
                         by_scale[x].append(v)
                     best.append(max(scores))
-            gap, base, fu = float(np.mean(manual) - np.mean(raw)), np.array(raw), np.array(follow)
             rows = [*((f"x{x:g}", v) for x, v in by_scale.items()), ("oracle", best)]
-            cells = [f"{label} {100 * (np.mean(v) - base.mean()) / gap:.0f}% / "
-                     f"{100 * np.mean((np.array(v) < base - 1e-9)[fu]):.1f}%" for label, v in rows]
-            print(f"{name}/{chunk} ({int(fu.sum())} follow-ups; gap closed / worse): " + " | ".join(cells), flush=True)
+            cells = [f"{label} {gap_and_worse(v, raw, manual, follow)}" for label, v in rows]
+            print(f"{name}/{chunk} ({sum(follow)} follow-ups; gap closed / worse): " + " | ".join(cells), flush=True)
 
 
 SHOWN_ANSWERS = (("none", 3), ("gold", 1), ("gold", 3), ("extractive", 1), ("extractive", 3))
@@ -642,9 +661,10 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
             cache.embed([x for v in sentences.values() for x in v] + [t.utterance for d in s.dialogues for t in d.turns])
         for chunk in chunks:
             index = Index(s.corpus, chunk, cache, analyzer)
+            raw, manual, follow = judged_baselines(index, s, mode)
             cells = []
             for shown, cap in SHOWN_ANSWERS:
-                raw, manual, got, follow = [], [], [], []
+                got = []
                 for d in s.dialogues:
                     history: List[HistoryTurn] = []
                     for i, turn in enumerate(d.turns):
@@ -664,14 +684,8 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
                                 answer = " ".join(pool[j] for j in sorted(np.argsort(-near)[:count]))
                         history.append(HistoryTurn(turn.utterance, answer))
                         if turn.relevant:
-                            for out, r in ((raw, run_plan(index, s_raw(d.turns[:i], turn), mode)),
-                                           (manual, run_plan(index, s_manual(d.turns[:i], turn), mode)),
-                                           (got, ranked)):
-                                out.append(turn_metrics(r, turn.relevant)["ndcg@10"])
-                            follow.append(i > 0)
-                base, fu = np.array(raw), np.array(follow)
-                cells.append(f"{shown} cap {cap}: {100 * (np.mean(got) - base.mean()) / (np.mean(manual) - base.mean()):.0f}%"
-                             f" / {100 * np.mean((np.array(got) < base - 1e-9)[fu]):.1f}%")
+                            got.append(turn_metrics(ranked, turn.relevant)["ndcg@10"])
+                cells.append(f"{shown} cap {cap}: {gap_and_worse(got, raw, manual, follow)}")
             print(f"{name}/{chunk} (gap closed / worse) " + " | ".join(cells), flush=True)
         cache.save()
 
@@ -708,16 +722,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
         cache.save()
         return 0
-    if args.shown_answers:
-        shown_answers(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
-        cache.save()
-        return 0
-    if args.weight_oracle:
-        weight_oracle(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
-        cache.save()
-        return 0
-    if args.agreement_grid:
-        agreement_grid(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
+    analysis = next((fn for flag, fn in (("shown_answers", shown_answers), ("weight_oracle", weight_oracle),
+                                         ("agreement_grid", agreement_grid)) if getattr(args, flag)), None)
+    if analysis is not None:  # each runs at every chunk size asked
+        analysis(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
         cache.save()
         return 0
     try:
