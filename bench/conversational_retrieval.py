@@ -22,6 +22,9 @@ rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the 
 ``--weight-oracle`` scales the expanded list's weight by each of :data:`ORACLE_SCALES` and adds the per-follow-up
 best scale chosen from the gold labels: the most any weighting of these two lists could close (an analysis).
 
+``--term-rules`` runs ``ctx-fuse`` with the repeated-name and named-shift rules of ``chat.contextualize`` off, or
+set otherwise (:data:`TERM_RULES`): how the defaults were chosen, and the variants rejected.
+
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
 
@@ -43,6 +46,8 @@ import re
 import sys
 import time
 from pathlib import Path
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -594,6 +599,63 @@ def judged_baselines(index: Index, s: ConvSet, mode: str) -> Tuple[List[float], 
     return raw, manual, follow
 
 
+CHIT_CHAT = frozenset("hey hi hello question questions relevant".split())
+"""``--term-rules``: discourse words tried as extra stop words (seen among CAsT 2022's added terms)."""
+TERM_RULES = ("default", "repeated names off", "named shifts off", "both off", "repeat cap 2", "repeat cap 5",
+              "every repeated word", "shift at 4 words", "shift at 5 words", "shift by names only",
+              "full weight when all new", "shift test on earlier turns", "chit-chat stop words")
+"""``--term-rules`` rows: this stop's two term rules of ``chat.contextualize`` switched off, or set otherwise."""
+
+
+@contextmanager
+def term_rule(row: str):
+    """``chat.contextualize`` as :data:`TERM_RULES` row ``row`` has it (module state patched, then restored); yields
+    the keyword arguments ``contextualize`` takes for it."""
+    import llama_index_convrag.chat.contextualize as cz
+
+    saved = {k: getattr(cz, k) for k in ("SHIFT_MIN_TERMS", "_repeats", "_context_weight", "_names_new",
+                                         "EN_STOPWORDS")}
+    repeats, names_new, context_weight = cz._repeats, cz._names_new, cz._context_weight
+    params = {"answer_repeat_cap": {"repeated names off": 1, "both off": 1, "repeat cap 2": 2,
+                                    "repeat cap 5": 5}.get(row, 3)}
+    if row in ("named shifts off", "both off"):
+        cz.SHIFT_MIN_TERMS = 0  # every self-contained follow-up of only new words is a shift, as before this stop
+    cz.SHIFT_MIN_TERMS = {"shift at 4 words": 4, "shift at 5 words": 5, "shift by names only": 99}.get(
+        row, cz.SHIFT_MIN_TERMS)
+    if row == "every repeated word":
+        cz._repeats = lambda terms, cap: {k: min(n, cap) for k, n in Counter(t.key for t in terms).items()}
+    if row == "full weight when all new":
+        cz._context_weight = lambda *args: context_weight(*args[:6])  # all_new left at False
+    if row == "shift test on earlier turns":
+        cz._names_new = lambda question, seen: (
+            names_new(question, seen)[0] and cz._names_subject(cz.extract_terms(question)), names_new(question, seen)[1])
+    if row == "chit-chat stop words":
+        cz.EN_STOPWORDS = cz.EN_STOPWORDS | CHIT_CHAT
+    cz._terms_cached.cache_clear()
+    try:
+        yield params
+    finally:
+        for k, v in saved.items():
+            setattr(cz, k, v)
+        cz._terms_cached.cache_clear()
+
+
+def term_rules(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+               mode: str) -> None:
+    """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row of :data:`TERM_RULES`."""
+    indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
+    print("term rules | per set and chunk: gap closed, follow-ups worse")
+    for row in TERM_RULES:
+        with term_rule(row) as params:
+            cells = []
+            for (name, chunk), index in indexes.items():
+                got = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": make_ctx(True, **params)},
+                               mode, "all")["f"]
+                cells.append(f"{name}/{chunk} {100 * got['gap_closed_ndcg@10']:.0f}% / "
+                             f"{100 * got['worse'] / got['followups']:.1f}%")
+        print(f"{row} | " + " | ".join(cells), flush=True)
+
+
 ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 """``--weight-oracle``: the factors the expanded list's fusion weight is scaled by (1 = ``ctx-fuse``)."""
 
@@ -704,6 +766,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="add ctx-fuse rows whose expanded list searches dense with natural-language history")
     p.add_argument("--weight-oracle", action="store_true",
                    help="only ctx-fuse at scaled expanded-list weights and the per-follow-up best (every chunk size)")
+    p.add_argument("--term-rules", action="store_true",
+                   help="only ctx-fuse with this stop's term rules off or set otherwise (every chunk size)")
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
@@ -723,7 +787,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cache.save()
         return 0
     analysis = next((fn for flag, fn in (("shown_answers", shown_answers), ("weight_oracle", weight_oracle),
-                                         ("agreement_grid", agreement_grid)) if getattr(args, flag)), None)
+                                         ("agreement_grid", agreement_grid), ("term_rules", term_rules))
+                     if getattr(args, flag)), None)
     if analysis is not None:  # each runs at every chunk size asked
         analysis(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)
         cache.save()
