@@ -469,6 +469,9 @@ def summarise(per, follow, rewrite_ms, weigh_ms, applied) -> Dict[str, Dict[str,
         row["followups"] = len(follow)
         row["worse"] = sum(1 for t in follow if scores[t]["ndcg@10"] < raw[t]["ndcg@10"] - 1e-9)
         row["better"] = sum(1 for t in follow if scores[t]["ndcg@10"] > raw[t]["ndcg@10"] + 1e-9)
+        if manual is not None:  # worse follow-ups where the human rewrite does no better than raw either
+            row["worse_human_no_better"] = sum(1 for t in follow if scores[t]["ndcg@10"] < raw[t]["ndcg@10"] - 1e-9
+                                               and manual[t]["ndcg@10"] <= raw[t]["ndcg@10"] + 1e-9)
         if manual is not None:
             for m in ("ndcg@10", "hit@5"):
                 gap = np.mean([v[m] for v in manual.values()]) - np.mean([v[m] for v in raw.values()])
@@ -499,6 +502,9 @@ def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) 
         print(f"{s:<27} {r['hit@5']:6.3f} {r['ndcg@10']:7.3f} {r['recall@100']:6.3f} "
               f"{(f'{100 * gap:5.0f}%' if gap is not None else '    -'):>6} {r['worse']:5d} {r['better']:6d} "
               f"{r['rewrite_ms_p50']:5.2f} {r['weigh_ms_p50']:7.2f}{parts}")
+    if "ctx-fuse" in rows and "worse_human_no_better" in rows["ctx-fuse"]:
+        print(f"ctx-fuse: {rows['ctx-fuse']['worse_human_no_better']} of its {rows['ctx-fuse']['worse']} worse "
+              f"follow-ups are ones the human rewrite does no better on than raw")
 
 
 def zh_term_recall(rows: int) -> Dict[str, float]:
