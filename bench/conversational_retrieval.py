@@ -167,7 +167,7 @@ Strategy = Callable[[Sequence[ConversationTurn], ConversationTurn], Plan]
 
 
 def history_of(turns: Sequence[ConversationTurn]):
-    from llama_index_convrag.chat.contextualize import HistoryTurn
+    from llama_index_convrag.conversational.contextualize import HistoryTurn
 
     return [HistoryTurn(t.utterance, t.answer or "") for t in turns]
 
@@ -182,7 +182,7 @@ def s_manual(history, turn) -> Plan:
 
 def s_concat(history, turn) -> Plan:
     """The engine's concat: the last 3 user turns + the question, when the trigger says it needs context."""
-    from llama_index_convrag.chat.triggers import needs_rewrite
+    from llama_index_convrag.conversational.triggers import needs_rewrite
 
     if not history or not needs_rewrite(turn.utterance).rewrite:
         return [(turn.utterance, 1.0)]
@@ -190,7 +190,7 @@ def s_concat(history, turn) -> Plan:
 
 
 def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
-    from llama_index_convrag.chat.contextualize import contextualize
+    from llama_index_convrag.conversational.contextualize import contextualize
 
     def strategy(history, turn) -> Plan:
         c = contextualize(turn.utterance, history_of(history), **params)
@@ -219,7 +219,7 @@ class DenseText:
 
 def make_dense_ctx(kind: str) -> Strategy:
     """``ctx-fuse`` whose expanded list searches dense with natural-language history (:data:`DENSE_HISTORY`)."""
-    from llama_index_convrag.chat.contextualize import contextualize
+    from llama_index_convrag.conversational.contextualize import contextualize
 
     def strategy(history, turn) -> Plan:
         c = contextualize(turn.utterance, history_of(history))
@@ -242,7 +242,7 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
         return [d for d, _ in index.search(plan[0][0], mode)]
     from llama_index_convrag.retrievers.fusion import weighted
 
-    from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
+    from llama_index_convrag.conversational.retriever import FUSION_DEPTH
 
     vectors: List[Optional[np.ndarray]] = [None] * len(plan)
     if len(plan) == 3 and isinstance(plan[2][1], DenseText):  # --dense-history: the expanded list's dense query
@@ -255,7 +255,7 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
     # the depth ConversationalRetriever fuses at
     lists = [index.search(q, mode, vector)[:FUSION_DEPTH] for (q, _), vector in zip(plan, vectors)]
     if not isinstance(plan[1][1], float):  # a Contextualized plan: fused exactly as ConversationalRetriever does
-        from llama_index_convrag.retrievers.conversational import fuse_ranked
+        from llama_index_convrag.conversational.retriever import fuse_ranked
 
         t0 = time.perf_counter()
         fused, _ = fuse_ranked(lists[0], lists[1], plan[1][1], index.corpus.__getitem__)
@@ -306,8 +306,8 @@ def prior_applies(c, when: str) -> bool:
 def run_prior(index: Index, prior: Prior, history, turn, previous: Optional[List[Tuple[str, float]]], mode: str
               ) -> Tuple[List[Tuple[str, float]], bool]:
     """(the final ranked (doc, score) list, whether the prior was applied) for one turn."""
-    from llama_index_convrag.chat.contextualize import contextualize
-    from llama_index_convrag.retrievers.conversational import FUSION_DEPTH, fuse_ranked
+    from llama_index_convrag.conversational.contextualize import contextualize
+    from llama_index_convrag.conversational.retriever import FUSION_DEPTH, fuse_ranked
     from llama_index_convrag.retrievers.fusion import minmax, weighted
 
     c = contextualize(turn.utterance, history_of(history))
@@ -371,7 +371,7 @@ class OverlapCoverage(WrappedPlan):
         self.overlap, self.mean = overlap, mean
 
     def weight_given(self, own_results):
-        from llama_index_convrag.chat.contextualize import COVERED_FACTOR, UNCOVERED_FACTOR
+        from llama_index_convrag.conversational.contextualize import COVERED_FACTOR, UNCOVERED_FACTOR
 
         cov, _ = self.c.weight_given(own_results)
         cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
@@ -510,7 +510,7 @@ def print_table(name: str, chunk: int, rows: Mapping[str, Mapping[str, float]]) 
 def zh_term_recall(rows: int) -> Dict[str, float]:
     """Chinese (no corpus: term level): how often ``contextual`` appends a term the human rewrite inserted."""
     from bench._data import shared_data
-    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+    from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
 
     n = added = recovered = good = total = 0
     with open(shared_data() / "zh_utterance_rewrite" / "rewrite.jsonl", encoding="utf-8") as f:
@@ -535,7 +535,7 @@ WEIGHT_GRID = [  # (context_scale, max_context_weight, named_subject_weight, UNC
 def weights_grid(sets: Mapping[str, ConvSet], chunk: int, cache: "EmbeddingCache", analyzer: "Analyzer",
                  mode: str) -> None:
     """Print ``ctx-fuse``'s gap closed and worse share per set for each row of :data:`WEIGHT_GRID`."""
-    import llama_index_convrag.chat.contextualize as cz
+    import llama_index_convrag.conversational.contextualize as cz
 
     indexes = {name: Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items()}
     saved = (cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR)
@@ -561,7 +561,7 @@ the second is the default; each row runs ``ctx-fuse`` at every chunk size asked.
 def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
                    mode: str) -> None:
     """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row of :data:`AGREEMENT_GRID`."""
-    import llama_index_convrag.chat.contextualize as cz
+    import llama_index_convrag.conversational.contextualize as cz
 
     indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
     saved = (cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT)
@@ -617,7 +617,7 @@ TERM_RULES = ("default", "repeated names off", "named shifts off", "both off", "
 def term_rule(row: str):
     """``chat.contextualize`` as :data:`TERM_RULES` row ``row`` has it (module state patched, then restored); yields
     the keyword arguments ``contextualize`` takes for it."""
-    import llama_index_convrag.chat.contextualize as cz
+    import llama_index_convrag.conversational.contextualize as cz
 
     saved = {k: getattr(cz, k) for k in ("SHIFT_MIN_TERMS", "_repeats", "_context_weight", "_names_new",
                                          "EN_STOPWORDS")}
@@ -719,7 +719,7 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
     """Print ``ctx-fuse``'s gap closed and worse share when the history's answers are none, the gold ones (the main
     table; an answering LLM that is right) or the system's own extractive answers (a retrieval-only session: each turn
     shows sentences of its own fused results, so every dialogue runs turn by turn), for each :data:`SHOWN_ANSWERS`."""
-    from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+    from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
     from llama_index_convrag.synthesizers.sentences import split_sentences
 
     top, count = EXTRACTIVE

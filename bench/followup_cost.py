@@ -25,11 +25,17 @@ from retrieval_latency import interleaved  # noqa: E402
 
 from pymilvus import MilvusClient  # noqa: E402
 
-from llama_index_convrag.chat.contextualize import Contextualized, HistoryTurn, contextualize  # noqa: E402
+from llama_index_convrag.conversational.contextualize import Contextualized, HistoryTurn, contextualize  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever  # noqa: E402
+from llama_index_convrag.conversational.query import ConversationalQuery  # noqa: E402
+from llama_index_convrag.conversational.retriever import ConversationalRetriever  # noqa: E402
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever  # noqa: E402
+
+
+def carrying(plan: Contextualized) -> ConversationalQuery:
+    """The query a chat turn hands the retriever: the expanded text carrying its plan."""
+    return ConversationalQuery(plan.query, plan=plan)
 
 
 def plans_for(claims: Sequence[str]) -> List[Contextualized]:
@@ -65,12 +71,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     plain_plans, fused_plans = plans[:need], plans[need : 2 * need]
     retriever = MilvusHybridRetriever.from_defaults(collection_name="scifact", client=client, embed_model=model,
                                                     similarity_top_k=5)
-    by_query = {p.query: p for p in fused_plans}
-    fused = ConversationalRetriever.deepened(retriever, by_query.get)
+    fused = ConversationalRetriever.deepened(retriever)
     model.warm_up()
     fresh_plain, fresh_fused = iter(plain_plans), iter(fused_plans)  # each call a text the cache has not seen
     stats = interleaved([lambda _: retriever.retrieve(next(fresh_plain).query),
-                         lambda _: fused.retrieve(next(fresh_fused).query)], args.queries, warmup=warmup)
+                         lambda _: fused.retrieve(carrying(next(fresh_fused)))], args.queries, warmup=warmup)
     print(f"{len(texts)} SciFact abstracts, default retriever (top 5), {args.queries} turns per system, interleaved\n")
     print("| turn | p50 ms | p95 ms | paired ratio |\n|---|---|---|---|")
     for name, s in zip(["plain turn: 1 embedding, 1 search with feedback",

@@ -47,7 +47,8 @@ from llama_index.core.schema import NodeWithScore, TextNode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, shared_data  # noqa: E402
 
-from llama_index_convrag.chat import ConvRAGChatEngine, QuestionRewriter  # noqa: E402
+from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
+from llama_index_convrag.conversational import QuestionRewriter  # noqa: E402
 from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.evaluation import (cast_passage_corpus, concat_history, contextual_strategy,  # noqa: E402
                                             load_cast_turns, nodes_to_ranked, replay_conversations)
@@ -116,7 +117,7 @@ def retriever_for(name: str, corpus: Dict[str, Document], embed: Any, client: An
     """The top-10 search every strategy is scored on, and the 50-deep one ``contextual`` fuses (as the product)."""
     from llama_index_convrag.evaluation.indexing import index_corpus
     from llama_index_convrag.indices import ConvRAGIndex
-    from llama_index_convrag.retrievers.conversational import with_depth
+    from llama_index_convrag.conversational.retriever import with_depth
 
     index_corpus(corpus, client=client, collection_name=name, embed_model=embed, is_lite=True)
     retriever = ConvRAGIndex.from_collection(name, embed_model=embed, client=client, target=target).as_retriever(

@@ -17,7 +17,7 @@ _EXPORTS: Dict[str, str] = {
     "TrimReport": "llama_index_convrag.chat",
     "TurnRecord": "llama_index_convrag.chat",
     "message_fit_in": "llama_index_convrag.chat",
-    "needs_rewrite": "llama_index_convrag.chat",
+    "needs_rewrite": "llama_index_convrag.conversational",
     # index, ingestion, retrieval
     "ConvRAGIndex": "llama_index_convrag.indices",
     "IngestReport": "llama_index_convrag.ingest",
@@ -63,7 +63,8 @@ def __dir__() -> list:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_convrag.chat import ConvRAGChatEngine, TrimReport, TurnRecord, message_fit_in, needs_rewrite
+    from llama_index_convrag.chat import ConvRAGChatEngine, TrimReport, TurnRecord, message_fit_in
+    from llama_index_convrag.conversational import needs_rewrite
     from llama_index_convrag.config import resolve_embed_model, resolve_llm
     from llama_index_convrag.embeddings import LocalMiniLMEmbedding
     from llama_index_convrag.errors import (

@@ -10,7 +10,7 @@ import pytest
 import llama_index_convrag
 from llama_index_convrag import errors
 from llama_index_convrag.chat.budget import BudgetExceededError as BudgetFromChat
-from llama_index_convrag.chat.rewrite import QuestionRewriter
+from llama_index_convrag.conversational.rewrite import QuestionRewriter
 from llama_index_convrag.ingest import ingest_files
 from llama_index_convrag.ingest.pipeline import collect_files
 from llama_index_convrag.config import resolve_embed_model

@@ -23,7 +23,8 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("config", "ingest", "retrievers", "storage"),  # model resolution, writing, reading, conversation stores
     ("postprocessors", "synthesizers"),  # what happens to retrieved nodes
     ("judge",),  # judge-guided recursive retrieval (grades chunks, recurses, wraps a synthesizer)
-    ("chat",),  # the chat engine (uses retrievers, stores, synthesizers)
+    ("conversational",),  # follow-ups: rewrite triggers and strategies, the query type carrying the plan, fusion
+    ("chat",),  # the chat engine (uses the conversational wing, retrievers, stores, synthesizers)
     ("indices",),  # the index hands out retrievers, query engines and chat engines
     ("evaluation",),
     ("cli_commands",),  # one module per CLI command group
@@ -116,7 +117,7 @@ def loaded_after_import(module: str) -> List[str]:
 
 
 @pytest.mark.parametrize("module", [
-    "llama_index_convrag.chat.triggers",
+    "llama_index_convrag.conversational.triggers",
     "llama_index_convrag.retrievers.fusion",
     "llama_index_convrag.milvus.filters",
     "llama_index_convrag.errors",

@@ -1,4 +1,4 @@
-"""The conversational RAG chat engine and its pure parts (rewrite, triggers, budget, records).
+"""The conversational RAG chat engine and its pure parts (budget, records, streaming).
 
 Usage::
 
@@ -31,10 +31,6 @@ _EXPORTS: Dict[str, str] = {
     "ConvRAGChatEngine": "engine",
     "ConvRAGStreamingResponse": "streaming",
     "message_fit_in": "budget",
-    "needs_rewrite": "triggers",
-    "QuestionRewriter": "rewrite",
-    "RewriteResult": "rewrite",
-    "TriggerDecision": "triggers",
     "TrimReport": "budget",
     "TurnRecord": "records",
 }
@@ -46,6 +42,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.chat.budget import BudgetExceededError, TrimReport, message_fit_in
     from llama_index_convrag.chat.engine import ConvRAGChatEngine
     from llama_index_convrag.chat.records import TurnRecord
-    from llama_index_convrag.chat.rewrite import QuestionRewriter, RewriteResult
     from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
-    from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite

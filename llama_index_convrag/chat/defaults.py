@@ -13,8 +13,8 @@ from llama_index.core.memory.types import BaseMemory
 from llama_index.core.response_synthesizers import BaseSynthesizer
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.rewrite import STRATEGIES, QuestionRewriter
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever
+from llama_index_convrag.conversational.rewrite import STRATEGIES, QuestionRewriter
+from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
 CHAT_MODES = ("condense_question", "condense_plus_context", "context")
@@ -23,8 +23,8 @@ NO_LLM_RESPONSE_MODE = "extractive"
 """The response mode of ``llm=None`` turns: extractive answers (the retrieved sentences closest to the question)."""
 NO_LLM_REWRITE_STRATEGY = "contextual"
 """The rewrite strategy of ``llm=None`` turns: salient, recent history terms, needs no LLM
-(:mod:`~llama_index_convrag.chat.contextualize`); the engine fuses its results with the question's own
-(:class:`~llama_index_convrag.retrievers.conversational.ConversationalRetriever`)."""
+(:mod:`~llama_index_convrag.conversational.contextualize`); the engine fuses its results with the question's own
+(:class:`~llama_index_convrag.conversational.retriever.ConversationalRetriever`)."""
 AUTO_REWRITE_STRATEGY = "auto"
 """``rewrite_strategy="auto"`` (and ``None``): ``llm`` when a (condense) LLM is configured, else
 :data:`NO_LLM_REWRITE_STRATEGY`."""
@@ -103,7 +103,7 @@ def fusing_retriever(retriever: Optional[BaseRetriever], rewriter: QuestionRewri
     follow-up's own list and the expanded query's); as given otherwise (other strategies, a query engine)."""
     if retriever is None or not fuse or rewriter.strategy != "contextual":
         return retriever
-    return ConversationalRetriever.deepened(retriever, rewriter.contextual_plan)
+    return ConversationalRetriever.deepened(retriever)
 
 
 def default_synthesizers(llm: Optional[LLM], embed_model: Optional[BaseEmbedding], synth_kw: Dict[str, Any],

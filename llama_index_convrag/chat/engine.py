@@ -15,6 +15,7 @@ rewrite, extractive answers.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import uuid
 from contextlib import contextmanager
@@ -32,23 +33,22 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import MetadataMode, QueryBundle
+from llama_index.core.schema import MetadataMode
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
 from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers,
                                                fusing_retriever, pick_one, rewrite_strategy_for, seed_messages)
-from llama_index_convrag.chat.rewrite import HistoryFormatter, QuestionRewriter
+from llama_index_convrag.conversational.rewrite import HistoryFormatter, QuestionRewriter
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer, astream_lifecycle, stream_lifecycle
-from llama_index_convrag.chat.triggers import needs_rewrite
+from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
                                            stage_names, sync_deltas, system_text)
 from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer, pop_judge_kwargs
 from llama_index_convrag.judge.synthesizer import message_scope
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 from llama_index_convrag.synthesizers import get_response_synthesizer
@@ -163,7 +163,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``rewrite_strategy``: one of :data:`~.defaults.REWRITE_STRATEGIES`; ``None`` or ``"auto"`` is ``llm`` when a
         (condense) LLM is resolved and ``contextual`` (:data:`~.defaults.NO_LLM_REWRITE_STRATEGY`) otherwise. With
         ``contextual`` and a retriever, a follow-up is searched as typed and as expanded and the two lists fused
-        (:class:`~llama_index_convrag.retrievers.conversational.ConversationalRetriever`;
+        (:class:`~llama_index_convrag.conversational.retriever.ConversationalRetriever`;
         ``contextual_fusion=False`` searches the expanded query alone).
         ``judge=True`` (or a ``BaseJudge``) with ``judge_llm``, ``judge_prompt``, ``max_depth``, ``max_branching``,
         ``max_llm_calls``: judge-guided answers (:mod:`llama_index_convrag.judge`, condense_question mode with a
@@ -216,6 +216,19 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
             get_chat_history=get_chat_history, count_tokens=count_tokens, **options,
         )
+
+    def for_conversation(self, conversation_id: str, store: Optional[ConversationStore] = None) -> "ConvRAGChatEngine":
+        """An engine for another conversation that shares every built part of this one (retriever, rewriter,
+        synthesizers, LLM, postprocessors, options; the store unless ``store`` is given). A turn's state travels with
+        the turn (:class:`~.turn.Turn`, the query's plan), so one set of parts serves many conversations at once: a
+        service makes one of these per request."""
+        if not isinstance(conversation_id, str) or not conversation_id:
+            raise ConfigurationError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
+        twin = copy.copy(self)
+        twin.conversation_id = conversation_id
+        if store is not None:
+            twin._store = store
+        return twin
 
     # --- PromptMixin ---------------------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -322,30 +335,24 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     def _apply_retrieval(self, turn: Turn) -> None:
         if self._retriever is None:  # a query engine retrieves while it answers
             return
-        bundle = QueryBundle(turn.retrieval_query)
+        bundle = turn.retrieval_bundle()
         stages: Stages = {"retrieve": self._retriever.retrieve(bundle)}
         for name, pp in stage_names(self._postprocessors):
             nodes = stages[list(stages)[-1]]
             stages[name] = pp.postprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
         turn.apply_stages(stages)
-        self._record_fusion(turn)
+        turn.apply_fusion(bundle.fusion)
 
     async def _aapply_retrieval(self, turn: Turn) -> None:
         if self._retriever is None:
             return
-        bundle = QueryBundle(turn.retrieval_query)
+        bundle = turn.retrieval_bundle()
         stages: Stages = {"retrieve": await self._retriever.aretrieve(bundle)}
         for name, pp in stage_names(self._postprocessors):
             nodes = stages[list(stages)[-1]]
             stages[name] = await pp.apostprocess_nodes(nodes, query_bundle=bundle) if nodes else nodes
         turn.apply_stages(stages)
-        self._record_fusion(turn)
-
-    def _record_fusion(self, turn: Turn) -> None:
-        """The weights, coverage and agreement a ``ConversationalRetriever`` fused this turn's two lists with, on the
-        record."""
-        if isinstance(self._retriever, ConversationalRetriever):
-            turn.apply_fusion(self._retriever.fusion_for(turn.retrieval_query))
+        turn.apply_fusion(bundle.fusion)
 
     def _fit(self, turn: Turn) -> Optional[str]:
         """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed

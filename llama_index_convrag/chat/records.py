@@ -45,7 +45,7 @@ class TurnRecord:
     rewrite_cache_hit: bool = False
     rewrite_explanation: Optional[Dict[str, Any]] = None
     """Why the rewrite read as it did (``contextual``: the history terms added, their weights and reasons, topic
-    shift, the fusion weights; :meth:`~llama_index_convrag.chat.contextualize.Contextualized.explain`)."""
+    shift, the fusion weights; :meth:`~llama_index_convrag.conversational.contextualize.Contextualized.explain`)."""
     retrieved_ids: Dict[str, List[str]] = field(default_factory=dict)
     trim_report: Optional[Dict[str, Any]] = None
     answer: str = ""

@@ -23,7 +23,8 @@ from llama_index.core.tools import ToolOutput
 from llama_index_convrag.chat.budget import TrimReport
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
-from llama_index_convrag.chat.rewrite import RewriteResult, select_history
+from llama_index_convrag.conversational.query import ConversationalQuery
+from llama_index_convrag.conversational.rewrite import RewriteResult, select_history
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
 from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.rank_trail import get_trail
@@ -78,6 +79,11 @@ class Turn:
         query = self.record.retrieval_query
         return query if query is not None else self.record.original_question
 
+    def retrieval_bundle(self) -> ConversationalQuery:
+        """This turn's retrieval query, carrying the rewrite's plan (a fusing retriever reads it and writes its
+        decision back: :meth:`apply_fusion`)."""
+        return ConversationalQuery(self.retrieval_query, plan=self.rewrite.plan if self.rewrite is not None else None)
+
     def apply_rewrite(self, result: RewriteResult) -> None:
         self.rewrite = result
         rec = self.record
@@ -93,8 +99,9 @@ class Turn:
             skipped_reason=result.skipped_reason, explanation=rec.rewrite_explanation))
 
     def apply_fusion(self, fusion: Optional[Dict[str, Any]]) -> None:
-        """Add the fusion decision (``ConversationalRetriever.fusion_for``: weights, coverage, agreement of the two
-        lists, whether the question's own first result was kept first) to the rewrite explanation."""
+        """Add the fusion decision (``ConversationalQuery.fusion``, set by a fusing retriever: weights, coverage,
+        agreement of the two lists, whether the question's own first result was kept first) to the rewrite
+        explanation."""
         if fusion is not None and self.record.rewrite_explanation is not None:
             self.record.rewrite_explanation["fusion"] = {
                 k: round(v, 3) if isinstance(v, float) else v for k, v in fusion.items()}

@@ -22,7 +22,7 @@ from llama_index_convrag.cli_commands.conversations import open_store, require_c
 from llama_index_convrag.cli_commands.conversations import store_path as store_path_for
 from llama_index_convrag.cli_commands.engine_options import check_llm_needs, engine_kwargs, retriever_kwargs
 from llama_index_convrag.cli_commands.ingest import not_ingested_notes, run_ingest
-from llama_index_convrag.retrievers.conversational import FUSION_DEPTH
+from llama_index_convrag.conversational.retriever import FUSION_DEPTH
 
 SNIPPET_CHARS = 240
 RETRIEVAL_ONLY = "retrieval-only"

@@ -141,7 +141,7 @@ def _llm_rewrite(llm: Any) -> Any:
     """A replay strategy using the engine's own condense prompt (every turn with history is rewritten)."""
     from llama_index.core.base.llms.types import ChatMessage
 
-    from llama_index_convrag.chat import QuestionRewriter
+    from llama_index_convrag.conversational import QuestionRewriter
 
     rewriter = QuestionRewriter(strategy="llm", llm=llm, trigger=None)
 
@@ -161,7 +161,7 @@ def cmd_eval_conversation(args: Any, out: Output) -> int:
                                                 contextual_strategy, load_cast_turns, nodes_to_ranked, plot_metric_bars,
                                                 plot_turn_curves, replay_conversations, write_report)
     from llama_index_convrag.indices import ConvRAGIndex
-    from llama_index_convrag.retrievers.conversational import with_depth
+    from llama_index_convrag.conversational.retriever import with_depth
 
     path = Path(args.dataset)
     if path.is_dir():

@@ -17,13 +17,13 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from llama_index.core.instrumentation import get_dispatcher
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, RecordNotFoundError
-from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
+from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.evaluation.answers import exact_match, token_f1
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 from llama_index_convrag.evaluation.report import latency_summary
 from llama_index_convrag.evaluation.retrieval import (DEFAULT_METRICS, RetrievalMetrics, RetrieveFn, as_ranked,
                                                        evaluate_run, metric_names, ranked_to_run_entry)
-from llama_index_convrag.retrievers.conversational import fuse_ranked
+from llama_index_convrag.conversational.retriever import fuse_ranked
 from llama_index_convrag.retrievers.fusion import weighted
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def contextual_strategy(fuse: bool = True, texts: Optional[Mapping[str, str]] = 
     (doc id -> text) the two lists are fused exactly as the retriever does (:func:`fuse_ranked`: the expanded list's
     weight read off the question's own results and the two lists' agreement, its on-topic first result kept first),
     searched by ``retrieve`` when given (the retriever fuses ``FUSION_DEPTH``-deep lists, see
-    :mod:`~llama_index_convrag.retrievers.conversational`: pass a search that deep to score what it returns); without
+    :mod:`~llama_index_convrag.conversational.retriever`: pass a search that deep to score what it returns); without
     ``texts``, with the contextualiser's prior weights."""
     def rewrite(history: Sequence[ConversationTurn], utterance: str) -> Any:
         plan = contextualize(utterance, [HistoryTurn(t.utterance, t.answer or "") for t in history])

@@ -17,7 +17,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.chat import ConvRAGChatEngine
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_TEMPLATE
-from llama_index_convrag.retrievers.conversational import ConversationalRetriever
+from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing import ScriptedFailure, ScriptedLLM
 from tests.chat.conftest import FixedRetriever, word_count

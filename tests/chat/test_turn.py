@@ -8,8 +8,8 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.chat.budget import TrimReport
-from llama_index_convrag.chat.rewrite import RewriteResult
-from llama_index_convrag.chat.rewrite import select_history
+from llama_index_convrag.conversational.rewrite import RewriteResult
+from llama_index_convrag.conversational.rewrite import select_history
 from llama_index_convrag.chat.turn import (Turn, aread_text, build_citations, final_doc_id, group_turns, read_text,
                                            recent_history, stage_names)
 

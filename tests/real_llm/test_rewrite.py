@@ -3,7 +3,7 @@
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_index_convrag.chat.rewrite import QuestionRewriter
+from llama_index_convrag.conversational.rewrite import QuestionRewriter
 
 pytestmark = pytest.mark.real_llm
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from llama_index_convrag.chat.rewrite_output import (MAX_REWRITE_CHARS, ParsedRewrite, clean_rewrite, looks_like_answer,
+from llama_index_convrag.conversational.rewrite_output import (MAX_REWRITE_CHARS, ParsedRewrite, clean_rewrite, looks_like_answer,
                                                      parse_rewrite)
 
 

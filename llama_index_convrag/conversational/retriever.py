@@ -1,29 +1,30 @@
 """``ConversationalRetriever``: fuse the follow-up's own results with its contextualised query's results.
 
-The ``contextual`` rewrite strategy (:mod:`llama_index_convrag.chat.contextualize`) appends salient history terms to
+The ``contextual`` rewrite strategy (:mod:`llama_index_convrag.conversational.contextualize`) appends salient history terms to
 a follow-up. Searching only the expanded query drags the old topic over the question's own words; this wrapper
 searches both the question as typed and the expanded query with the wrapped retriever and fuses the two lists by
 min-max normalised weighted fusion (:func:`~llama_index_convrag.retrievers.fusion.weighted`). The question's own list
 weighs 1; the expanded list's weight is the contextualiser's (from the follow-up's own evidence), scaled by how many
 of the question's own top results already mention the added history terms
-(:meth:`~llama_index_convrag.chat.contextualize.Contextualized.weight_given`): results on the conversation's topic
+(:meth:`~llama_index_convrag.conversational.contextualize.Contextualized.weight_given`): results on the conversation's topic
 keep them on top, results that drifted give way; then by how much the two lists agree beyond chance
-(:meth:`~llama_index_convrag.chat.contextualize.Contextualized.agreement_factor`: lists sharing most of their first
+(:meth:`~llama_index_convrag.conversational.contextualize.Contextualized.agreement_factor`: lists sharing most of their first
 results would only be reshuffled, so the expansion's weight falls to 0; lists sharing no more than chance raise it).
 The question's own first result stays first when the expanded query also ranks it among its first 3 or it mentions
-an added term (:func:`fuse_ranked`). :meth:`ConversationalRetriever.fusion_for` returns that decision for
-the turn record. Measured in ``bench/conversational_retrieval.py`` (RRF fusion of the same lists measured worse).
+an added term (:func:`fuse_ranked`). The decision is written onto the query for
+the turn record (``bench/conversational_retrieval.py`` measures it).
 
 With a candidate retriever that ranks without reading text (:class:`RankedSearch`: ``MilvusHybridRetriever`` without
 model reranking), the two searches go to Milvus together (one call per field for both queries) and only the texts
 the fusion reads are fetched: the question's own first :attr:`ContextPlan.coverage_depth` results and the fused
 ``top_k`` (a second fetch only for fused results outside the first one). The result is the same as two
-``retrieve`` calls (``tests/retrievers/test_conversational.py`` compares them); ``bench/followup_cost.py`` measures
+``retrieve`` calls (``tests/conversational/test_retriever.py`` compares them); ``bench/followup_cost.py`` measures
 the cost.
 
-The retrieval query arrives as a plain string (the chat engine's ``retrieval_query``); ``plans`` maps it back to the
-decision that produced it (:meth:`QuestionRewriter.contextual_plan`). Queries without a plan, or whose plan added
-nothing, cost exactly one search.
+The plan arrives on the query itself (:class:`~llama_index_convrag.conversational.query.ConversationalQuery`, made by
+the chat engine from the rewrite), and the fusion decision goes back on it: nothing is kept on the retriever, so one
+retriever serves any number of conversations at once. Queries without a plan, or whose plan added nothing, cost
+exactly one search.
 
 Min-max fusion of two top-5 lists is degenerate (each list's last item maps to 0, a one-item list to 1): the two
 searches run on ``candidates``, a copy of the retriever that returns :data:`FUSION_DEPTH` nodes
@@ -34,38 +35,14 @@ list is cut to ``top_k``.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_convrag.conversational.query import ContextPlan, plan_of, record_fusion
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.retrievers import fusion
-
-
-class ContextPlan(Protocol):
-    """What the wrapper reads of a contextualisation (``chat.contextualize.Contextualized`` satisfies it)."""
-
-    question: str
-    query: str
-    added: Sequence[object]
-    question_weight: float
-    context_weight: float
-
-    @property
-    def coverage_depth(self) -> int:
-        """How many of the question's own results ``weight_given`` reads."""
-
-    def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
-        """``(coverage, context weight)`` given the texts of the question's own results, best first."""
-
-    def agreement_factor(self, agreement: float) -> float:
-        """The factor on ``weight_given``'s weight for the two lists' :func:`agreement` (0 to 1)."""
-
-    def mentioned_in(self, text: str) -> bool:
-        """Whether ``text`` mentions one of the added history terms."""
 
 
 class Ranked(Protocol):
@@ -96,13 +73,10 @@ class RankedSearch(Protocol):
         ...
 
 
-PlanLookup = Callable[[str], Optional[ContextPlan]]
 FUSION_DEPTH = 50
 """Candidates per search that the two lists are fused over (the bench fuses at the same depth)."""
 CONSENSUS_DEPTH = 3
 """The question's own first result stays first when the expanded query ranks it this high (:func:`fuse_ranked`)."""
-FUSIONS_KEPT = 1024
-"""Recent fusion decisions :meth:`ConversationalRetriever.fusion_for` can return."""
 
 
 def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[BaseRetriever, Optional[int]]:
@@ -213,7 +187,7 @@ def ranked_nodes(fused: Sequence[Tuple[Hashable, float]], own_nodes: Dict[str, N
 class ConversationalRetriever(BaseRetriever):
     """Runs ``retriever`` for the question and its contextualised query and fuses them (see module docstring)."""
 
-    def __init__(self, retriever: BaseRetriever, plans: PlanLookup, *, top_k: Optional[int] = None,
+    def __init__(self, retriever: BaseRetriever, *, top_k: Optional[int] = None,
                  candidates: Optional[BaseRetriever] = None) -> None:
         if top_k is not None and top_k < 1:
             raise ConfigurationError(f"top_k must be >= 1, got {top_k!r}")
@@ -222,32 +196,17 @@ class ConversationalRetriever(BaseRetriever):
         super().__init__(callback_manager=retriever.callback_manager)
         self.retriever = retriever
         self.candidates = candidates if candidates is not None else retriever
-        self.plans = plans
         self.top_k = top_k
         ranked = self.candidates if isinstance(self.candidates, RankedSearch) else None
         self._ranked: Optional[RankedSearch] = ranked if ranked is not None and ranked.rankable else None
-        self._fusions: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
-        self._lock = threading.Lock()
 
-    def fusion_for(self, query: str) -> Optional[Dict[str, Any]]:
-        """The weights and coverage the last fusion of ``query`` used (recent queries only), for the turn record."""
-        with self._lock:
-            return self._fusions.get(query)
-
-    def _record(self, query: str, decision: Dict[str, Any]) -> None:
-        with self._lock:
-            self._fusions[query] = decision
-            self._fusions.move_to_end(query)
-            while len(self._fusions) > FUSIONS_KEPT:
-                self._fusions.popitem(last=False)
-
-    def _fuse(self, query: str, plan: ContextPlan, own: List[NodeWithScore],
+    def _fuse(self, query_bundle: QueryBundle, plan: ContextPlan, own: List[NodeWithScore],
               ctx: List[NodeWithScore]) -> List[NodeWithScore]:
         fused, decision = fuse_lists(own, ctx, plan, self._limit(own, ctx))
-        self._record(query, decision)
+        record_fusion(query_bundle, decision)
         return fused
 
-    def _fuse_ranked(self, query: str, plan: ContextPlan, own: Ranked, ctx: Ranked,
+    def _fuse_ranked(self, query_bundle: QueryBundle, plan: ContextPlan, own: Ranked, ctx: Ranked,
                      first: Sequence[Dict[str, NodeWithScore]]) -> List[Tuple[Hashable, float]]:
         """Fuse two rankings (texts from the own list's nodes fetched first), record the decision, cut to the limit."""
         own_nodes = first[0]
@@ -257,18 +216,17 @@ class ConversationalRetriever(BaseRetriever):
             return found.node.get_content() if found is not None else ""
 
         fused, decision = fuse_ranked(own.kept, ctx.kept, plan, text_of)
-        self._record(query, decision)
+        record_fusion(query_bundle, decision)
         return fused[: self._limit(own.kept, ctx.kept)]
 
     @classmethod
-    def deepened(cls, retriever: BaseRetriever, plans: PlanLookup,
-                 depth: int = FUSION_DEPTH) -> "ConversationalRetriever":
+    def deepened(cls, retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> "ConversationalRetriever":
         """Fuse over ``depth`` candidates per search where the retriever can be asked for them (:func:`with_depth`)."""
         candidates, top_k = with_depth(retriever, depth)
-        return cls(retriever, plans, top_k=top_k, candidates=candidates if top_k is not None else None)
+        return cls(retriever, top_k=top_k, candidates=candidates if top_k is not None else None)
 
     def _plan(self, query_bundle: QueryBundle) -> Optional[ContextPlan]:
-        plan = self.plans(query_bundle.query_str)
+        plan = plan_of(query_bundle)
         return plan if plan is not None and plan.added and plan.question.strip() else None
 
     def _limit(self, question_nodes: Sequence[Any], context_nodes: Sequence[Any]) -> int:
@@ -282,14 +240,14 @@ class ConversationalRetriever(BaseRetriever):
             return self._retrieve_ranked(self._ranked, query_bundle, plan)
         own = self.candidates.retrieve(QueryBundle(plan.question))
         ctx = self.candidates.retrieve(query_bundle)
-        return self._fuse(query_bundle.query_str, plan, own, ctx)
+        return self._fuse(query_bundle, plan, own, ctx)
 
     def _retrieve_ranked(self, search: RankedSearch, query_bundle: QueryBundle,
                          plan: ContextPlan) -> List[NodeWithScore]:
         own, ctx = search.rank_many([QueryBundle(plan.question), query_bundle])
         wanted = first_wanted(plan, own, ctx, self._limit(own.kept, ctx.kept))
         first = search.nodes_for(list(zip((own, ctx), wanted)))
-        fused = self._fuse_ranked(query_bundle.query_str, plan, own, ctx, first)
+        fused = self._fuse_ranked(query_bundle, plan, own, ctx, first)
         more = still_wanted(fused, own, first)
         extra = search.nodes_for(list(zip((own, ctx), more))) if more[0] or more[1] else [{}, {}]
         return ranked_nodes(fused, {**first[0], **extra[0]}, {**first[1], **extra[1]})
@@ -302,14 +260,14 @@ class ConversationalRetriever(BaseRetriever):
             return await self._aretrieve_ranked(self._ranked, query_bundle, plan)
         own, ctx = await asyncio.gather(self.candidates.aretrieve(QueryBundle(plan.question)),
                                         self.candidates.aretrieve(query_bundle))
-        return self._fuse(query_bundle.query_str, plan, own, ctx)
+        return self._fuse(query_bundle, plan, own, ctx)
 
     async def _aretrieve_ranked(self, search: RankedSearch, query_bundle: QueryBundle,
                                 plan: ContextPlan) -> List[NodeWithScore]:
         own, ctx = await search.arank_many([QueryBundle(plan.question), query_bundle])
         wanted = first_wanted(plan, own, ctx, self._limit(own.kept, ctx.kept))
         first = await search.anodes_for(list(zip((own, ctx), wanted)))
-        fused = self._fuse_ranked(query_bundle.query_str, plan, own, ctx, first)
+        fused = self._fuse_ranked(query_bundle, plan, own, ctx, first)
         more = still_wanted(fused, own, first)
         extra = await search.anodes_for(list(zip((own, ctx), more))) if more[0] or more[1] else [{}, {}]
         return ranked_nodes(fused, {**first[0], **extra[0]}, {**first[1], **extra[1]})

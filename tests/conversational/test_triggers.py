@@ -2,7 +2,7 @@
 
 import pytest
 
-from llama_index_convrag.chat.triggers import needs_rewrite
+from llama_index_convrag.conversational.triggers import needs_rewrite
 
 
 @pytest.mark.parametrize("question, reason", [

@@ -8,8 +8,9 @@ import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_convrag.chat.contextualize import HistoryTurn, contextualize
-from llama_index_convrag.retrievers.conversational import (FUSION_DEPTH, ConversationalRetriever, fuse_lists,
+from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
+from llama_index_convrag.conversational.query import ConversationalQuery
+from llama_index_convrag.conversational.retriever import (FUSION_DEPTH, ConversationalRetriever, fuse_lists,
                                                            agreement, fuse_ranked, still_wanted,
                                                            with_depth)
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
@@ -29,6 +30,11 @@ class TableRetriever(BaseRetriever):
 
 
 PLAN = contextualize("Is it treatable?", [HistoryTurn("What is throat cancer?")])
+
+
+def carrying(plan) -> ConversationalQuery:
+    """The query a chat turn hands the retriever: the expanded text carrying its plan."""
+    return ConversationalQuery(plan.query, plan=plan)
 OWN = [("generic", 3.0), ("throat-treat", 2.0), ("other", 1.0)]
 CTX = [("throat-treat", 9.0), ("throat-what", 5.0), ("throat-more", 3.0), ("generic", 1.0)]
 
@@ -100,20 +106,27 @@ def test_agreement_is_unknown_where_chance_explains_it() -> None:
 
 def test_two_searches_with_a_plan_one_without() -> None:
     base = TableRetriever({PLAN.question: OWN, PLAN.query: CTX, "plain": OWN})
-    retriever = ConversationalRetriever(base, {PLAN.query: PLAN}.get)
+    retriever = ConversationalRetriever(base)
     # none of the question's own results mentions 'throat' or 'cancer': the expansion's weight doubles (2 -> 4);
     # agreement 1/6 (test_fuse_lists_exact): 1.93 times that
-    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat", "throat-what", "throat-more",
-                                                                        "generic"]  # as many as the longer list
-    assert retriever.fusion_for(PLAN.query) == {"question": 1.0, "context": pytest.approx(4 * (1 + 4 * (0.4 - 1 / 6))),
+    query = carrying(PLAN)
+    assert [n.node.node_id for n in retriever.retrieve(query)] == ["throat-treat", "throat-what", "throat-more",
+                                                                   "generic"]  # as many as the longer list
+    assert query.fusion == {"question": 1.0, "context": pytest.approx(4 * (1 + 4 * (0.4 - 1 / 6))),
                                                 "coverage": 0.0, "agreement": pytest.approx(1 / 6),
                                                 "own_top_kept": False}
     assert base.asked == ["Is it treatable?", "Is it treatable? throat cancer"]
     assert [n.node.node_id for n in retriever.retrieve("plain")] == ["generic", "throat-treat", "other"]
     assert base.asked[2:] == ["plain"]
-    assert retriever.fusion_for("plain") is None
-    fused = asyncio.run(retriever.aretrieve(PLAN.query))
-    assert [n.node.node_id for n in fused] == [n.node.node_id for n in retriever.retrieve(PLAN.query)]
+    plain = ConversationalQuery("plain")
+    assert [n.node.node_id for n in retriever.retrieve(plain)] == ["generic", "throat-treat", "other"]
+    assert plain.fusion is None  # no plan: one search, nothing fused
+    # the expanded text alone (a plain string or QueryBundle) carries no plan: one search of it, as typed
+    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == [d for d, _ in CTX]
+    again = carrying(PLAN)
+    fused = asyncio.run(retriever.aretrieve(again))
+    assert [n.node.node_id for n in fused] == [n.node.node_id for n in retriever.retrieve(carrying(PLAN))]
+    assert again.fusion == query.fusion
 
 
 class DepthRetriever(TableRetriever):
@@ -133,14 +146,14 @@ class DepthRetriever(TableRetriever):
 def test_fusion_runs_over_deeper_lists_and_cuts_to_top_k() -> None:
     # top-1 lists would tie at 1.0 each and keep the question's own 'generic'; depth 3 lets 'throat-treat' win.
     base = DepthRetriever({PLAN.question: OWN, PLAN.query: CTX}, top_k=1)
-    retriever = ConversationalRetriever.deepened(base, {PLAN.query: PLAN}.get, depth=3)
+    retriever = ConversationalRetriever.deepened(base, depth=3)
     assert (retriever.top_k, retriever.candidates.params.similarity_top_k) == (1, 3)
-    assert [n.node.node_id for n in retriever.retrieve(PLAN.query)] == ["throat-treat"]
+    assert [n.node.node_id for n in retriever.retrieve(carrying(PLAN))] == ["throat-treat"]
     assert [n.node.node_id for n in retriever.retrieve(PLAN.question)] == ["generic"]  # no plan: base, one node
     plain = TableRetriever({})
     assert with_depth(plain) == (plain, None) and with_depth(base, depth=1) == (base, None)
     with pytest.raises(ValueError, match="pass top_k= too"):
-        ConversationalRetriever(base, {}.get, candidates=base)
+        ConversationalRetriever(base, candidates=base)
 
 
 def test_the_deeper_copy_skips_dense_feedback_and_keeps_the_rest(milvus_client, embed_model,
@@ -189,23 +202,23 @@ def test_ranked_fusion_equals_two_retrieves_and_fetches_only_the_texts_it_reads(
     made = {name: MilvusHybridRetriever.from_defaults(collection_name=corpus_collection, embed_model=embed_model,
                                                       client=client, target=milvus_target, similarity_top_k=2, **kw)
             for name, client in (("counted", counter), ("plain", milvus_client))}
-    plans = {p.query: p for p in FOLLOW_UPS}.get
-    fast = ConversationalRetriever.deepened(made["counted"], plans, depth=8)
+    fast = ConversationalRetriever.deepened(made["counted"], depth=8)
     candidates, top_k = with_depth(made["plain"], 8)
-    slow = ConversationalRetriever(made["plain"], plans, top_k=top_k, candidates=PlainCopy(candidates))
+    slow = ConversationalRetriever(made["plain"], top_k=top_k, candidates=PlainCopy(candidates))
     assert fast._ranked is fast.candidates and slow._ranked is None
     for plan in FOLLOW_UPS:
         assert plan.added
         counter.calls.clear()
-        got = fast.retrieve(plan.query)
-        assert view(got) == view(slow.retrieve(plan.query)) and len(got) == 2
-        assert fast.fusion_for(plan.query) == slow.fusion_for(plan.query)
+        fast_query, slow_query = carrying(plan), carrying(plan)
+        got = fast.retrieve(fast_query)
+        assert view(got) == view(slow.retrieve(slow_query)) and len(got) == 2
+        assert fast_query.fusion == slow_query.fusion and fast_query.fusion is not None
         searches = [c for c in counter.calls if c[0] != "get"]
         assert searches == ([("search", 2)] if kw else [("search", 2)] * 2) if kw.get("ranker_type") != "rrf" \
             else [("hybrid_search", 1)] * 2
         assert 1 <= len(counter.calls) - len(searches) <= 2  # the texts read, and fused results outside them
-        assert view(asyncio.run(ConversationalRetriever.deepened(made["plain"], plans, depth=8)
-                                .aretrieve(plan.query))) == view(got)
+        assert view(asyncio.run(ConversationalRetriever.deepened(made["plain"], depth=8)
+                                .aretrieve(carrying(plan)))) == view(got)
 
 
 class TableRanked(TableRetriever):
@@ -247,20 +260,20 @@ def test_a_fused_result_outside_the_first_fetch_is_fetched_in_a_second_round() -
     table = {PLAN.question: own, PLAN.query: [("c1", 9.0), ("c2", 8.8), ("c4", 8.6), ("own0", 8.0), ("c3", 0.0)]}
     plan = heavy_plan()
     fast = TableRanked(table)
-    retriever = ConversationalRetriever(fast, {PLAN.query: plan}.get, top_k=1, candidates=fast)
-    slow = ConversationalRetriever(TableRetriever(table), {PLAN.query: plan}.get, top_k=1)
+    retriever = ConversationalRetriever(fast, top_k=1, candidates=fast)
+    slow = ConversationalRetriever(TableRetriever(table), top_k=1)
     # c1: 50 x 1; own0: 1 + 50 x 8/9 = 45.4. First fetch: own[:10] (their texts set the weight), ctx[:2] not in own.
-    assert [(n.node_id, n.score) for n in retriever.retrieve(PLAN.query)] == \
-        [(n.node_id, n.score) for n in slow.retrieve(PLAN.query)] == [("c1", 50.0)]
+    assert [(n.node_id, n.score) for n in retriever.retrieve(carrying(plan))] == \
+        [(n.node_id, n.score) for n in slow.retrieve(carrying(plan))] == [("c1", 50.0)]
     assert fast.fetched == [[[f"own{i}" for i in range(10)], ["c1", "c2"]]]
     fast.fetched.clear()
     # own10 (own 1/11, expanded 1) beats own11 (0 + 50) and c3: it was not among the texts read, so a second get.
     table[PLAN.query] = [("own10", 9.0), ("own11", 9.0), ("c3", 0.0)]
-    assert [(n.node_id, round(n.score, 4)) for n in retriever.retrieve(PLAN.query)] == \
-        [(n.node_id, round(n.score, 4)) for n in slow.retrieve(PLAN.query)] == [("own10", round(50 + 1 / 11, 4))]
+    assert [(n.node_id, round(n.score, 4)) for n in retriever.retrieve(carrying(plan))] == \
+        [(n.node_id, round(n.score, 4)) for n in slow.retrieve(carrying(plan))] == [("own10", round(50 + 1 / 11, 4))]
     assert fast.fetched == [[[f"own{i}" for i in range(10)], []], [["own10"], []]]
     fast.fetched.clear()
-    assert [n.node_id for n in asyncio.run(retriever.aretrieve(PLAN.query))] == ["own10"] and len(fast.fetched) == 2
+    assert [n.node_id for n in asyncio.run(retriever.aretrieve(carrying(plan)))] == ["own10"] and len(fast.fetched) == 2
 
 
 def test_still_wanted_takes_the_own_lists_node_when_there() -> None:

@@ -6,7 +6,7 @@ from typing import List
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_index_convrag.chat.rewrite import QuestionRewriter, fit_history, select_history
+from llama_index_convrag.conversational.rewrite import QuestionRewriter, fit_history, select_history
 from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_TEMPLATE
 from llama_index_convrag.testing import ScriptedLLM
 

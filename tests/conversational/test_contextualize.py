@@ -3,10 +3,10 @@
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_index_convrag.chat.contextualize import HistoryTurn as H
-from llama_index_convrag.chat.contextualize import agreement_factor, contextualize, history_turns, mentions
+from llama_index_convrag.conversational.contextualize import HistoryTurn as H
+from llama_index_convrag.conversational.contextualize import agreement_factor, contextualize, history_turns, mentions
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.chat.rewrite import QuestionRewriter
+from llama_index_convrag.conversational.rewrite import QuestionRewriter
 
 
 def terms(c):
@@ -129,7 +129,9 @@ def test_rewriter_strategy_records_the_plan() -> None:
     assert (res.query, res.strategy, res.used_llm, res.skipped_reason) == (
         "Is it treatable? throat cancer", "contextual", False, None)
     assert res.explanation["added_terms"][1]["term"] == "throat"
-    assert rw.contextual_plan(res.query).question == "Is it treatable?"
+    assert res.plan.question == "Is it treatable?" and res.plan.query == res.query
+    bundle = res.retrieval_bundle()  # what the engine retrieves with: the query carries its own plan
+    assert (bundle.query_str, bundle.plan, bundle.fusion) == (res.query, res.plan, None)
     shift = rw.rewrite("How do volcanoes form underwater?", history)
     assert (shift.query, shift.skipped_reason) == ("How do volcanoes form underwater?",
                                                    "topic shift: self-contained and names nothing from the history")

@@ -13,14 +13,14 @@ a millisecond per turn):
   next question most likely points to); a term seen in several turns adds up (a recurring term is the topic).
 * **Recency**: a term from ``d`` user turns back weighs ``decay ** (d - 1)``; the first turn (the conversation's
   opening subject) keeps at least ``anchor_weight``.
-* **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.chat.triggers.needs_rewrite`)
+* **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
   :data:`SHIFT_MIN_TERMS` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
   common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
   as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
-  (:mod:`llama_index_convrag.retrievers.conversational`). The weight of the contextualised list comes from the
+  (:mod:`llama_index_convrag.conversational.retriever`). The weight of the contextualised list comes from the
   follow-up's own evidence (:func:`_context_weight`): ``context_scale`` divided by the number of content terms the
   follow-up holds (a two-word question leans on the history, a detailed one on its own words), and at most
   ``named_subject_weight`` when it names its own subject (a proper noun, an acronym, an ellipsis' new subject).
@@ -41,7 +41,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from llama_index_convrag.chat.triggers import needs_rewrite
+from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ConfigurationError
 
 EN_STOPWORDS = frozenset("""

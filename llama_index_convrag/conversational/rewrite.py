@@ -1,10 +1,10 @@
 """Retrieval-only question rewriting: strategies ``llm`` (condense prompt), ``contextual`` (no LLM: salient, recent
-history terms, see :mod:`~llama_index_convrag.chat.contextualize`), ``concat`` (no LLM) and ``none``.
+history terms, see :mod:`~llama_index_convrag.conversational.contextualize`), ``concat`` (no LLM) and ``none``.
 
 The rewrite conditions on the last ``last_n_turns`` user turns (a user message and the answers that followed it),
 fitted into ``max_history_tokens`` by :func:`fit_history` (answers are shortened before any user turn is dropped, and
 the window is never emptied). An optional trigger skips the rewrite for self-contained questions. The model's reply
-is cleaned by :func:`~llama_index_convrag.chat.rewrite_output.parse_rewrite`; a failing, empty or rejected LLM
+is cleaned by :func:`~llama_index_convrag.conversational.rewrite_output.parse_rewrite`; a failing, empty or rejected LLM
 rewrite (an answer, a refusal) falls back to the original question and records why. LLM rewrites are cached by
 (history message ids, message id, model).
 """
@@ -26,10 +26,10 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.chat.budget import TokenCounter
-from llama_index_convrag.chat.contextualize import Contextualized, contextualize, history_turns
-from llama_index_convrag.chat.rewrite_output import parse_rewrite
-from llama_index_convrag.chat.triggers import TriggerDecision, needs_rewrite
+from llama_index_convrag.conversational.contextualize import Contextualized, contextualize, history_turns
+from llama_index_convrag.conversational.query import ConversationalQuery
+from llama_index_convrag.conversational.rewrite_output import parse_rewrite
+from llama_index_convrag.conversational.triggers import TriggerDecision, needs_rewrite
 from llama_index_convrag.prompts.chat import DEFAULT_CONDENSE_PROMPT
 
 STRATEGIES = ("llm", "contextual", "concat", "none")
@@ -37,6 +37,7 @@ CONTEXTUAL_MAX_TURNS = 16
 """User turns ``contextual`` reads: the conversation's first (its opening subject) and the latest 15 (recency decay
 leaves older turns a negligible weight)."""
 HistoryFormatter = Callable[[Sequence[ChatMessage]], str]
+TokenCounter = Callable[[str], int]
 Trigger = Callable[[str], TriggerDecision]
 CacheKey = Tuple[Tuple[str, ...], str, str]
 
@@ -57,6 +58,12 @@ class RewriteResult:
     """Steps that cleaned the model's reply ("label", "quotes", "kept 1 of 3 lines"...)."""
     shortened_answers: int = 0
     """Assistant answers cut short to fit the window into ``max_history_tokens``."""
+    plan: Optional[Contextualized] = None
+    """The ``contextual`` decision behind ``query`` (which history terms were added, and how much they weigh)."""
+
+    def retrieval_bundle(self) -> ConversationalQuery:
+        """The query to retrieve with: ``query`` carrying :attr:`plan`, for a fusing retriever."""
+        return ConversationalQuery(self.query, plan=self.plan)
 
 
 @dataclass
@@ -194,18 +201,12 @@ class QuestionRewriter(PromptMixin):
         self.cache_size = cache_size
         self._cache: "OrderedDict[CacheKey, str]" = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._plans: "OrderedDict[str, Contextualized]" = OrderedDict()
 
     @property
     def history_window(self) -> Optional[int]:
         """User turns of history a rewrite reads (``None``: all; ``contextual`` weighs turns by recency itself and
         keeps the conversation's opening turn, see :data:`CONTEXTUAL_MAX_TURNS`)."""
         return None if self.strategy == "contextual" else self.last_n_turns
-
-    def contextual_plan(self, query: str) -> Optional[Contextualized]:
-        """The ``contextual`` decision that produced ``query`` (recent ones only), for a fusing retriever."""
-        with self._cache_lock:
-            return self._plans.get(query)
 
     # PromptMixin -------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
@@ -290,14 +291,9 @@ class QuestionRewriter(PromptMixin):
         if len(turns) > CONTEXTUAL_MAX_TURNS:
             turns = turns[:1] + turns[-(CONTEXTUAL_MAX_TURNS - 1):]
         plan = contextualize(question, turns)
-        with self._cache_lock:
-            self._plans[plan.query] = plan
-            self._plans.move_to_end(plan.query)
-            while len(self._plans) > max(self.cache_size, 16):
-                self._plans.popitem(last=False)
         skipped = None if plan.added else plan.reason
         return RewriteResult(plan.query, "contextual", latency_ms=(time.perf_counter() - start) * 1000,
-                             skipped_reason=skipped, explanation=plan.explain())
+                             skipped_reason=skipped, explanation=plan.explain(), plan=plan)
 
     def _model_name(self) -> str:
         return str(getattr(self.llm.metadata, "model_name", type(self.llm).__name__))  # type: ignore[union-attr]
