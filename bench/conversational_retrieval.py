@@ -3,7 +3,7 @@
 For each set (CAsT 2021 passages, CAsT 2022 responses, CANARD dev answers; see ``bench/_conv_data.py``) and each
 chunking (256-token chunks and the ingest default, 700), the corpus is chunked with LlamaIndex's SentenceSplitter,
 embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python like the product's hybrid
-retriever without its dense feedback search (issue 16): dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
+retriever without its dense feedback search: dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
 lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normalised weighted fusion 0.5/0.5 over
 chunks, a document's score is its best chunk's.
 
@@ -14,24 +14,16 @@ the share of the raw -> human gap closed (nDCG@10), the follow-ups whose nDCG@10
 rewrite's p50 ms and the fusion step's p50 ms (coverage, weights, fusion of the two lists). ``--split dev|test|all`` takes even / odd dialogues.
 
 ``--agreement-grid`` runs ``ctx-fuse`` over :data:`AGREEMENT_GRID`, settings of the lists' agreement factor
-(``chat.contextualize.agreement_factor``), the first row without it.
-
-``--dense-history`` adds ``ctx-fuse`` rows whose expanded list searches dense with natural-language history
-(:data:`DENSE_HISTORY`) instead of the expanded query. Measured and rejected: see README, issue 13.
+(:class:`ContextRules` ``agreement_slope`` / ``agreement_pivot``), the first row without it.
 
 ``--weight-oracle`` scales the expanded list's weight by each of :data:`ORACLE_SCALES` and adds the per-follow-up
 best scale chosen from the gold labels: the most any weighting of these two lists could close (an analysis).
 
-``--term-rules`` runs ``ctx-fuse`` with the repeated-name and named-shift rules of ``chat.contextualize`` off, or
-set otherwise (:data:`TERM_RULES`): how the defaults were chosen, and the variants rejected.
+``--term-rules`` runs ``ctx-fuse`` with the repeated-name and named-shift rules of ``contextualize`` off, or set
+otherwise (:data:`TERM_RULES`, each a :class:`ContextRules` value).
 
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
-
-``--priors all`` (or a comma-separated list of :data:`PRIORS`) adds the previous-turn prior variants: the
-system's own previous final ranking as a third fusion list, a boost, dense feedback or a keep-first rule, each
-dialogue run turn by turn, with per-split (even / odd) columns. Measured and rejected (no variant improved the
-gap without raising the worse rate on every set, chunking and split): see README, issue 13.
 
     PYTHONPATH=$PWD python bench/conversational_retrieval.py --sets cast21,cast22,canard --chunks 256,700
 """
@@ -46,16 +38,16 @@ import re
 import sys
 import time
 from pathlib import Path
-from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._conv_data import ConvSet, EmbeddingCache, chunk_corpus, load_sets  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.conversational.contextualize import ContextRules
 from llama_index_convrag.evaluation.datasets import ConversationTurn  # noqa: E402
 
 log = logging.getLogger("bench")
@@ -113,16 +105,6 @@ class Index:
             for w, f in tf.items():
                 self.postings.setdefault(w, []).append((i, f * (k1 + 1) / (f + norm)))
         self.memo: Dict[str, List[Tuple[str, float]]] = {}
-        self._doc_vectors: Optional[Dict[str, np.ndarray]] = None
-
-    def doc_vector(self, doc: str) -> np.ndarray:
-        """The mean of a document's chunk vectors, unit length (for the dense-feedback prior)."""
-        if self._doc_vectors is None:
-            sums: Dict[str, np.ndarray] = {}
-            for i, d in enumerate(self.doc_of):
-                sums[d] = sums[d] + self.matrix[i] if d in sums else self.matrix[i].astype(np.float64)
-            self._doc_vectors = {d: v / (np.linalg.norm(v) or 1.0) for d, v in sums.items()}
-        return self._doc_vectors[doc]
 
     def bm25(self, text: str) -> List[Tuple[int, float]]:
         scores: Dict[int, float] = {}
@@ -139,15 +121,15 @@ class Index:
         top = np.argsort(-sims)[:DEPTH]
         return [(int(i), float(sims[i])) for i in top]
 
-    def search(self, text: str, mode: str = "hybrid", vector: Optional[np.ndarray] = None) -> List[Tuple[str, float]]:
+    def search(self, text: str, mode: str = "hybrid") -> List[Tuple[str, float]]:
         key = mode + "\0" + text
-        if vector is None and key in self.memo:
+        if key in self.memo:
             return self.memo[key]
         from llama_index_convrag.retrievers.fusion import weighted
 
         lists = []
         if mode in ("hybrid", "dense"):
-            lists.append(self.dense(self.cache.embed([text])[0] if vector is None else vector))
+            lists.append(self.dense(self.cache.embed([text])[0]))
         if mode in ("hybrid", "sparse"):
             lists.append(self.bm25(text))
         fused = weighted(lists, [1.0 / len(lists)] * len(lists)) if len(lists) > 1 else lists[0]
@@ -155,8 +137,7 @@ class Index:
         for chunk, score in fused:
             docs.setdefault(self.doc_of[chunk], score)
         out = list(docs.items())[:DEPTH]
-        if vector is None:
-            self.memo[key] = out
+        self.memo[key] = out
         return out
 
 
@@ -189,47 +170,19 @@ def s_concat(history, turn) -> Plan:
     return [("\n".join([*(t.utterance for t in history[-3:]), turn.utterance]), 1.0)]
 
 
-def make_ctx(fuse: bool, repeat: int = 1, **params) -> Strategy:
-    from llama_index_convrag.conversational.contextualize import contextualize
+def make_ctx(fuse: bool, repeat: int = 1, rules: Optional["ContextRules"] = None) -> Strategy:
+    from llama_index_convrag.conversational.contextualize import DEFAULT_RULES, contextualize
+
+    given = rules if rules is not None else DEFAULT_RULES
 
     def strategy(history, turn) -> Plan:
-        c = contextualize(turn.utterance, history_of(history), **params)
+        c = contextualize(turn.utterance, history_of(history), given)
         if c.query == c.question:
             return [(c.question, 1.0)]
         query = c.query if repeat == 1 else " ".join([c.question] * (repeat - 1) + [c.query])
         if not fuse:
             return [(query, 1.0)]
         return [(c.question, c.question_weight), (query, c)]  # weight set by the question's results (coverage)
-
-    return strategy
-
-
-DENSE_HISTORY = ("prev+q", "first+prev+q", "prev+query", "mix")
-"""``--dense-history``: the expanded list's dense query text: the previous user turn + the question, the first and
-previous user turns + the question, the previous user turn + the expanded query, or (``mix``) the expanded query's
-vector plus that of the previous user turn + the question, unit length. BM25 still searches the expanded query."""
-
-
-@dataclass(frozen=True)
-class DenseText:
-    """A plan's third entry: the expanded list's dense query when it is not the expanded query itself."""
-
-    kind: str
-
-
-def make_dense_ctx(kind: str) -> Strategy:
-    """``ctx-fuse`` whose expanded list searches dense with natural-language history (:data:`DENSE_HISTORY`)."""
-    from llama_index_convrag.conversational.contextualize import contextualize
-
-    def strategy(history, turn) -> Plan:
-        c = contextualize(turn.utterance, history_of(history))
-        if c.query == c.question:
-            return [(c.question, 1.0)]
-        users = [t.utterance for t in history]
-        text = {"prev+q": f"{users[-1]} {c.question}", "mix": f"{users[-1]} {c.question}",
-                "first+prev+q": " ".join(dict.fromkeys([users[0], users[-1], c.question])),
-                "prev+query": f"{users[-1]} {c.query}"}[kind]
-        return [(c.question, c.question_weight), (c.query, c), (text, DenseText(kind))]
 
     return strategy
 
@@ -244,16 +197,7 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
 
     from llama_index_convrag.conversational.retriever import FUSION_DEPTH
 
-    vectors: List[Optional[np.ndarray]] = [None] * len(plan)
-    if len(plan) == 3 and isinstance(plan[2][1], DenseText):  # --dense-history: the expanded list's dense query
-        text, kind = plan[2][0], plan[2][1].kind
-        plan = plan[:2]
-        vectors[1] = index.cache.embed([text])[0]
-        if kind == "mix":
-            mixed = vectors[1] + index.cache.embed([plan[1][0]])[0]
-            vectors[1] = mixed / (np.linalg.norm(mixed) or 1.0)
-    # the depth ConversationalRetriever fuses at
-    lists = [index.search(q, mode, vector)[:FUSION_DEPTH] for (q, _), vector in zip(plan, vectors)]
+    lists = [index.search(q, mode)[:FUSION_DEPTH] for q, _ in plan]  # the depth ConversationalRetriever fuses at
     if not isinstance(plan[1][1], float):  # a Contextualized plan: fused exactly as ConversationalRetriever does
         from llama_index_convrag.conversational.retriever import fuse_ranked
 
@@ -270,77 +214,6 @@ def run_plan(index: Index, plan: Plan, mode: str, weigh_ms: Optional[List[float]
         for rank, (d, _) in enumerate(ranked, start=1):
             scores[d] = scores.get(d, 0.0) + w / (FUSION["k"] + rank)
     return [d for d, _ in sorted(scores.items(), key=lambda kv: -kv[1])]
-
-
-# ------------------------------------------------------------------------------- previous-turn prior (issue 13)
-
-@dataclass(frozen=True)
-class Prior:
-    """``ctx-fuse`` plus the previous turn's own final ranking as a prior (never gold labels).
-
-    ``form``: ``list`` = a third list in the min-max fusion (the previous final top ``depth`` with their scores,
-    weight ``weight``); ``boost`` = the same but only for documents the current fused list already holds (it reorders,
-    never adds); ``dense`` = the expanded query's dense vector moved toward the mean vector of the previous top
-    ``depth`` documents (``q + weight * mean``, unit length) before its hybrid search; ``skip`` leaves the previous
-    first results out (the passage already answered: a neighbourhood prior, not a repeat). ``when``: ``context`` = the
-    follow-up got history terms (fusion ran), ``unnamed`` = and it does not name its own subject, ``always`` = every
-    follow-up except a detected topic shift."""
-
-    form: str
-    weight: float
-    depth: int = 10
-    when: str = "unnamed"
-    skip: int = 0  # leave out the previous turn's first ``skip`` results (the passage its answer came from)
-
-
-def prior_applies(c, when: str) -> bool:
-    if c.topic_shift:
-        return False
-    if when == "always":
-        return True
-    if not c.added:
-        return False
-    return when == "context" or "names its own subject" not in c.reason
-
-
-def run_prior(index: Index, prior: Prior, history, turn, previous: Optional[List[Tuple[str, float]]], mode: str
-              ) -> Tuple[List[Tuple[str, float]], bool]:
-    """(the final ranked (doc, score) list, whether the prior was applied) for one turn."""
-    from llama_index_convrag.conversational.contextualize import contextualize
-    from llama_index_convrag.conversational.retriever import FUSION_DEPTH, fuse_ranked
-    from llama_index_convrag.retrievers.fusion import minmax, weighted
-
-    c = contextualize(turn.utterance, history_of(history))
-    use = previous is not None and bool(previous) and prior_applies(c, prior.when)
-    own = index.search(c.question, mode)[:FUSION_DEPTH]
-    if c.query == c.question:
-        fused = index.search(c.question, mode)
-    else:
-        vector = None
-        if use and prior.form == "dense":
-            top = previous[prior.skip:prior.skip + prior.depth]
-            v = index.cache.embed([c.query])[0] + prior.weight * np.mean([index.doc_vector(d) for d, _ in top], axis=0)
-            vector = v / (np.linalg.norm(v) or 1.0)
-        ctx = index.search(c.query, mode, vector)[:FUSION_DEPTH]
-        plan = c
-        if use and prior.form in ("overlap", "overlap-mean"):
-            shared = {d for d, _ in previous[prior.skip:prior.skip + prior.depth]}
-            plan = OverlapCoverage(c, sum(d in shared for d, _ in own[:10]) / max(min(len(own), 10), 1),
-                                   prior.form == "overlap-mean")
-        fused, _ = fuse_ranked(own, ctx, plan, index.corpus.__getitem__)
-        if use and prior.form == "keep" and fused and own and fused[0][0] != own[0][0] and \
-                own[0][0] in {d for d, _ in previous[prior.skip:prior.skip + prior.depth]}:
-            fused = [(own[0][0], fused[0][1])] + [x for x in fused if x[0] != own[0][0]]
-    if not use or prior.form in ("dense", "none", "overlap", "overlap-mean", "keep"):
-        return fused, use
-    top = previous[prior.skip:prior.skip + prior.depth]
-    if prior.form == "list":
-        return weighted([fused, top], [1.0, prior.weight]), use
-    held = {d for d, _ in fused}
-    norm_prev = minmax(top)
-    norm_cur = minmax(fused)
-    boosted = {d: v + prior.weight * norm_prev.get(d, 0.0) for d, v in norm_cur.items() if d in held}
-    return sorted(boosted.items(), key=lambda kv: -kv[1]), use
 
 
 class WrappedPlan:
@@ -363,40 +236,6 @@ class WrappedPlan:
         return self.c.mentioned_in(text)
 
 
-class OverlapCoverage(WrappedPlan):
-    """A Contextualized whose coverage also counts the question's own top 10 found in the previous turn's results."""
-
-    def __init__(self, c, overlap: float, mean: bool) -> None:
-        super().__init__(c)
-        self.overlap, self.mean = overlap, mean
-
-    def weight_given(self, own_results):
-        from llama_index_convrag.conversational.contextualize import COVERED_FACTOR, UNCOVERED_FACTOR
-
-        cov, _ = self.c.weight_given(own_results)
-        cov = (cov + self.overlap) / 2 if self.mean else max(cov, self.overlap)
-        return cov, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - cov))
-
-
-PRIORS: Dict[str, Prior] = {
-    "seq-check": Prior("none", 0.0),  # must equal ctx-fuse: the sequential loop itself changes nothing
-    "prior-list.15": Prior("list", 0.15), "prior-list.3": Prior("list", 0.3),
-    "prior-list.3-ctx": Prior("list", 0.3, when="context"),
-    "prior-boost.15": Prior("boost", 0.15), "prior-boost.3": Prior("boost", 0.3),
-    "prior-boost.3-all": Prior("boost", 0.3, when="always"),
-    "prior-dense.5": Prior("dense", 0.5, depth=3), "prior-dense1": Prior("dense", 1.0, depth=3),
-    "prior-dense.5-ctx": Prior("dense", 0.5, depth=3, when="context"),
-    "prior-boost.15-skip1": Prior("boost", 0.15, skip=1), "prior-boost.3-skip1": Prior("boost", 0.3, skip=1),
-    "prior-dense.5-skip1": Prior("dense", 0.5, depth=3, skip=1),
-    "prior-overlap": Prior("overlap", 0.0), "prior-overlap-mean": Prior("overlap-mean", 0.0),
-    "prior-keep3": Prior("keep", 0.0, depth=3), "prior-keep10": Prior("keep", 0.0),
-    "prior-keep1": Prior("keep", 0.0, depth=1), "prior-keep2": Prior("keep", 0.0, depth=2),
-    "prior-keep5": Prior("keep", 0.0, depth=5), "prior-keep3-ctx": Prior("keep", 0.0, depth=3, when="context"),
-    "novel-boost-.15d1": Prior("boost", -0.15, depth=1), "novel-boost-.3d1": Prior("boost", -0.3, depth=1),
-    "novel-boost-.15d3": Prior("boost", -0.15, depth=3), "novel-boost-.15d1-all": Prior("boost", -0.15, depth=1, when="always"),
-}
-
-
 # --------------------------------------------------------------------------------------------------- metrics
 
 def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str, float]:
@@ -407,11 +246,10 @@ def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str
             "recall@100": len(rel & set(ranked[:100])) / len(rel) if rel else 0.0}
 
 
-def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str,
-             priors: Mapping[str, Prior] = {}) -> Dict[str, Dict[str, float]]:
-    per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in [*strategies, *priors]}
+def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str
+             ) -> Dict[str, Dict[str, float]]:
+    per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
     follow: set = set()
-    applied: Dict[str, int] = {n: 0 for n in priors}
     rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
     weigh_ms: Dict[str, List[float]] = {n: [] for n in strategies}  # fusion weight from the own results (coverage)
     plans: List[Tuple[str, ConversationTurn, Plan]] = []
@@ -433,34 +271,19 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
         index.cache.embed([q for _, _, plan in plans for q, _ in plan])
     for name, turn, plan in plans:
         per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode, weigh_ms[name]), turn.relevant)
-    if priors:  # every turn in order (unjudged ones too: their results are the next turn's prior)
-        ctx = make_ctx(True)
-        chosen = [d for di, d in enumerate(s.dialogues)
-                  if not ((split == "dev" and di % 2) or (split == "test" and not di % 2))]
-        if mode != "sparse":
-            index.cache.embed([q for d in chosen for i, t in enumerate(d.turns) for q, _ in ctx(d.turns[:i], t)])
-        for name, prior in priors.items():
-            for d in chosen:
-                previous = None
-                for i, turn in enumerate(d.turns):
-                    ranked, used = run_prior(index, prior, d.turns[:i], turn, previous, mode)
-                    previous = ranked
-                    if turn.relevant:
-                        per[name][turn.turn_id] = turn_metrics([doc for doc, _ in ranked], turn.relevant)
-                        applied[name] += used
     dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
-    out = summarise(per, follow, rewrite_ms, weigh_ms, applied)
+    out = summarise(per, follow, rewrite_ms, weigh_ms)
     for part, parity in (("dev", 0), ("test", 1)):
         keep = {t for t in per["raw"] if dialogue_of[t] % 2 == parity}
         if split == "all" and keep:
             sub = summarise({n: {t: v for t, v in sc.items() if t in keep} for n, sc in per.items()}, follow & keep,
-                            rewrite_ms, weigh_ms, {})
+                            rewrite_ms, weigh_ms)
             for name, row in sub.items():
                 out[name][part] = {k: row[k] for k in ("ndcg@10", "gap_closed_ndcg@10", "worse", "followups")}
     return out
 
 
-def summarise(per, follow, rewrite_ms, weigh_ms, applied) -> Dict[str, Dict[str, float]]:
+def summarise(per, follow, rewrite_ms, weigh_ms) -> Dict[str, Dict[str, float]]:
     raw, manual = per["raw"], per.get("manual")
     out = {}
     for name, scores in per.items():
@@ -478,7 +301,6 @@ def summarise(per, follow, rewrite_ms, weigh_ms, applied) -> Dict[str, Dict[str,
                 row[f"gap_closed_{m}"] = float((row[m] - np.mean([v[m] for v in raw.values()])) / gap) if gap else 0.0
         row["rewrite_ms_p50"] = float(np.percentile(rewrite_ms[name], 50)) if rewrite_ms.get(name) else 0.0
         row["rewrite_ms_max"] = float(np.max(rewrite_ms[name])) if rewrite_ms.get(name) else 0.0
-        row["prior_applied"] = applied.get(name, 0)
         row["weigh_ms_p50"] = float(np.percentile(weigh_ms[name], 50)) if weigh_ms.get(name) else 0.0
         row["weigh_ms_p95"] = float(np.percentile(weigh_ms[name], 95)) if weigh_ms.get(name) else 0.0
         out[name] = row
@@ -535,22 +357,19 @@ WEIGHT_GRID = [  # (context_scale, max_context_weight, named_subject_weight, UNC
 def weights_grid(sets: Mapping[str, ConvSet], chunk: int, cache: "EmbeddingCache", analyzer: "Analyzer",
                  mode: str) -> None:
     """Print ``ctx-fuse``'s gap closed and worse share per set for each row of :data:`WEIGHT_GRID`."""
-    import llama_index_convrag.conversational.contextualize as cz
+    from llama_index_convrag.conversational.contextualize import ContextRules
 
     indexes = {name: Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items()}
-    saved = (cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR)
     print(f"chunk={chunk}: scale cap named uncovered covered | per set: gap closed, follow-ups worse")
-    try:
-        for scale, cap, named, uncovered, covered in WEIGHT_GRID:
-            cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR = uncovered, covered
-            fuse = make_ctx(True, context_scale=scale, max_context_weight=cap, named_subject_weight=named)
-            cells = []
-            for name, s in sets.items():
-                row = evaluate(s, indexes[name], {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all")["f"]
-                cells.append(f"{name} {100 * row['gap_closed_ndcg@10']:.0f}% / {100 * row['worse'] / row['followups']:.1f}%")
-            print(f"{scale} {cap} {named} {uncovered} {covered} | " + " | ".join(cells), flush=True)
-    finally:
-        cz.UNCOVERED_FACTOR, cz.COVERED_FACTOR = saved
+    for scale, cap, named, uncovered, covered in WEIGHT_GRID:
+        fuse = make_ctx(True, rules=ContextRules(context_scale=scale, max_context_weight=cap,
+                                                 named_subject_weight=named, uncovered_factor=uncovered,
+                                                 covered_factor=covered))
+        cells = []
+        for name, s in sets.items():
+            row = evaluate(s, indexes[name], {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all")["f"]
+            cells.append(f"{name} {100 * row['gap_closed_ndcg@10']:.0f}% / {100 * row['worse'] / row['followups']:.1f}%")
+        print(f"{scale} {cap} {named} {uncovered} {covered} | " + " | ".join(cells), flush=True)
 
 
 AGREEMENT_GRID = [(0.0, 0.4), (4.0, 0.4), (3.0, 0.4), (5.0, 0.4), (4.0, 0.35), (4.0, 0.45), (4.0, 0.5)]
@@ -558,26 +377,29 @@ AGREEMENT_GRID = [(0.0, 0.4), (4.0, 0.4), (3.0, 0.4), (5.0, 0.4), (4.0, 0.35), (
 the second is the default; each row runs ``ctx-fuse`` at every chunk size asked."""
 
 
-def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
-                   mode: str) -> None:
-    """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row of :data:`AGREEMENT_GRID`."""
-    import llama_index_convrag.conversational.contextualize as cz
+def rule_rows(title: str, rows: Mapping[str, Mapping[str, float]], sets: Mapping[str, ConvSet], chunks: Sequence[int],
+              cache: "EmbeddingCache", analyzer: "Analyzer", mode: str) -> None:
+    """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row: a label and the
+    :class:`ContextRules` fields it sets (the rest default)."""
+    from llama_index_convrag.conversational.contextualize import ContextRules
 
     indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
-    saved = (cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT)
-    print("slope pivot | per set and chunk: gap closed, follow-ups worse")
-    try:
-        for slope, pivot in AGREEMENT_GRID:
-            cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = slope, pivot
-            cells = []
-            for (name, chunk), index in indexes.items():
-                row = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": make_ctx(True)}, mode,
-                               "all")["f"]
-                cells.append(f"{name}/{chunk} {100 * row['gap_closed_ndcg@10']:.0f}% / "
-                             f"{100 * row['worse'] / row['followups']:.1f}%")
-            print(f"{slope} {pivot} | " + " | ".join(cells), flush=True)
-    finally:
-        cz.AGREEMENT_SLOPE, cz.AGREEMENT_PIVOT = saved
+    print(f"{title} | per set and chunk: gap closed, follow-ups worse")
+    for label, fields in rows.items():
+        fuse = make_ctx(True, rules=ContextRules(**fields))
+        cells = []
+        for (name, chunk), index in indexes.items():
+            got = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all")["f"]
+            cells.append(f"{name}/{chunk} {100 * got['gap_closed_ndcg@10']:.0f}% / "
+                         f"{100 * got['worse'] / got['followups']:.1f}%")
+        print(f"{label} | " + " | ".join(cells), flush=True)
+
+
+def agreement_grid(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+                   mode: str) -> None:
+    """:func:`rule_rows` for each row of :data:`AGREEMENT_GRID`."""
+    rows = {f"{slope} {pivot}": {"agreement_slope": slope, "agreement_pivot": pivot} for slope, pivot in AGREEMENT_GRID}
+    rule_rows("slope pivot", rows, sets, chunks, cache, analyzer, mode)
 
 
 def ndcg_of(index: Index, plan: Plan, mode: str, relevant: Mapping[str, int]) -> float:
@@ -605,61 +427,20 @@ def judged_baselines(index: Index, s: ConvSet, mode: str) -> Tuple[List[float], 
     return raw, manual, follow
 
 
-CHIT_CHAT = frozenset("hey hi hello question questions relevant".split())
-"""``--term-rules``: discourse words tried as extra stop words (seen among CAsT 2022's added terms)."""
-TERM_RULES = ("default", "repeated names off", "named shifts off", "both off", "repeat cap 2", "repeat cap 5",
-              "every repeated word", "shift at 4 words", "shift at 5 words", "shift by names only",
-              "full weight when all new", "shift test on earlier turns", "chit-chat stop words")
-"""``--term-rules`` rows: this stop's two term rules of ``chat.contextualize`` switched off, or set otherwise."""
-
-
-@contextmanager
-def term_rule(row: str):
-    """``chat.contextualize`` as :data:`TERM_RULES` row ``row`` has it (module state patched, then restored); yields
-    the keyword arguments ``contextualize`` takes for it."""
-    import llama_index_convrag.conversational.contextualize as cz
-
-    saved = {k: getattr(cz, k) for k in ("SHIFT_MIN_TERMS", "_repeats", "_context_weight", "_names_new",
-                                         "EN_STOPWORDS")}
-    repeats, names_new, context_weight = cz._repeats, cz._names_new, cz._context_weight
-    params = {"answer_repeat_cap": {"repeated names off": 1, "both off": 1, "repeat cap 2": 2,
-                                    "repeat cap 5": 5}.get(row, 3)}
-    if row in ("named shifts off", "both off"):
-        cz.SHIFT_MIN_TERMS = 0  # every self-contained follow-up of only new words is a shift, as before this stop
-    cz.SHIFT_MIN_TERMS = {"shift at 4 words": 4, "shift at 5 words": 5, "shift by names only": 99}.get(
-        row, cz.SHIFT_MIN_TERMS)
-    if row == "every repeated word":
-        cz._repeats = lambda terms, cap: {k: min(n, cap) for k, n in Counter(t.key for t in terms).items()}
-    if row == "full weight when all new":
-        cz._context_weight = lambda *args: context_weight(*args[:6])  # all_new left at False
-    if row == "shift test on earlier turns":
-        cz._names_new = lambda question, seen: (
-            names_new(question, seen)[0] and cz._names_subject(cz.extract_terms(question)), names_new(question, seen)[1])
-    if row == "chit-chat stop words":
-        cz.EN_STOPWORDS = cz.EN_STOPWORDS | CHIT_CHAT
-    cz._terms_cached.cache_clear()
-    try:
-        yield params
-    finally:
-        for k, v in saved.items():
-            setattr(cz, k, v)
-        cz._terms_cached.cache_clear()
+TERM_RULES: Dict[str, Dict[str, float]] = {
+    "default": {}, "repeated names off": {"answer_repeat_cap": 1}, "named shifts off": {"shift_min_terms": 0},
+    "both off": {"answer_repeat_cap": 1, "shift_min_terms": 0}, "repeat cap 2": {"answer_repeat_cap": 2},
+    "repeat cap 5": {"answer_repeat_cap": 5}, "shift at 4 words": {"shift_min_terms": 4},
+    "shift at 5 words": {"shift_min_terms": 5}, "shift by names only": {"shift_min_terms": 99},
+}
+"""``--term-rules`` rows: the repeated-name and named-shift rules of ``contextualize`` switched off or set otherwise,
+each a :class:`ContextRules` value."""
 
 
 def term_rules(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
                mode: str) -> None:
-    """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row of :data:`TERM_RULES`."""
-    indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
-    print("term rules | per set and chunk: gap closed, follow-ups worse")
-    for row in TERM_RULES:
-        with term_rule(row) as params:
-            cells = []
-            for (name, chunk), index in indexes.items():
-                got = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": make_ctx(True, **params)},
-                               mode, "all")["f"]
-                cells.append(f"{name}/{chunk} {100 * got['gap_closed_ndcg@10']:.0f}% / "
-                             f"{100 * got['worse'] / got['followups']:.1f}%")
-        print(f"{row} | " + " | ".join(cells), flush=True)
+    """:func:`rule_rows` for each row of :data:`TERM_RULES`."""
+    rule_rows("term rules", TERM_RULES, sets, chunks, cache, analyzer, mode)
 
 
 ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -719,7 +500,7 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
     """Print ``ctx-fuse``'s gap closed and worse share when the history's answers are none, the gold ones (the main
     table; an answering LLM that is right) or the system's own extractive answers (a retrieval-only session: each turn
     shows sentences of its own fused results, so every dialogue runs turn by turn), for each :data:`SHOWN_ANSWERS`."""
-    from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
+    from llama_index_convrag.conversational.contextualize import ContextRules, HistoryTurn, contextualize
     from llama_index_convrag.synthesizers.sentences import split_sentences
 
     top, count = EXTRACTIVE
@@ -736,7 +517,7 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
                 for d in s.dialogues:
                     history: List[HistoryTurn] = []
                     for i, turn in enumerate(d.turns):
-                        c = contextualize(turn.utterance, history, answer_repeat_cap=cap)
+                        c = contextualize(turn.utterance, history, ContextRules(answer_repeat_cap=cap))
                         plan = [(c.question, 1.0)] if c.query == c.question else \
                             [(c.question, c.question_weight), (c.query, c)]
                         if mode != "sparse":
@@ -765,15 +546,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "dense", "sparse"])
     p.add_argument("--split", default="all", choices=["dev", "test", "all"])
     p.add_argument("--json", default=None, help="write the rows here")
-    p.add_argument("--priors", default="", help="comma-separated previous-turn prior variants (see PRIORS) or 'all'")
     p.add_argument("--weights-grid", action="store_true", help="only ctx-fuse over WEIGHT_GRID (first chunk size)")
     p.add_argument("--agreement-grid", action="store_true", help="only ctx-fuse over AGREEMENT_GRID (every chunk size)")
-    p.add_argument("--dense-history", action="store_true",
-                   help="add ctx-fuse rows whose expanded list searches dense with natural-language history")
     p.add_argument("--weight-oracle", action="store_true",
                    help="only ctx-fuse at scaled expanded-list weights and the per-follow-up best (every chunk size)")
     p.add_argument("--term-rules", action="store_true",
-                   help="only ctx-fuse with this stop's term rules off or set otherwise (every chunk size)")
+                   help="only ctx-fuse with the repeated-name and named-shift rules off or set otherwise (every chunk size)")
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
@@ -803,11 +581,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, s in sets.items():
             for chunk in [int(c) for c in args.chunks.split(",")]:
                 index = Index(s.corpus, chunk, cache, analyzer)
-                chosen = PRIORS if args.priors == "all" else {n: PRIORS[n] for n in args.priors.split(",") if n}
                 strategies = strategies_default()
-                if args.dense_history:
-                    strategies.update({f"ctx-fuse dense={k}": make_dense_ctx(k) for k in DENSE_HISTORY})
-                rows = evaluate(s, index, strategies, args.mode, args.split, chosen)
+                rows = evaluate(s, index, strategies, args.mode, args.split)
                 results[f"{name}/{chunk}"] = rows
                 print_table(name, chunk, rows)
                 cache.save()

@@ -1,8 +1,8 @@
 """LLM-free contextualisation of a follow-up: historical query expansion weighted by salience x recency.
 
 :func:`contextualize` reads the earlier turns (user questions, and the answers shown after them) and returns the
-follow-up with a few history terms appended, plus an explanation of every decision (pure, deterministic, well under
-a millisecond per turn):
+follow-up with a few history terms appended, plus an explanation of every decision (pure and deterministic). Every
+number below is a field of :class:`ContextRules`, passed as one typed argument:
 
 * **Candidate terms** are content words of earlier turns (English: words outside a stop list; Chinese: runs of
   CJK characters between function words and references such as 它 / 那个). A term the follow-up already holds
@@ -16,7 +16,7 @@ a millisecond per turn):
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
-  :data:`SHIFT_MIN_TERMS` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
+  ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
   common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
   as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
@@ -25,13 +25,13 @@ a millisecond per turn):
   follow-up holds (a two-word question leans on the history, a detailed one on its own words), and at most
   ``named_subject_weight`` when it names its own subject (a proper noun, an acronym, an ellipsis' new subject).
   Then the question's own results speak (:meth:`Contextualized.weight_given`): the share of its top
-  :data:`COVERAGE_DEPTH` results that mention an added term (``coverage``) scales the weight from
-  :data:`UNCOVERED_FACTOR` (none on the conversation's topic: the question alone drifted) down to
-  :data:`COVERED_FACTOR` (all on topic: the history has little to add). Last, the two lists speak
+  ``coverage_depth`` results that mention an added term (``coverage``) scales the weight from
+  ``uncovered_factor`` (none on the conversation's topic: the question alone drifted) down to
+  ``covered_factor`` (all on topic: the history has little to add). Last, the two lists speak
   (:meth:`Contextualized.agreement_factor`): when the question's own first results are mostly the expanded query's
-  too (agreement beyond chance 0.65 or more), the expansion would only reshuffle them and its weight falls to 0; when
-  they share no more than chance, the history changed what the question finds and its weight rises 2.6 times.
-  Measured across CAsT 2021/2022 and CANARD in ``bench/conversational_retrieval.py`` (README).
+  too, the expansion would only reshuffle them and its weight falls towards 0; when they share no more than chance,
+  the history changed what the question finds and its weight rises (``agreement_slope``, ``agreement_pivot``).
+  ``bench/conversational_retrieval.py`` measures these rules and their alternatives.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.conversational.triggers import needs_rewrite
-from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
 EN_STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before being below
@@ -80,27 +80,69 @@ _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)$")
 
 
-COVERAGE_DEPTH = 10
-"""The question's own top results whose mention of the added terms sets ``coverage``."""
-COVERED_FACTOR = 0.25
-"""Context-weight factor when every one of those results mentions an added term."""
-UNCOVERED_FACTOR = 2.0
-"""Context-weight factor when none does."""
-AGREEMENT_PIVOT = 0.4
-"""The lists' agreement beyond chance (see ``retrievers.conversational.agreement``) at which the context weight stays
-as it is."""
-AGREEMENT_SLOPE = 4.0
-"""How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0."""
+@dataclass(frozen=True)
+class ContextRules:
+    """Every tunable of the contextual rewrite and its fusion weight, as one typed value (the defaults are the
+    measured settings; ``bench/conversational_retrieval.py`` passes others to compare). Checked once, here."""
+
+    max_terms: int = 6
+    """History terms added at most."""
+    decay: float = 0.5
+    """Recency: a turn ``k`` turns back weighs ``decay ** (k - 1)``."""
+    anchor_weight: float = 0.5
+    """The conversation's opening turn weighs at least this (it usually names the topic)."""
+    answer_weight: float = 0.15
+    """An answer's term weighs this much of a question's."""
+    answer_repeat_cap: int = 3
+    """A name an answer repeats counts as often as it is named, at most this (1: once)."""
+    shift_damping: float = 0.2
+    """Factor on the terms of turns before the latest earlier topic shift."""
+    min_weight: float = 0.25
+    """A term is added when its summed weight reaches this."""
+    context_scale: float = 2.0
+    """The expanded list's weight is ``context_scale / own content terms`` ..."""
+    max_context_weight: float = 3.0
+    """... at most this."""
+    named_subject_weight: float = 0.3
+    """The weight's ceiling for a follow-up that names its own subject (history as a light prior)."""
+    shift_min_terms: int = 3
+    """A self-contained follow-up of only new words is a topic shift when it names something or holds at least this
+    many distinct content words."""
+    coverage_depth: int = 10
+    """The question's own top results whose mention of the added terms sets ``coverage``."""
+    covered_factor: float = 0.25
+    """Context-weight factor when every one of those results mentions an added term."""
+    uncovered_factor: float = 2.0
+    """Context-weight factor when none does."""
+    agreement_pivot: float = 0.4
+    """The two lists' agreement beyond chance at which the context weight stays as it is."""
+    agreement_slope: float = 4.0
+    """How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0."""
+
+    def __post_init__(self) -> None:
+        for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigurationError(f"{name} must be an int >= {low}, got {value!r}")
+        for name in ("decay", "anchor_weight", "answer_weight", "shift_damping", "min_weight", "context_scale",
+                     "max_context_weight", "named_subject_weight", "covered_factor", "uncovered_factor",
+                     "agreement_pivot", "agreement_slope"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
 
 
-def agreement_factor(agreement: float) -> float:
+DEFAULT_RULES = ContextRules()
+"""The rules :func:`contextualize` applies when given none."""
+
+
+def agreement_factor(agreement: float, rules: ContextRules = DEFAULT_RULES) -> float:
     """The context-weight factor for the two lists' ``agreement`` beyond chance (0 = no more shared first results
-    than chance, 1 = the same first results): ``max(0, 1 + AGREEMENT_SLOPE * (AGREEMENT_PIVOT - agreement))``, 2.6 at
-    0, 1 at 0.4 and 0 from 0.65 on (lists that agree would only be reshuffled by fusion). Measured in
-    ``bench/conversational_retrieval.py --agreement-grid`` (README)."""
+    than chance, 1 = the same first results): ``max(0, 1 + agreement_slope * (agreement_pivot - agreement))``; with the
+    default rules 2.6 at 0, 1 at 0.4 and 0 from 0.65 on (lists that agree would only be reshuffled by fusion)."""
     if not 0.0 <= agreement <= 1.0:
         raise ConfigurationError(f"agreement must be between 0 and 1, got {agreement!r}")
-    return max(0.0, 1.0 + AGREEMENT_SLOPE * (AGREEMENT_PIVOT - agreement))
+    return max(0.0, 1.0 + rules.agreement_slope * (rules.agreement_pivot - agreement))
 
 
 @dataclass(frozen=True)
@@ -125,27 +167,30 @@ class Contextualized:
     reason: str
     question_weight: float = 1.0
     context_weight: float = 0.0
+    rules: ContextRules = field(default=DEFAULT_RULES, repr=False, compare=False)
 
     @property
     def coverage_depth(self) -> int:
-        """How many of the question's own results :meth:`weight_given` reads (:data:`COVERAGE_DEPTH`)."""
-        return COVERAGE_DEPTH
+        """How many of the question's own results :meth:`weight_given` reads (``rules.coverage_depth``)."""
+        return self.rules.coverage_depth
 
     def weight_given(self, own_results: Sequence[str]) -> Tuple[float, float]:
         """``(coverage, context weight)`` once the question's own results are known (pure): ``coverage`` is the
-        share of the first :data:`COVERAGE_DEPTH` texts that mention an added term; the weight moves linearly from
-        ``context_weight * UNCOVERED_FACTOR`` (coverage 0) to ``context_weight * COVERED_FACTOR`` (coverage 1)."""
+        share of the first :attr:`coverage_depth` texts that mention an added term; the weight moves linearly from
+        ``context_weight * rules.uncovered_factor`` (coverage 0) to ``context_weight * rules.covered_factor``
+        (coverage 1)."""
         texts = list(own_results[: self.coverage_depth])
         if not texts or not self.added:
             return 0.0, self.context_weight
         terms = [a.term for a in self.added]
         coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
-        return coverage, self.context_weight * (COVERED_FACTOR + (UNCOVERED_FACTOR - COVERED_FACTOR) * (1 - coverage))
+        low, high = self.rules.covered_factor, self.rules.uncovered_factor
+        return coverage, self.context_weight * (low + (high - low) * (1 - coverage))
 
     def agreement_factor(self, agreement: float) -> float:
         """The factor :meth:`weight_given`'s weight is multiplied by once both lists are known (:func:`agreement_factor`
         of their first :attr:`coverage_depth` results' agreement beyond chance)."""
-        return agreement_factor(agreement)
+        return agreement_factor(agreement, self.rules)
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added terms (:func:`mentions`)."""
@@ -245,9 +290,6 @@ def _keys(turn: HistoryTurn) -> set:
 
 
 _NAMES = ("proper noun", "acronym")
-SHIFT_MIN_TERMS = 3
-"""A self-contained follow-up of only new words is a topic shift when it names something (:func:`_names_subject`) or
-holds at least this many content words."""
 
 
 def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
@@ -263,11 +305,11 @@ def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
     return {key: min(n, cap) if key in names else 1 for key, n in counts.items()}
 
 
-def _names_subject(terms: Sequence[_Term]) -> bool:
+def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
     """Whether ``terms`` name a subject of their own (pure): a name (:data:`_NAMES`), a Chinese phrase (no capitals
-    tell a Chinese name apart) or at least :data:`SHIFT_MIN_TERMS` distinct content words."""
+    tell a Chinese name apart) or at least ``min_terms`` distinct content words."""
     return any(t.label in _NAMES or t.key[0] >= "\u3400" for t in terms) or \
-        len({t.key for t in terms}) >= SHIFT_MIN_TERMS
+        len({t.key for t in terms}) >= min_terms
 
 
 def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
@@ -276,28 +318,14 @@ def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
     return bool(own - seen), bool(own) and not (own & seen)
 
 
-def contextualize(
-    question: str,
-    history: Sequence[HistoryTurn],
-    *,
-    max_terms: int = 6,
-    decay: float = 0.5,
-    anchor_weight: float = 0.5,
-    answer_weight: float = 0.15,
-    answer_repeat_cap: int = 3,
-    shift_damping: float = 0.2,
-    min_weight: float = 0.25,
-    context_scale: float = 2.0,
-    max_context_weight: float = 3.0,
-    named_subject_weight: float = 0.3,
-) -> Contextualized:
-    """Expand ``question`` with salient, recent history terms (pure; see the module docstring)."""
-    if isinstance(answer_repeat_cap, bool) or not isinstance(answer_repeat_cap, int) or answer_repeat_cap < 1:
-        raise ConfigurationError(f"answer_repeat_cap must be an int >= 1 (1 counts a repeated name once), "
-                                 f"got {answer_repeat_cap!r}")
+def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextRules = DEFAULT_RULES
+                  ) -> Contextualized:
+    """Expand ``question`` with salient, recent history terms under ``rules`` (pure; see the module docstring)."""
+    if not isinstance(rules, ContextRules):
+        raise ArgumentTypeError(f"rules must be a ContextRules, got {type(rules).__name__}")
     decision = needs_rewrite(question)
     if not history:
-        return Contextualized(question, question, (), False, False, "no history")
+        return Contextualized(question, question, (), False, False, "no history", rules=rules)
     # Walk the history once: the latest earlier turn that named its own subject (self-contained, with a term new
     # to the conversation) marks where the current topic state starts; terms before it are damped.
     seen: set = set()
@@ -307,23 +335,24 @@ def contextualize(
             last_shift = i
         seen |= _keys(turn)
     all_new = not decision.rewrite and _names_new(question, seen)[1]
-    if all_new and _names_subject(extract_terms(question)):
+    if all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
-                              "topic shift: self-contained and names nothing from the history")
+                              "topic shift: self-contained and names nothing from the history", rules=rules)
     question_keys = frozenset(t.key for t in extract_terms(question))
     scores: Dict[str, float] = {}
     best: Dict[str, Tuple[float, _Term, int, str, bool]] = {}  # weight, term, turns back, reason, from an answer
     n = len(history)
     for i, turn in enumerate(history):
         back = n - i
-        recency = decay ** (back - 1)
+        recency = rules.decay ** (back - 1)
         if i == 0:
-            recency = max(recency, anchor_weight)
+            recency = max(recency, rules.anchor_weight)
         if i < last_shift:
-            recency *= shift_damping
-        for text, source_weight, source in ((turn.question, 1.0, "question"), (turn.answer, answer_weight, "answer")):
+            recency *= rules.shift_damping
+        for text, source_weight, source in ((turn.question, 1.0, "question"),
+                                            (turn.answer, rules.answer_weight, "answer")):
             terms = extract_terms(text)
-            repeats = _repeats(terms, answer_repeat_cap if source == "answer" else 1)
+            repeats = _repeats(terms, rules.answer_repeat_cap if source == "answer" else 1)
             for term in terms:
                 if term.key not in repeats or _covered(term, question, question_keys):
                     continue
@@ -334,35 +363,36 @@ def contextualize(
                     said = f" ({times} mentions)" if times > 1 else ""
                     best[term.key] = (w, term, back, f"{term.label} in the {source} {back} turn(s) back{said}",
                                       source == "answer")
-    ranked = sorted(((s, k) for k, s in scores.items() if s >= min_weight), key=lambda sk: (-sk[0], sk[1]))
-    chosen = ranked[:max_terms]
+    ranked = sorted(((s, k) for k, s in scores.items() if s >= rules.min_weight), key=lambda sk: (-sk[0], sk[1]))
+    chosen = ranked[:rules.max_terms]
     added = tuple(AddedTerm(best[k][1].surface, s, best[k][2], best[k][3]) for s, k in chosen)
     if not added:
-        return Contextualized(question, question, (), decision.rewrite, False, "no salient history term")
+        return Contextualized(question, question, (), decision.rewrite, False, "no salient history term",
+                              rules=rules)
     # Terms read in conversation order (oldest turn first; in a turn, the question's before the answer's; then text
     # order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
-    weight, why = _context_weight(question, decision.reason, len(question_keys), context_scale, max_context_weight,
-                                  named_subject_weight, all_new)
+    weight, why = _context_weight(question, decision.reason, len(question_keys), rules, all_new)
     reason = f"needs context ({decision.reason})" if decision.rewrite else "looks self-contained"
-    return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight)
+    return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight, rules)
 
 
-def _context_weight(question: str, trigger: str, own_terms: int, scale: float, cap: float, named_weight: float,
+def _context_weight(question: str, trigger: str, own_terms: int, rules: ContextRules,
                     all_new: bool = False) -> Tuple[float, str]:
     """The expanded list's fusion weight (the question's own list weighs 1) and why (pure).
 
     A follow-up that says little itself ("How fast did it go?": one content word) leans on the expansion, one that
     says much ("Is there a relationship between these values and mental illness?") on its own words:
-    ``scale / own_terms``, at most ``cap``. A follow-up naming its own subject (a proper noun, an acronym, or the new
+    ``context_scale / own_terms``, at most ``max_context_weight``. A follow-up naming its own subject (a proper noun, an acronym, or the new
     subject of an ellipsis: "What about the moon?", "北京呢？") keeps history as a light prior: at most
-    ``named_weight``. (A number names no subject: "What happened in 1983?" still needs one.) A self-contained
+    ``named_subject_weight``. (A number names no subject: "What happened in 1983?" still needs one.) A self-contained
     follow-up whose words are all new to the conversation (``all_new``) but name no subject (not a topic shift, see
     :func:`_names_subject`) gets the same light prior: "How's the sector managed?" may mean the conversation's sector,
     or a new subject.
     """
-    weight = min(cap, scale / max(own_terms, 1))
+    weight = min(rules.max_context_weight, rules.context_scale / max(own_terms, 1))
+    named_weight = rules.named_subject_weight
     terms = extract_terms(question)
     named = next((t.surface for t in terms if t.label in _NAMES), None)
     if named is None and trigger in ("ellipsis", "elliptical ending") and terms:

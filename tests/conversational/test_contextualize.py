@@ -3,7 +3,7 @@
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 
-from llama_index_convrag.conversational.contextualize import HistoryTurn as H
+from llama_index_convrag.conversational.contextualize import ContextRules, DEFAULT_RULES, HistoryTurn as H
 from llama_index_convrag.conversational.contextualize import agreement_factor, contextualize, history_turns, mentions
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.conversational.rewrite import QuestionRewriter
@@ -80,7 +80,7 @@ def test_recency_and_restated_subject_damp_the_old_topic() -> None:
 def test_answer_terms_weigh_less_than_question_terms() -> None:
     c = contextualize("When did they disband?", [H("Frank Zappa"), H("What group disbanded?",
                                                                       "Zappa and the Mothers of Invention")],
-                      answer_weight=0.5)
+                      ContextRules(answer_weight=0.5))
     weights = {a.term: a.weight for a in c.added}
     assert weights["Zappa"] > weights["Mothers"] > 0
     assert "Invention" in terms(c) and c.query.startswith("When did they disband? ")
@@ -98,11 +98,33 @@ def test_a_name_the_answer_repeats_is_the_likely_referent() -> None:
     assert "Galaxy" not in weights and "battery" not in weights and "cheap" not in weights  # named once: 0.225
     assert c.query == "Tell me more about the first one. phone buy Moto G7 Power"
     capped = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)],
-                           answer_repeat_cap=1)
+                           ContextRules(answer_repeat_cap=1))
     assert capped.query == "Tell me more about the first one. phone buy"  # the rule off: one mention each
-    for bad in (0, -1, 2.5, True, "3"):
-        with pytest.raises(ConfigurationError, match=rf"answer_repeat_cap must be an int >= 1 .*got {bad!r}"):
-            contextualize("Tell me more.", [H("Which phone?", answer)], answer_repeat_cap=bad)
+    assert capped.rules.answer_repeat_cap == 1 and c.rules is DEFAULT_RULES
+
+
+@pytest.mark.parametrize("name, bad, kind", [("answer_repeat_cap", 0, "an int >= 1"), ("answer_repeat_cap", 2.5, "an int >= 1"),
+                                             ("answer_repeat_cap", True, "an int >= 1"), ("max_terms", "3", "an int >= 1"),
+                                             ("shift_min_terms", -1, "an int >= 0"), ("decay", -0.5, "a number >= 0"),
+                                             ("context_scale", "2", "a number >= 0"), ("agreement_slope", None, "a number >= 0")])
+def test_rules_refuse_a_bad_value_naming_it(name: str, bad: object, kind: str) -> None:
+    with pytest.raises(ConfigurationError, match=rf"{name} must be {kind}, got {bad!r}"):
+        ContextRules(**{name: bad})
+
+
+def test_contextualize_takes_rules_as_one_typed_argument() -> None:
+    with pytest.raises(TypeError, match="rules must be a ContextRules, got dict"):
+        contextualize("Is it treatable?", [H("What is throat cancer?")], {"answer_repeat_cap": 1})  # type: ignore
+    with pytest.raises(TypeError):
+        contextualize("Is it treatable?", [H("What is throat cancer?")], answer_repeat_cap=1)  # type: ignore
+    history = [H("What is throat cancer?"), H("Is it treatable?")]
+    shift = contextualize("How do volcanoes form underwater?", history)
+    assert shift.topic_shift  # 3 new content words name a subject
+    assert not contextualize("How do volcanoes form underwater?", history, ContextRules(shift_min_terms=4)).topic_shift
+    light = contextualize("Is it treatable?", [H("What is throat cancer?")], ContextRules(context_scale=1.0))
+    assert light.context_weight == 1.0 and light.weight_given(["Colds."]) == (0.0, 2.0)
+    steep = ContextRules(agreement_slope=2.0, agreement_pivot=0.5)
+    assert contextualize("Is it treatable?", [H("What is throat cancer?")], steep).agreement_factor(0.0) == 2.0
 
 
 def test_chinese_reference_word() -> None:
