@@ -46,8 +46,9 @@ from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
                                            stage_names, sync_deltas, system_text)
 from llama_index_convrag.instrumentation import span_when_observed
-from llama_index_convrag.judge.query_engine import build_judge_synthesizer, pop_judge_kwargs
-from llama_index_convrag.judge.synthesizer import message_scope
+from llama_index_convrag.chat.hooks import AnswerHook, hooks_scope
+from llama_index_convrag.judge.options import JudgeArg, JudgeHook, judge_options, refuse_old_keywords
+from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
@@ -84,8 +85,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         budget_ratio: float = DEFAULT_BUDGET_RATIO,
         reserved_output_tokens: Optional[int] = None,
         count_tokens: Optional[TokenCounter] = None,
+        answer_hooks: Sequence[AnswerHook] = (),
     ) -> None:
         check_parts(retriever, synthesizer, query_engine, context_chat)
+        bad = [h for h in answer_hooks if not isinstance(h, AnswerHook)]
+        if bad:
+            raise ArgumentTypeError(f"answer_hooks must provide scope() and record_fields() (AnswerHook), got {bad!r}")
         if max_tokens_limit is not None and max_tokens_limit < 0:
             raise ConfigurationError(f"max_tokens_limit must be >= 0, got {max_tokens_limit!r}")
         if reserved_output_tokens is not None and reserved_output_tokens < 0:
@@ -97,6 +102,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self._llm, self._rewriter, self._store = llm, rewriter, store
         self.conversation_id = conversation_id
         self._postprocessors = list(node_postprocessors)
+        self._answer_hooks = tuple(answer_hooks)
         self.rephrase_question = rephrase_question and context_chat is None
         self.return_generated_question = return_generated_question
         self.return_source_nodes = return_source_nodes
@@ -143,12 +149,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         get_chat_history: Optional[HistoryFormatter] = None,
         count_tokens: Optional[TokenCounter] = None,
         return_source_documents: Optional[bool] = None,
-        judge: Any = None,
-        judge_llm: Optional[LLM] = None,
-        judge_prompt: Optional[BasePromptTemplate] = None,
-        max_depth: Optional[int] = None,
-        max_branching: Optional[int] = None,
-        max_llm_calls: Optional[int] = None,
+        judge: JudgeArg = None,
         **kwargs: Any,
     ) -> "ConvRAGChatEngine":
         """Build the rewriter, our synthesizers and an in-memory SQLite store where not given.
@@ -165,14 +166,14 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``contextual`` and a retriever, a follow-up is searched as typed and as expanded and the two lists fused
         (:class:`~llama_index_convrag.conversational.retriever.ConversationalRetriever`;
         ``contextual_fusion=False`` searches the expanded query alone).
-        ``judge=True`` (or a ``BaseJudge``) with ``judge_llm``, ``judge_prompt``, ``max_depth``, ``max_branching``,
-        ``max_llm_calls``: judge-guided answers (:mod:`llama_index_convrag.judge`, condense_question mode with a
-        retriever); the search tree is stored in the turn record (``judge_tree``) and returned in the metadata.
+        ``judge``: ``True``, a ``BaseJudge`` or a :class:`~llama_index_convrag.judge.options.JudgeOptions` (the judge,
+        its LLM and prompt, the search limits): judge-guided answers (:mod:`llama_index_convrag.judge`,
+        condense_question mode with a retriever), hooked in as an :class:`~.hooks.AnswerHook`; the search tree is
+        stored in the turn record (``judge_tree``) and returned in the metadata.
         """
         llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
-        judge_kw = pop_judge_kwargs({k: v for k, v in {
-            "judge": judge, "judge_llm": judge_llm, "judge_prompt": judge_prompt, "max_depth": max_depth,
-            "max_branching": max_branching, "max_llm_calls": max_llm_calls}.items() if v is not None})
+        refuse_old_keywords(kwargs)
+        judging = judge_options(judge)
         options, synth_kw = split_engine_kwargs(kwargs)
         mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
         options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
@@ -191,13 +192,15 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
                                        context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
-        if judge_kw is not None:
+        hooks: List[AnswerHook] = []
+        if judging is not None:
             if context_chat is not None or synthesizer is not None or query_engine is not None or retriever is None:
                 raise ArgumentTypeError("judge= needs chat_mode='condense_question' with a retriever and no synthesizer= or "
                                 "query_engine= (the judge builds its own synthesizers)")
-            synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw, **synth_kw)
-            streaming_synthesizer = build_judge_synthesizer(retriever, llm=llm, **judge_kw,
+            synthesizer = build_judge_synthesizer(retriever, llm=llm, options=judging, **synth_kw)
+            streaming_synthesizer = build_judge_synthesizer(retriever, llm=llm, options=judging,
                                                             **{**synth_kw, "streaming": True})
+            hooks.append(JudgeHook())
         elif context_chat is not None:
             pass  # the context modes build their synthesizer per turn
         elif synthesizer is None and query_engine is None:
@@ -214,7 +217,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             retriever=retriever, query_engine=query_engine, synthesizer=synthesizer, context_chat=context_chat,
             streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, store=store, conversation_id=cid,
             node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
-            get_chat_history=get_chat_history, count_tokens=count_tokens, **options,
+            get_chat_history=get_chat_history, count_tokens=count_tokens, answer_hooks=hooks, **options,
         )
 
     def for_conversation(self, conversation_id: str, store: Optional[ConversationStore] = None) -> "ConvRAGChatEngine":
@@ -396,9 +399,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = self._query_engine.query(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        with message_scope(turn.record.assistant_message_id):
+        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id):
             response = self._synthesizer_for(turn, streaming).synthesize(query, turn.nodes)
-        turn.apply_judge(response)
+        turn.apply_hooks(self._answer_hooks, response)
         return response
 
     async def _aanswer(self, turn: Turn, query: str, streaming: bool) -> Any:
@@ -406,9 +409,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = await self._query_engine.aquery(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        with message_scope(turn.record.assistant_message_id):
+        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id):
             response = await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
-        turn.apply_judge(response)
+        turn.apply_hooks(self._answer_hooks, response)
         return response
 
     def _no_docs_reply(self) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Dict, FrozenSet, Tuple
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
 from llama_index_convrag.config import resolve_llm
+from llama_index_convrag.judge.options import refuse_old_keywords
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers.registry import lookup_mode
 from llama_index_convrag.synthesizers.resolve import configured_llm
@@ -46,6 +47,7 @@ def split_chat_kwargs(
 
 def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
     """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing)."""
+    refuse_old_keywords(kwargs)
     retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
     llm = resolve_llm(configured_llm(own.get("llm")))
     mode = engine_kw.get("response_mode")

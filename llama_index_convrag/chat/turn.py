@@ -20,6 +20,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import ToolOutput
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
@@ -127,11 +128,14 @@ class Turn:
         self.record.retrieved_ids["budget"] = [n.node.node_id for n in self.nodes]
         self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
 
-    def apply_judge(self, response: Any) -> None:
-        """Keep the judge's search tree (``response.metadata["judge_tree"]``) on the record, as JSON-ready dict."""
-        meta = getattr(response, "metadata", None)
-        tree = meta.get("judge_tree") if isinstance(meta, dict) else None
-        self.record.judge_tree = None if tree is None else tree.to_dict()
+    def apply_hooks(self, hooks: Sequence[Any], response: Any) -> None:
+        """Set the record fields each answer hook names (``AnswerHook.record_fields``; the judge: ``judge_tree``)."""
+        for hook in hooks:
+            for name, value in hook.record_fields(response).items():
+                if not hasattr(self.record, name):
+                    raise ConfigurationError(f"answer hook {type(hook).__name__} set {name!r}, which is not a "
+                                             f"TurnRecord field")
+                setattr(self.record, name, value)
 
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
                response: Any) -> None:

@@ -23,7 +23,8 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ConvRAGChatEngine
 from llama_index_convrag.chat.factory import build_chat_engine
-from llama_index_convrag.judge.query_engine import JUDGE_KWARGS, build_judge_synthesizer, pop_judge_kwargs
+from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
+from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
@@ -151,18 +152,19 @@ class ConvRAGIndex(VectorStoreIndex):
 
         Retriever kwargs are split off by ``MilvusHybridRetriever.KWARGS``; the rest are :data:`ENGINE_KWARGS` or
         arguments of our ``get_response_synthesizer``. The LLM: ``llm=``, else one assigned to ``Settings.llm`` (core's
-        default-building getter is never called). ``judge=True`` (or a
-        ``BaseJudge``) with ``judge_llm``, ``max_depth``, ``max_branching``, ``max_llm_calls``: judge-guided recursive
-        retrieval (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
+        default-building getter is never called). ``judge``: ``True``, a ``BaseJudge`` or a
+        :class:`~llama_index_convrag.judge.options.JudgeOptions`: judge-guided recursive retrieval
+        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
         """
         synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
-        judge_kwargs = pop_judge_kwargs(rest)
+        refuse_old_keywords(rest)
+        judging = judge_options(rest.pop("judge", None))
         unknown = sorted(set(rest) - ENGINE_KWARGS - synth_names)
         if unknown:
             raise ArgumentTypeError(f"unknown query engine argument(s) {unknown}; accepted: "
-                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | JUDGE_KWARGS)}")
+                            f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | {'judge'})}")
         retriever = self.as_retriever(**retriever_kwargs)
         postprocessors = rest.pop("node_postprocessors", None)
         synth = rest.pop("response_synthesizer", None)
@@ -171,9 +173,9 @@ class ConvRAGIndex(VectorStoreIndex):
             if rest["llm"] is None and rest.get("response_mode") != "no_text":
                 raise ConfigurationError("as_query_engine needs llm= or response_synthesizer= (or an LLM assigned to "
                                  "Settings.llm; no default LLM is built)")
-            synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest) if judge_kwargs is None \
-                else build_judge_synthesizer(retriever, callback_manager=self._callback_manager, **judge_kwargs, **rest)
-        elif judge_kwargs is not None:
+            synth = get_response_synthesizer(callback_manager=self._callback_manager, **rest) if judging is None \
+                else build_judge_synthesizer(retriever, callback_manager=self._callback_manager, options=judging, **rest)
+        elif judging is not None:
             raise ArgumentTypeError("response_synthesizer= excludes judge=: the judge builds its own synthesizers")
         elif rest:
             raise ArgumentTypeError(f"response_synthesizer= excludes {sorted(rest)}")

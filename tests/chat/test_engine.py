@@ -4,6 +4,7 @@ and a real SQLite file. Exact prompts and exact call counts."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, List
 
@@ -456,3 +457,44 @@ def test_a_short_switch_to_a_new_subject_keeps_its_own_results_first(retriever: 
         "looks self-contained; only words new to the conversation: history as a light prior")
     assert record.rewrite_explanation["weights"]["context"] == 0.3
     assert record.retrieved_ids["final"][0] == "bm25"
+
+
+class LoggingHook:
+    """An answer hook that logs its scope and names a record field."""
+
+    def __init__(self, log: list, fields: dict) -> None:
+        self.log, self.fields = log, fields
+
+    @contextmanager
+    def scope(self, assistant_message_id: str):
+        self.log.append(("enter", assistant_message_id))
+        yield
+        self.log.append(("exit", assistant_message_id))
+
+    def record_fields(self, response: Any) -> dict:
+        self.log.append(("fields", type(response).__name__))
+        return self.fields
+
+
+def test_answer_hooks_run_around_every_answer_and_set_record_fields(store: Any, embed_model: Any) -> None:
+    nodes = [NodeWithScore(node=TextNode(id_="n0", text="Inception is a 2010 film."), score=1.0)]
+    plain = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
+                                            conversation_store=store, conversation_id="hooked")
+    log: list = []
+    tree = {"root": "from the hook"}
+    hooked = ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="hooked",
+                               retriever=plain._retriever, synthesizer=plain._synthesizer,
+                               answer_hooks=[LoggingHook(log, {"judge_tree": tree})])
+    response = hooked.chat("What is Inception?")
+    mid = response.metadata["message_id"]
+    assert log == [("enter", mid), ("exit", mid), ("fields", "Response")]
+    assert response.metadata["judge_tree"] == tree and store.get_turn_record(mid)["judge_tree"] == tree
+    bad = ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="bad", retriever=plain._retriever,
+                            synthesizer=plain._synthesizer, answer_hooks=[LoggingHook([], {"colour": "red"})])
+    with pytest.raises(ValueError, match="answer hook LoggingHook set 'colour', which is not a TurnRecord field"):
+        bad.chat("What is Inception?")
+    assert [(m.role, m.status) for m in store.get_conversation("bad")] == [("user", "complete"),
+                                                                                ("assistant", "error")]
+    with pytest.raises(TypeError, match=r"answer_hooks must provide scope\(\) and record_fields\(\) \(AnswerHook\)"):
+        ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="x", retriever=plain._retriever,
+                          synthesizer=plain._synthesizer, answer_hooks=[object()])

@@ -1,21 +1,23 @@
 """``as_chat_engine(judge=True)``: judge-guided turns, the tree persisted with the turn and events under its id."""
 
+import re
+
 import pytest
 
-from llama_index_convrag.judge import JudgeSynthesizer, SearchTree
+from llama_index_convrag.judge import JudgeOptions, JudgeSynthesizer, SearchLimits, SearchTree
 
 from tests.judge.conftest import scripted
 from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
 
 
-def engine_for(judge_index, llm, **kw):
-    return judge_index.as_chat_engine(llm=llm, judge=True, similarity_top_k=1, search_type="dense",
-                                      rewrite_strategy="none", **kw)
+def engine_for(judge_index, llm, judge=True):
+    return judge_index.as_chat_engine(llm=llm, judge=judge, similarity_top_k=1, search_type="dense",
+                                      rewrite_strategy="none")
 
 
 def test_a_judged_turn_returns_and_stores_its_tree(judge_index, judge_events_seen):
     llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
-    engine = engine_for(judge_index, llm, max_depth=1)
+    engine = engine_for(judge_index, llm, JudgeOptions(limits=SearchLimits(max_depth=1)))
     assert isinstance(engine._synthesizer, JudgeSynthesizer)
     response = engine.chat(ROOT_Q)
     message_id = response.metadata["message_id"]
@@ -51,3 +53,12 @@ def test_judge_needs_the_condense_question_mode_with_a_retriever(judge_index):
     plain = judge_index.as_chat_engine(llm=llm)
     assert not isinstance(plain._synthesizer, JudgeSynthesizer)
     assert "judge_tree" not in plain.chat("What is Milvus?").metadata
+
+
+def test_the_old_judge_keywords_name_the_one_argument_that_replaced_them(judge_index):
+    llm = scripted({})
+    for old in ({"max_depth": 1}, {"judge_llm": llm, "max_llm_calls": 3}):
+        with pytest.raises(TypeError, match=re.escape(f"{sorted(old)!r} are options of judge=JudgeOptions(...)")):
+            judge_index.as_chat_engine(llm=llm, judge=True, **old)
+    with pytest.raises(ValueError, match="judge must be True, False, None, a BaseJudge or a JudgeOptions, got 'yes'"):
+        judge_index.as_chat_engine(llm=llm, judge="yes")

@@ -3,7 +3,8 @@
 import pytest
 from llama_index.core.base.response.schema import StreamingResponse
 
-from llama_index_convrag.judge import JudgeQueryEngine, JudgeSynthesizer, LLMJudge, SearchTree, message_scope
+from llama_index_convrag.judge import (JudgeOptions, JudgeQueryEngine, JudgeSynthesizer, LLMJudge, SearchLimits,
+                                       SearchTree, message_scope)
 
 from tests.judge.conftest import DOCS, scripted
 from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
@@ -50,7 +51,8 @@ def test_everything_dropped_gives_the_empty_response(retriever_k):
 def test_a_separate_judge_llm_grades_and_the_main_llm_answers(retriever_k):
     judge_llm = scripted({"eiffel": ANSWERS})
     llm = scripted({})
-    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=llm, judge_llm=judge_llm).query(ROOT_Q)
+    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=llm,
+                                              judge=JudgeOptions(judge_llm=judge_llm)).query(ROOT_Q)
     assert judge_llm.call_count == 2 and llm.call_count == 1
     assert response.metadata["judge_stats"]["judge_calls"] == 2
 
@@ -58,9 +60,15 @@ def test_a_separate_judge_llm_grades_and_the_main_llm_answers(retriever_k):
 def test_limits_and_options_are_validated(retriever_k):
     llm = scripted({})
     with pytest.raises(ValueError, match="max_depth must be an integer >= 0, got -1"):
-        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, max_depth=-1)
+        JudgeOptions(limits=SearchLimits(max_depth=-1))
     with pytest.raises(ValueError, match="judge= excludes judge_llm="):
-        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, judge=LLMJudge(llm), judge_llm=llm)
+        JudgeOptions(judge=LLMJudge(llm), judge_llm=llm)
+    with pytest.raises(ValueError, match="JudgeOptions.limits must be a SearchLimits, got 3"):
+        JudgeOptions(limits=3)
+    with pytest.raises(TypeError, match=r"\['max_depth'\] are options of judge=JudgeOptions"):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, max_depth=1)
+    with pytest.raises(ValueError, match="JudgeQueryEngine needs a judge: True, a BaseJudge or a JudgeOptions, got False"):
+        JudgeQueryEngine.from_defaults(retriever_k(1), llm=llm, judge=False)
     with pytest.raises(ValueError, match="the judge needs an LLM"):
         JudgeQueryEngine.from_defaults(retriever_k(1), llm=None, response_mode="no_text")
     with pytest.raises(TypeError):
@@ -85,7 +93,8 @@ def test_it_refuses_to_wrap_itself(retriever_k):
 
 def test_as_query_engine_judge_true_builds_the_judge_engine(judge_index):
     llm = scripted({"paris": CITY_ONLY, "eiffel": ANSWERS})
-    engine = judge_index.as_query_engine(llm=llm, judge=True, similarity_top_k=1, search_type="dense", max_depth=1)
+    engine = judge_index.as_query_engine(llm=llm, judge=JudgeOptions(limits=SearchLimits(max_depth=1)),
+                                         similarity_top_k=1, search_type="dense")
     assert isinstance(engine._response_synthesizer, JudgeSynthesizer)
     assert engine._response_synthesizer.search.limits.max_depth == 1
     response = engine.query(ROOT_Q)
@@ -95,9 +104,9 @@ def test_as_query_engine_judge_true_builds_the_judge_engine(judge_index):
 
 def test_as_query_engine_judge_options_are_checked(judge_index):
     llm = scripted({})
-    with pytest.raises(TypeError, match=r"\['max_depth'\] need judge=True"):
+    with pytest.raises(TypeError, match=r"\['max_depth'\] are options of judge=JudgeOptions"):
         judge_index.as_query_engine(llm=llm, max_depth=1)
-    with pytest.raises(ValueError, match="judge must be True, False or a BaseJudge, got 'yes'"):
+    with pytest.raises(ValueError, match="judge must be True, False, None, a BaseJudge or a JudgeOptions, got 'yes'"):
         judge_index.as_query_engine(llm=llm, judge="yes")
     with pytest.raises(TypeError, match="response_synthesizer= excludes judge="):
         judge_index.as_query_engine(response_synthesizer=object(), judge=True)
