@@ -1,9 +1,11 @@
-"""Pluggable relevance scorers for :class:`~llama_index_convrag.postprocessors.model_rerank.ModelRerank`."""
+"""Pluggable relevance scorers for :class:`~llama_index_convrag.postprocessors.model_rerank.ModelRerank`.
 
-from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError, check_scores
+Their errors (``ScorerError``, ``RerankHTTPError``) are in :mod:`llama_index_convrag.errors`."""
+
+from llama_index_convrag.postprocessors.scorers.base import Scorer, check_scores
 from llama_index_convrag.postprocessors.scorers.cross_encoder import CrossEncoderScorer
 from llama_index_convrag.postprocessors.scorers.embedding import EmbeddingScorer
-from llama_index_convrag.postprocessors.scorers.http import HTTPRerankScorer, RerankHTTPError
+from llama_index_convrag.postprocessors.scorers.http import HTTPRerankScorer
 from llama_index_convrag.postprocessors.scorers.llm import LLMScorer
 
 __all__ = [
@@ -11,8 +13,6 @@ __all__ = [
     "EmbeddingScorer",
     "HTTPRerankScorer",
     "LLMScorer",
-    "RerankHTTPError",
     "Scorer",
-    "ScorerError",
     "check_scores",
 ]
