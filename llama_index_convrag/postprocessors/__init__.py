@@ -4,26 +4,37 @@ The rerank scorers are in :mod:`llama_index_convrag.postprocessors.scorers`; err
 :mod:`llama_index_convrag.errors`.
 """
 
-from llama_index_convrag.postprocessors.budgeted import BudgetedCoverageSelector, BudgetedSelection, greedy_budgeted
-from llama_index_convrag.postprocessors.events import (
-    NodeSelectionEndEvent,
-    NodeSelectionStartEvent,
-    RerankFallbackEvent,
-)
-from llama_index_convrag.postprocessors.mmr import MMRPostprocessor, mmr_select
-from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY, ModelRerank
-from llama_index_convrag.postprocessors.threshold import SimilarityThreshold
+from __future__ import annotations
 
-__all__ = [
-    "FALLBACK_KEY",
-    "BudgetedCoverageSelector",
-    "BudgetedSelection",
-    "MMRPostprocessor",
-    "ModelRerank",
-    "NodeSelectionEndEvent",
-    "NodeSelectionStartEvent",
-    "RerankFallbackEvent",
-    "SimilarityThreshold",
-    "greedy_budgeted",
-    "mmr_select",
-]
+from typing import TYPE_CHECKING, Dict
+
+from llama_index_convrag._lazy import lazy_exports
+
+#: public name -> module of this package that defines it (imported on first access)
+_EXPORTS: Dict[str, str] = {
+    "BudgetedCoverageSelector": "budgeted",
+    "BudgetedSelection": "budgeted",
+    "greedy_budgeted": "budgeted",
+    "NodeSelectionEndEvent": "events",
+    "NodeSelectionStartEvent": "events",
+    "RerankFallbackEvent": "events",
+    "MMRPostprocessor": "mmr",
+    "mmr_select": "mmr",
+    "FALLBACK_KEY": "model_rerank",
+    "ModelRerank": "model_rerank",
+    "SimilarityThreshold": "threshold",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.postprocessors.budgeted import BudgetedCoverageSelector, BudgetedSelection, greedy_budgeted
+    from llama_index_convrag.postprocessors.events import (
+        NodeSelectionEndEvent,
+        NodeSelectionStartEvent,
+        RerankFallbackEvent,
+    )
+    from llama_index_convrag.postprocessors.mmr import MMRPostprocessor, mmr_select
+    from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY, ModelRerank
+    from llama_index_convrag.postprocessors.threshold import SimilarityThreshold
