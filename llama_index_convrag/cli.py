@@ -104,10 +104,10 @@ def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
     parser.add_argument("--ranker", choices=FUSION_TYPES, default=DEFAULT_RANKER_TYPE,
                         help=f"hybrid fusion (default {DEFAULT_RANKER_TYPE}: per-query min-max normalised, the "
-                             "library default; best on SciFact, Cranfield and CAsT)")
+                             "library default)")
     parser.add_argument("--no-feedback", dest="feedback", action="store_false",
-                        help="hybrid weighted: skip the dense pseudo-relevance feedback search (on by default: "
-                             "+0.006 nDCG@10 on SciFact and Cranfield, neutral on CAsT, two more Milvus calls)")
+                        help="hybrid weighted: skip the dense pseudo-relevance feedback search (on by default; it "
+                             "costs two more Milvus calls)")
     parser.add_argument("--rerank", choices=RERANK_CHOICES, default=None,
                         help="rerank the fused candidates (max(10, top-k)): embedding (passage windows re-scored "
                              "by the embedding model, offline) or llm (the LLM ranks them); default: none")

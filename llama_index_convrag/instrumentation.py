@@ -1,6 +1,6 @@
 """Instrumentation that costs nothing when nobody listens.
 
-LlamaIndex's ``@dispatcher.span`` binds ``inspect.signature`` and makes a uuid on every call (~0.05-0.1 ms), and
+LlamaIndex's ``@dispatcher.span`` binds ``inspect.signature`` and makes a uuid on every call, and
 every ``dispatcher.event`` builds a pydantic event with its own uuid, even when the only handlers on the dispatcher
 chain are the null ones LlamaIndex installs by default. :func:`observed` tells whether anything real listens;
 :func:`span_when_observed` opens the span only then and :func:`emit` builds an event only then. With a handler

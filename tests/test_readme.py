@@ -33,7 +33,7 @@ def test_quick_start_runs_against_an_openai_compatible_server(tmp_path, monkeypa
 
 
 def test_quick_start_runs_offline_without_an_llm(tmp_path, monkeypatch, capsys):
-    """No OPENAI_* variables, no server: the same block answers extractively (issue 14: it used to raise)."""
+    """No OPENAI_* variables, no server: the same block answers extractively."""
     (block,) = python_blocks()
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     monkeypatch.chdir(tmp_path)

@@ -27,7 +27,6 @@ from llama_index_convrag._lazy import lazy_exports
 
 #: public name -> module of this package that defines it (imported on first access)
 _EXPORTS: Dict[str, str] = {
-    "BudgetExceededError": "budget",
     "ConvRAGChatEngine": "engine",
     "ConvRAGStreamingResponse": "streaming",
     "message_fit_in": "budget",
@@ -39,7 +38,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llama_index_convrag.chat.budget import BudgetExceededError, TrimReport, message_fit_in
+    from llama_index_convrag.chat.budget import TrimReport, message_fit_in
     from llama_index_convrag.chat.engine import ConvRAGChatEngine
     from llama_index_convrag.chat.records import TurnRecord
     from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse

@@ -1,1 +1,3 @@
 """The ``convrag`` command groups (the argument parser and exit codes live in :mod:`llama_index_convrag.cli`)."""
+
+__all__: list = []

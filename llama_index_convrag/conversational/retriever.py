@@ -84,9 +84,8 @@ def with_depth(retriever: BaseRetriever, depth: int = FUSION_DEPTH) -> Tuple[Bas
     ``params.similarity_top_k`` (``MilvusHybridRetriever``); ``(retriever, None)`` for any other.
 
     The copy skips the dense feedback round (``feedback=False``) where the retriever has one: the two searches of a
-    fused follow-up then cost the Milvus calls of one search with feedback (4), and on CAsT 2021 through
-    ``convrag eval conversation`` the fused ``contextual`` strategy scored the same without it (nDCG@10 0.7309 vs
-    0.7315, 10 follow-ups worse than raw either way)."""
+    fused follow-up then cost the Milvus calls of one search with feedback, and fusion scores the same without it
+    (``convrag eval conversation`` compares)."""
     params = getattr(retriever, "params", None)
     top_k = getattr(params, "similarity_top_k", None)
     copy = getattr(retriever, "with_params", None)

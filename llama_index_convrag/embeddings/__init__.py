@@ -1,5 +1,19 @@
 """Embedding models that run offline."""
 
-from llama_index_convrag.embeddings.local import EMBED_DIM, LocalMiniLMEmbedding
+from __future__ import annotations
 
-__all__ = ["EMBED_DIM", "LocalMiniLMEmbedding"]
+from typing import TYPE_CHECKING, Dict
+
+from llama_index_convrag._lazy import lazy_exports
+
+#: public name -> module of this package that defines it (imported on first access)
+_EXPORTS: Dict[str, str] = {
+    "EMBED_DIM": "local",
+    "LocalMiniLMEmbedding": "local",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.embeddings.local import EMBED_DIM, LocalMiniLMEmbedding

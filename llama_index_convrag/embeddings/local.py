@@ -23,10 +23,9 @@ EMBED_DIM = 384
 POSITION_LIMIT = 512
 #: [CLS] and [SEP], added to every input.
 SPECIAL_TOKENS = 2
-#: ONNX Runtime's basic graph optimisations: constant folding turns the int8 weights into fp32 once, at load. Without
-#: it every run dequantised all 22M weights again: 16.9 ms for a one-query run vs 3.1 ms (``bench/memory.py
-#: --query-latency``), and those per-run copies made an ingest's peak RSS higher, not lower (570 vs 549 MB, ingest
-#: 12.1 vs 11.0 s; ``bench/memory.py``); the loaded model holds 123 MB more at rest (341 vs 218 MB).
+#: ONNX Runtime's basic graph optimisations: constant folding turns the int8 weights into fp32 once, at load.
+#: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
+#: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 
 _LOCK = threading.Lock()
@@ -98,10 +97,8 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 #: Attention cells (rows x width x width) one ONNX run may hold: 2 texts of 256 tokens. The run's transient memory
-#: grows with it (12 heads of width x width scores per layer): an ingest's peak RSS with 32 x 256 runs was 1.5 GB,
-#: 8 x 256 0.63 GB, 4 x 256 0.57 GB; with the weights folded once (:data:`GRAPH_OPTIMIZATION`) 4 x 256 peaks at
-#: 551 MB and 2 x 256 at 489 MB, and smaller runs are faster too (8 / 4 / 2 x 256: 26.4 / 29.2 / 31.6 passages/s;
-#: ``bench/memory.py``, ``--speed``), while short texts still go 32 at a time.
+#: grows with it (12 heads of width x width scores per layer), so a smaller bound lowers an ingest's peak memory;
+#: short texts still go 32 at a time (``bench/memory.py``, ``--speed``; docs/RESULTS.md, Memory).
 DEFAULT_MAX_BATCH_CELLS = 2 * 256 * 256
 
 

@@ -1,4 +1,4 @@
-"""Indices over Milvus collections (``ConvRAGMilvusStore`` lives in :mod:`llama_index_convrag.milvus.vector_store`)."""
+"""Indices over Milvus collections (their vector store is :mod:`llama_index_convrag.milvus.vector_store`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from llama_index_convrag._lazy import lazy_exports
 #: public name -> module that defines it (imported on first access)
 _EXPORTS: Dict[str, str] = {
     "ConvRAGIndex": "convrag_index",
-    "ConvRAGMilvusStore": "llama_index_convrag.milvus.vector_store",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -17,4 +16,3 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.indices.convrag_index import ConvRAGIndex
-    from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore

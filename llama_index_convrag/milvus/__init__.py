@@ -1,5 +1,6 @@
 """Everything that talks to Milvus: targets and clients (``client``), the collection layout (``schema``), metadata
 filters as Milvus expressions (``filters``) and a LlamaIndex vector store over our layout (``vector_store``).
+Errors are in :mod:`llama_index_convrag.errors`.
 
 ``ingest/``, ``retrievers/``, ``indices/`` and ``evaluation/`` stand on this floor. Names are exported lazily, so
 importing this package (or ``milvus.filters``) does not import pymilvus.
@@ -20,7 +21,6 @@ _EXPORTS: Dict[str, str] = {
     "connect_milvus_async": "client",
     "LITE_GRPC_OPTIONS": "client",
     "server_log_path": "client",
-    "MilvusConnectionError": "client",
     "CollectionSpec": "schema",
     "VectorField": "schema",
     "default_spec": "schema",
@@ -37,7 +37,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.milvus.client import (
         LITE_GRPC_OPTIONS,
-        MilvusConnectionError,
         MilvusTarget,
         connect_milvus,
         connect_milvus_async,

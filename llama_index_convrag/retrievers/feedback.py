@@ -8,10 +8,8 @@ half of the dense side, as RM3 interpolates the original query with the feedback
 again. The documents are chosen on the first fusion, where BM25 has read the whole chunk, so feedback carries what
 BM25 matched past the model's window into the dense side.
 
-Measured by ``bench/fusion_variants.py`` (nDCG@10, default hybrid -> with feedback): SciFact train 0.729 -> 0.735,
-Cranfield 0.417 -> 0.423, CAsT 2021 passages 0.756 -> 0.754 (within noise; hit@5 0.946 -> 0.950). Replacing the
-dense list by the feedback list instead lost 0.011 hit@5 on SciFact; a lexical feedback (RM3-like expansion of the
-BM25 query) lost 0.01-0.06 nDCG@10 on SciFact and CAsT, so neither is offered.
+``bench/fusion_variants.py`` compares it with the single-round fusion, with replacing the dense list by the
+feedback list and with lexical (RM3-like) feedback (docs/RESULTS.md).
 
 Pure functions only; :class:`~llama_index_convrag.retrievers.milvus_hybrid.MilvusHybridRetriever` does the I/O.
 """

@@ -6,5 +6,5 @@ FUSION_TYPES = ("rrf", "weighted")
 RANKER_TYPES = (*FUSION_TYPES, "model")
 PRE_RANKER_TYPES = FUSION_TYPES
 #: The library default (``as_retriever``, ``as_query_engine``, ``as_chat_engine``) and the CLI's ``--ranker``:
-#: per-query min-max weighted fusion beat RRF on SciFact, Cranfield and CAsT (``bench/quality_matrix.py``).
+#: per-query min-max weighted fusion (compared with RRF by ``bench/quality_matrix.py``).
 DEFAULT_RANKER_TYPE = "weighted"

@@ -1,23 +1,21 @@
 """Retriever parameters, validated once against a collection's :class:`CollectionSpec`.
 
 Every error names the bad value and the accepted ones. Defaults (one set, shared by ``as_retriever``,
-``as_query_engine``, ``as_chat_engine`` and the CLI; measured in ``bench/quality_matrix.py``):
+``as_query_engine``, ``as_chat_engine`` and the CLI; compared in ``bench/quality_matrix.py`` and docs/RESULTS.md):
 
 * ``search_type``: ``hybrid`` when the collection has a dense and a BM25 field (or ``search_fields`` names two or
-  more), else the kind of the one searchable field; hybrid beat dense and BM25 alone on SciFact, Cranfield and
-  CAsT passages.
-* ``ranker_type``: ``weighted`` (per-query min-max normalised, equal weights, 100 candidates per field); it beat
-  RRF on every collection measured (nDCG@10 SciFact 0.729 vs 0.713, Cranfield 0.417 vs 0.404, CAsT 0.756 vs 0.734).
+  more), else the kind of the one searchable field.
+* ``ranker_type``: ``weighted`` (per-query min-max normalised, equal weights, 100 candidates per field).
 * ``search_fields``: dense -> the first dense field; sparse -> the first BM25 field; hybrid -> both.
 * ``search_params``: dense -> ``{"metric_type": <index metric>, "params": {}}``; BM25 ->
   ``{"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}``.
 * ``ranker_params``: rrf ``{"k": 60}``; weighted ``{"weights": [1/n] * n}``; model ``{"model": <postprocessor>,
   "pre_topk": 10, "pre_ranker_type": "weighted", "pre_ranker_params": {"weights": [1/n] * n}}``.
 * ``fusion_depth`` (candidates per field before client-side fusion): weighted -> ``max(100, top_k)`` (normalised
-  fusion is best over long lists); rrf -> ``top_k`` (RRF over long lists is worse, see ANCHORS).
+  fusion is best over long lists); rrf -> ``top_k`` (RRF over long lists is worse).
 * ``feedback`` (dense pseudo-relevance feedback, :mod:`~llama_index_convrag.retrievers.feedback`): on, 3 documents
   weight 0.5, wherever it can run (hybrid, weighted fusion, one COSINE/IP dense field and a BM25 field); ``False``
-  turns it off. It gained on SciFact and Cranfield and stayed within 0.002 on CAsT.
+  turns it off.
 """
 
 from __future__ import annotations

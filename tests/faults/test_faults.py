@@ -18,7 +18,8 @@ from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
-from llama_index_convrag.storage.conversation import ConversationStoreError, SQLiteConversationStore
+from llama_index_convrag.errors import ConversationStoreError
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR, open_lease, release_leases
 from llama_index_convrag.milvus.client import connect_milvus
 from tests.faults.conftest import REPO, python, wait_for

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llama_index.core.schema import QueryBundle
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
-from llama_index_convrag.ingest import create_collection, default_spec
+from llama_index_convrag.milvus.schema import create_collection, default_spec
 from llama_index_convrag.ingest.readers import UnsupportedFile, decode_text, read_file
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 

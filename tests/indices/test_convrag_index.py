@@ -5,7 +5,8 @@ from llama_index.core import Settings
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import Document
 
-from llama_index_convrag.indices import ConvRAGIndex, ConvRAGMilvusStore
+from llama_index_convrag.indices import ConvRAGIndex
+from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.testing import ScriptedLLM
 

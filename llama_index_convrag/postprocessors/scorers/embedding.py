@@ -1,7 +1,7 @@
 """Bi-encoder re-scoring with an embedding model over the full text of each chunk (the offline default).
 
-A first-stage dense search embeds each chunk once, truncated to the model's window (256 tokens for MiniLM: most
-SciFact abstracts are longer). Re-embedding the same truncated text would reproduce the first-stage order, so this
+A first-stage dense search embeds each chunk once, truncated to the model's window (256 tokens for MiniLM; many
+passages are longer). Re-embedding the same truncated text would reproduce the first-stage order, so this
 scorer slides word windows over the whole chunk and pools the window similarities (max pooling is MaxP from Dai &
 Callan, "Deeper Text Understanding for IR with Contextual Neural Language Modeling", SIGIR 2019).
 """

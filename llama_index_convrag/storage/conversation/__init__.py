@@ -10,7 +10,6 @@ from llama_index_convrag._lazy import lazy_exports
 _EXPORTS: Dict[str, str] = {
     "Citation": "base",
     "ConversationStore": "base",
-    "ConversationStoreError": "base",
     "Message": "base",
     "SQLiteConversationStore": "sqlite",
 }
@@ -22,7 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.storage.conversation.base import (
         Citation,
         ConversationStore,
-        ConversationStoreError,
         Message,
     )
     from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_convrag.storage.conversation import ConversationStoreError
+from llama_index_convrag.errors import ConversationStoreError
 from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
 
 

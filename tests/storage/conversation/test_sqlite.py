@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_convrag.storage.conversation import ConversationStoreError, SQLiteConversationStore
+from llama_index_convrag.errors import ConversationStoreError
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import APP_ID, MIGRATIONS, SCHEMA_VERSION
 from tests.fakes import run_threads
 
