@@ -57,6 +57,15 @@ from llama_index_convrag.synthesizers.resolve import configured_llm
 dispatcher = get_dispatcher(__name__)
 
 
+def message_text(message: Any) -> str:
+    """The user's words: a ``str``, or a ``QueryBundle``'s ``query_str`` (core's engines accept both)."""
+    if isinstance(message, QueryBundle):
+        return message.query_str
+    if not isinstance(message, str):
+        raise ArgumentTypeError(f"message must be a str or a QueryBundle, got {type(message).__name__}: {message!r}")
+    return message
+
+
 
 class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     """Conversational RAG chat engine. ``__init__`` takes built parts; :meth:`from_defaults` builds them."""
@@ -299,7 +308,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     # --- the steps -----------------------------------------------------------------------------------------------
     def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> Turn:
         window = self._rewriter.history_window if self.rephrase_question else None
-        return Turn.begin(self._store, self.conversation_id, message, chat_history=chat_history, window=window,
+        return Turn.begin(self._store, self.conversation_id, message_text(message), chat_history=chat_history, window=window,
                           streaming=streaming)
 
     @contextmanager
