@@ -14,7 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 
 from llama_index_convrag.errors import ConfigurationError
@@ -285,6 +286,13 @@ def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) 
     if target is None:
         raise ConfigurationError("give a MilvusClient (client=) or a MilvusTarget (target=)")
     return connect_milvus(target)
+
+
+def llamaindex_fields(node: BaseNode) -> Dict[str, Any]:
+    """The dynamic fields LlamaIndex's ``MilvusVectorStore`` rebuilds a node from (``_node_content``: the node without
+    its text, metadata and relationships included; ``_node_type``), so that store reads our rows with its defaults."""
+    fields = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+    return {LLAMAINDEX_NODE_CONTENT: fields[LLAMAINDEX_NODE_CONTENT], "_node_type": fields["_node_type"]}
 
 
 def node_from_entity(spec: CollectionSpec, pk: Any, entity: Mapping[str, Any]) -> TextNode:
