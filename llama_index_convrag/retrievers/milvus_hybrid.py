@@ -8,8 +8,8 @@ How each mode runs (one or more Milvus calls, never asking for vectors or BM25 o
   (:func:`fusion.rrf`), so each node also carries its per-field rank and score.
 * ``hybrid`` + ``weighted``: one ``search`` per field (``fusion_depth`` candidates each, default 100) and
   client-side min-max-normalised weighted fusion (:func:`fusion.weighted`). When more candidates come back than
-  are kept, the searches return ids and scores only and one ``get`` fetches the kept candidates' fields. Milvus' own ``WeightedRanker`` mixes
-  unbounded BM25 with cosine and measured worse than dense alone on SciFact (nDCG@10 0.572 vs 0.660).
+  are kept, the searches return ids and scores only and one ``get`` fetches the kept candidates' fields. Milvus' own
+  ``WeightedRanker`` mixes unbounded BM25 with cosine and measured worse than dense alone (figures: README).
 * ``feedback`` (default on for weighted hybrid, :mod:`~llama_index_convrag.retrievers.feedback`): after the
   fusion above, one ``get`` of the dense vectors of the best ``docs`` fused hits and a second search of the dense
   field with the moved query vector; a second fusion takes the first dense list, the BM25 list and the feedback
@@ -181,7 +181,7 @@ class MilvusHybridRetriever(BaseRetriever):
     @unspanned
     def retrieve(self, str_or_query_bundle: QueryType) -> List[NodeWithScore]:
         """LlamaIndex's ``retrieve`` (span, events, callbacks) when anything listens (``observed``); else the
-        search alone: the same nodes without the ~0.3 ms of bookkeeping nobody reads."""
+        search alone: the same nodes without the bookkeeping nobody reads."""
         if observed(core_retriever.dispatcher, self.callback_manager):
             return super().retrieve(str_or_query_bundle)
         return self._retrieve(_bundle(str_or_query_bundle))
@@ -282,8 +282,8 @@ class MilvusHybridRetriever(BaseRetriever):
     @staticmethod
     def _one_by_one(reqs: Sequence[FieldRequest], n: int) -> List[List[FieldRequest]]:
         """Per query, its own requests. Server-side RRF runs one ``hybrid_search`` per query: Milvus Lite fused the
-        lists of every query after the first with wrong ranks when one call carried several (RRF score 0.0289
-        instead of 0.0328 for two first places, k = 60; ``tests/retrievers/test_milvus_hybrid.py``)."""
+        lists of every query after the first with wrong ranks when one call carried several
+        (``tests/retrievers/test_milvus_hybrid.py``)."""
         return [[FieldRequest(r.field, [r.data[i]], r.limit, r.param) for r in reqs] for i in range(n)]
 
     def _fuse(self, lists: List[List[Tuple[str, float]]]) -> Tuple[List[Tuple[Any, float]], str]:

@@ -7,7 +7,7 @@ Every error names the bad value and the accepted ones. Defaults (one set, shared
   more), else the kind of the one searchable field; hybrid beat dense and BM25 alone on SciFact, Cranfield and
   CAsT passages.
 * ``ranker_type``: ``weighted`` (per-query min-max normalised, equal weights, 100 candidates per field); it beat
-  RRF on every collection measured (nDCG@10 SciFact 0.729 vs 0.713, Cranfield 0.417 vs 0.404, CAsT 0.756 vs 0.734).
+  RRF on every collection measured (figures: README, ``bench/quality_matrix.py``).
 * ``search_fields``: dense -> the first dense field; sparse -> the first BM25 field; hybrid -> both.
 * ``search_params``: dense -> ``{"metric_type": <index metric>, "params": {}}``; BM25 ->
   ``{"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}``.
@@ -17,7 +17,7 @@ Every error names the bad value and the accepted ones. Defaults (one set, shared
   fusion is best over long lists); rrf -> ``top_k`` (RRF over long lists is worse, see ANCHORS).
 * ``feedback`` (dense pseudo-relevance feedback, :mod:`~llama_index_convrag.retrievers.feedback`): on, 3 documents
   weight 0.5, wherever it can run (hybrid, weighted fusion, one COSINE/IP dense field and a BM25 field); ``False``
-  turns it off. It gained on SciFact and Cranfield and stayed within 0.002 on CAsT.
+  turns it off. It gained on SciFact and Cranfield and held even on CAsT.
 """
 
 from __future__ import annotations
