@@ -33,7 +33,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.response_synthesizers import BaseSynthesizer
-from llama_index.core.schema import MetadataMode
+from llama_index.core.schema import MetadataMode, QueryBundle
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
@@ -56,6 +56,15 @@ from llama_index_convrag.synthesizers import get_response_synthesizer
 from llama_index_convrag.synthesizers.resolve import configured_llm
 
 dispatcher = get_dispatcher(__name__)
+
+
+def message_text(message: Any) -> str:
+    """The user's words: a ``str``, or a ``QueryBundle``'s ``query_str`` (core's engines accept both)."""
+    if isinstance(message, QueryBundle):
+        return message.query_str
+    if not isinstance(message, str):
+        raise ArgumentTypeError(f"message must be a str or a QueryBundle, got {type(message).__name__}: {message!r}")
+    return message
 
 
 
@@ -315,7 +324,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     # --- the steps -----------------------------------------------------------------------------------------------
     def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> Turn:
         window = self._rewriter.history_window if self.rephrase_question else None
-        return Turn.begin(self._store, self.conversation_id, message, chat_history=chat_history, window=window,
+        return Turn.begin(self._store, self.conversation_id, message_text(message), chat_history=chat_history, window=window,
                           streaming=streaming)
 
     @contextmanager

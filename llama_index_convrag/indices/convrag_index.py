@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
@@ -20,8 +21,6 @@ from llama_index.core.storage.storage_context import StorageContext
 from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.defaults import CHAT_MODES
-from llama_index_convrag.chat.engine import ConvRAGChatEngine
 from llama_index_convrag.chat.factory import build_chat_engine
 from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
@@ -182,10 +181,8 @@ class ConvRAGIndex(VectorStoreIndex):
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
                                     node_postprocessors=postprocessors, callback_manager=self._callback_manager)
 
-    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> ConvRAGChatEngine:  # type: ignore[override]
+    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> BaseChatEngine:  # type: ignore[override]
         """Our chat engine (``llama_index_convrag.chat.factory.build_chat_engine``) for ``chat_mode`` ``None`` /
-        ``"condense_question"``, ``"condense_plus_context"`` or ``"context"``; other modes are refused."""
-        mode = getattr(chat_mode, "value", chat_mode)
-        if mode is not None and mode not in CHAT_MODES:
-            raise ConfigurationError(f"chat_mode must be one of {list(CHAT_MODES)} (or None: condense_question), got {mode!r}")
-        return build_chat_engine(self, chat_mode=mode, **kwargs)
+        ``"condense_question"``, ``"condense_plus_context"`` (also core's ``"best"``) or ``"context"``; ``"simple"``:
+        core's ``SimpleChatEngine``; other modes are refused."""
+        return build_chat_engine(self, chat_mode=chat_mode, **kwargs)

@@ -45,6 +45,7 @@ from llama_index_convrag.milvus.schema import (
     create_collection,
     default_spec,
     detect_spec,
+    llamaindex_fields,
     open_client,
 )
 
@@ -338,7 +339,7 @@ class Ingestor:
         for i, n in enumerate(pending):
             row = {self.spec.primary_field: n.node_id, self.spec.doc_id_field: n.ref_doc_id,
                    self.spec.text_field: texts[i], self.spec.metadata_field: dict(n.metadata)}
-            row.update({name: vecs[i] for name, vecs in vectors.items()})
+            row.update({name: vecs[i] for name, vecs in vectors.items()}, **llamaindex_fields(n))
             rows.append(row)
         self._wait_insert(report)
         self._inserting = self._inserter.submit(self._insert, rows)  # old chunks were deleted before

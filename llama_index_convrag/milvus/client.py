@@ -16,7 +16,10 @@ from typing import Dict, Iterator, Mapping, Optional, Tuple
 from pymilvus import AsyncMilvusClient, MilvusClient
 
 from llama_index_convrag._env import pick
+from llama_index_convrag.milvus.pkg_resources_shim import ensure_pkg_resources
 from llama_index_convrag.errors import ConfigurationError, MilvusConnectionError
+
+ensure_pkg_resources()  # before milvus-lite 2.5.1 is imported (pymilvus imports it on the first Lite connection)
 
 ENV_MILVUS_URI = "CONVRAG_MILVUS_URI"
 ENV_MILVUS_TOKEN = "CONVRAG_MILVUS_TOKEN"

@@ -10,15 +10,19 @@ collections made by ``llama-index-vector-stores-milvus`` (``MilvusVectorStore(en
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
-from pymilvus import DataType, Function, FunctionType, MilvusClient
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
+from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus, validate_collection_name
 from llama_index_convrag.milvus.filters import quote_string
+
+logger = logging.getLogger(__name__)
 
 DENSE = "dense"
 BM25 = "bm25"
@@ -36,6 +40,16 @@ ANALYZERS: Dict[str, Dict[str, Any]] = {
     "standard": {"type": "standard"},
     "chinese": {"type": "chinese"},
     "jieba": {"tokenizer": "jieba"},
+}
+#: Lucene's English stop words (Milvus' ``_english_`` list).
+ENGLISH_STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+                      "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+                      "this", "to", "was", "will", "with")
+#: What Milvus Lite 3.x (tokenizers ``standard`` and ``jieba`` only, no stemmer) gets instead: ``english`` keeps its
+#: stop words but loses stemming ("cats" no longer matches "cat").
+LITE3_ANALYZERS: Dict[str, Dict[str, Any]] = {
+    "english": {"tokenizer": "standard", "filter": ["lowercase", {"type": "stop", "stop_words": list(ENGLISH_STOP_WORDS)}]},
+    "chinese": {"tokenizer": "jieba"},
 }
 
 
@@ -151,10 +165,26 @@ def create_collection(
         raise ConfigurationError(f"only the 'convrag' layout can be created here, got {spec.layout!r}")
     if client.has_collection(collection_name):
         return
+    named = analyzer_params is None
     if analyzer_params is None:
         if analyzer not in ANALYZERS:
             raise ConfigurationError(f"analyzer must be one of {sorted(ANALYZERS)}, got {analyzer!r}")
         analyzer_params = ANALYZERS[analyzer]
+    build = lambda params: _create(client, collection_name, spec, params, is_lite, dense_index, bm25_k1,  # noqa: E731
+                                   bm25_b, text_max_length)
+    try:
+        build(analyzer_params)
+    except MilvusException as e:
+        if not (named and analyzer in LITE3_ANALYZERS and "unknown tokenizer type" in str(e)):
+            raise
+        logger.warning("Milvus refused the %r analyzer (%s); using %s (Milvus Lite 3.x: no stemming)",
+                       analyzer, e, LITE3_ANALYZERS[analyzer])
+        build(LITE3_ANALYZERS[analyzer])
+
+
+def _create(client: MilvusClient, collection_name: str, spec: CollectionSpec, analyzer_params: Dict[str, Any],
+            is_lite: bool, dense_index: Optional[Dict[str, Any]], bm25_k1: float, bm25_b: float,
+            text_max_length: int) -> None:
     index = default_dense_index(is_lite) if dense_index is None else dense_index
     schema = client.create_schema(auto_id=False, enable_dynamic_field=spec.dynamic)
     schema.add_field(spec.primary_field, DataType.VARCHAR, max_length=128, is_primary=True)
@@ -256,6 +286,13 @@ def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) 
     if target is None:
         raise ConfigurationError("give a MilvusClient (client=) or a MilvusTarget (target=)")
     return connect_milvus(target)
+
+
+def llamaindex_fields(node: BaseNode) -> Dict[str, Any]:
+    """The dynamic fields LlamaIndex's ``MilvusVectorStore`` rebuilds a node from (``_node_content``: the node without
+    its text, metadata and relationships included; ``_node_type``), so that store reads our rows with its defaults."""
+    fields = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+    return {LLAMAINDEX_NODE_CONTENT: fields[LLAMAINDEX_NODE_CONTENT], "_node_type": fields["_node_type"]}
 
 
 def node_from_entity(spec: CollectionSpec, pk: Any, entity: Mapping[str, Any]) -> TextNode:

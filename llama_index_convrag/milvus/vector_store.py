@@ -1,7 +1,8 @@
 """A thin LlamaIndex vector store over a collection in our layout, so ``VectorStoreIndex`` insert/delete work.
 
 Rows: primary key = node id, ``doc_id`` = ``node.ref_doc_id``, ``text``, the first dense field = node embedding,
-``metadata`` JSON = node metadata (BM25 is filled by Milvus). Querying through ``VectorStoreIndex``'s default
+``metadata`` JSON = node metadata (BM25 is filled by Milvus), and the dynamic fields ``_node_content`` /
+``_node_type`` LlamaIndex's ``MilvusVectorStore`` reads nodes from. Querying through ``VectorStoreIndex``'s default
 retriever runs a dense search; :class:`MilvusHybridRetriever` is the full retriever.
 """
 
@@ -21,7 +22,7 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.filters import combine, filters_to_expr, quote_string
-from llama_index_convrag.milvus.schema import CollectionSpec, node_from_entity
+from llama_index_convrag.milvus.schema import CollectionSpec, llamaindex_fields, node_from_entity
 
 DEFAULT_INSERT_BATCH = 256
 
@@ -69,6 +70,7 @@ class ConvRAGMilvusStore(BasePydanticVectorStore):
             spec.text_field: node.get_content(metadata_mode=MetadataMode.NONE),
             spec.dense_fields[0]: list(node.embedding),
             spec.metadata_field: metadata,
+            **llamaindex_fields(node),
         }
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> List[str]:

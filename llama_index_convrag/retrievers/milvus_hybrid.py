@@ -8,8 +8,8 @@ How each mode runs (one or more Milvus calls, never asking for vectors or BM25 o
   (:func:`fusion.rrf`), so each node also carries its per-field rank and score.
 * ``hybrid`` + ``weighted``: one ``search`` per field (``fusion_depth`` candidates each, default 100) and
   client-side min-max-normalised weighted fusion (:func:`fusion.weighted`). When more candidates come back than
-  are kept, the searches return ids and scores only and one ``get`` fetches the kept candidates' fields. Milvus' own ``WeightedRanker`` mixes
-  unbounded BM25 with cosine and measured worse than dense alone on SciFact (nDCG@10 0.572 vs 0.660).
+  are kept, the searches return ids and scores only and one ``get`` fetches the kept candidates' fields. Milvus' own
+  ``WeightedRanker`` mixes unbounded BM25 with cosine and measured worse than dense alone (figures: README).
 * ``feedback`` (default on for weighted hybrid, :mod:`~llama_index_convrag.retrievers.feedback`): after the
   fusion above, one ``get`` of the dense vectors of the best ``docs`` fused hits and a second search of the dense
   field with the moved query vector; a second fusion takes the first dense list, the BM25 list and the feedback
@@ -26,8 +26,8 @@ Every node's id is the Milvus primary key (as a string); ``node.ref_doc_id`` is 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index.core.base import base_retriever as core_retriever
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -48,6 +48,19 @@ from llama_index_convrag.retrievers.ranking import FieldRequest, Ranking, known_
 from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, validate_params
 
 dispatcher = get_dispatcher(__name__)
+
+
+@dataclass(frozen=True)
+class MilvusCall:
+    """One Milvus client call (``search``, ``hybrid_search`` or ``get``), run by the sync or the async client."""
+
+    method: str
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any]
+
+
+#: Yields lists of calls (a list may run concurrently), receives their results in order, returns the outcome.
+MilvusSteps = Generator[List[MilvusCall], List[Any], Any]
 
 
 def _bundle(query: QueryType) -> QueryBundle:
@@ -168,7 +181,7 @@ class MilvusHybridRetriever(BaseRetriever):
     @unspanned
     def retrieve(self, str_or_query_bundle: QueryType) -> List[NodeWithScore]:
         """LlamaIndex's ``retrieve`` (span, events, callbacks) when anything listens (``observed``); else the
-        search alone: the same nodes without the ~0.3 ms of bookkeeping nobody reads."""
+        search alone: the same nodes without the bookkeeping nobody reads."""
         if observed(core_retriever.dispatcher, self.callback_manager):
             return super().retrieve(str_or_query_bundle)
         return self._retrieve(_bundle(str_or_query_bundle))
@@ -269,8 +282,8 @@ class MilvusHybridRetriever(BaseRetriever):
     @staticmethod
     def _one_by_one(reqs: Sequence[FieldRequest], n: int) -> List[List[FieldRequest]]:
         """Per query, its own requests. Server-side RRF runs one ``hybrid_search`` per query: Milvus Lite fused the
-        lists of every query after the first with wrong ranks when one call carried several (RRF score 0.0289
-        instead of 0.0328 for two first places, k = 60; ``tests/retrievers/test_milvus_hybrid.py``)."""
+        lists of every query after the first with wrong ranks when one call carried several
+        (``tests/retrievers/test_milvus_hybrid.py``)."""
         return [[FieldRequest(r.field, [r.data[i]], r.limit, r.param) for r in reqs] for i in range(n)]
 
     def _fuse(self, lists: List[List[Tuple[str, float]]]) -> Tuple[List[Tuple[Any, float]], str]:
@@ -386,6 +399,49 @@ class MilvusHybridRetriever(BaseRetriever):
                 add_stage(nws, "rerank", rank, nws.score)
         return ordered[: self._params.similarity_top_k]
 
+    # -- the Milvus calls, once: a generator that yields them and the two drivers below ----------------------
+    def _search_calls(self, plan: str, reqs: Sequence[FieldRequest], out: List[str], n: int) -> List[MilvusCall]:
+        """One call per field (or per query, server-fused with ``RRFRanker``)."""
+        expr = self._params.filter_expr
+        if plan == "server_rrf":
+            _, fparams = self._params.fusion()
+            return [MilvusCall("hybrid_search", (self._collection_name, [r.ann(expr) for r in one],
+                                                 RRFRanker(fparams["k"])),
+                               {"limit": self._params.candidates(), "output_fields": out})
+                    for one in self._one_by_one(reqs, n)]
+        return [self._search_call(r, out) for r in reqs]
+
+    def _search_call(self, r: FieldRequest, out: List[str]) -> MilvusCall:
+        return MilvusCall("search", (self._collection_name,), {
+            "data": r.data, "anns_field": r.field, "limit": r.limit, "search_params": r.param,
+            "filter": self._params.filter_expr, "output_fields": out})
+
+    def _ranking_steps(self, queries: Sequence[QueryBundle], vectors: Sequence[Mapping[str, List[float]]],
+                       lean: bool) -> MilvusSteps:
+        """Search (one call per field), fuse, and with client-side feedback one ``get`` then one more ``search``."""
+        plan, limit = self._plan()
+        reqs = self._requests(queries, vectors, limit)
+        out = [] if lean else self._output_fields
+        n = len(queries)
+        results = yield self._search_calls(plan, reqs, out, n)
+        per_query = [[res[0]] for res in results] if plan == "server_rrf" else self._per_query(results, n)
+        lists = [self._lists(hits) for hits in per_query]
+        id_lists = [self._feedback_ids(plan, pks, ranked) for pks, ranked in lists]  # empty unless client feedback
+        asked = [i for i, ids in enumerate(id_lists) if ids]
+        if asked:
+            [rows] = yield [MilvusCall("get", (self._collection_name,), {
+                "ids": self._union(id_lists), "output_fields": [self._params.feedback.field]})]
+            [res] = yield [self._search_call(self._feedback_request(reqs, asked, id_lists, rows), out)]
+            self._with_feedback(asked, per_query, lists, res)
+        return self._rankings_of(plan, lean, per_query, lists)
+
+    def _fetch_steps(self, pks: List[Any]) -> MilvusSteps:
+        """One ``get`` of the kept candidates' fields (none when there are none)."""
+        if not pks:
+            return {}
+        [rows] = yield [MilvusCall("get", (self._collection_name,), {"ids": pks, "output_fields": self._output_fields})]
+        return self._fetched(rows)
+
     # -- sync -------------------------------------------------------------------------------------------------
     def _embed(self, query: QueryBundle) -> Dict[str, List[float]]:
         vectors: Dict[str, List[float]] = {}
@@ -396,39 +452,20 @@ class MilvusHybridRetriever(BaseRetriever):
                 vectors[f] = self._embed_models[f].get_query_embedding(query.query_str)
         return vectors
 
-    def _search(self, plan: str, reqs: Sequence[FieldRequest], out: List[str], n: int) -> List[List[Any]]:
-        """Per query, its hit list of each field (or its one server-fused list): one Milvus call per field."""
-        expr = self._params.filter_expr
-        if plan == "server_rrf":
-            _, fparams = self._params.fusion()
-            return [[self._client.hybrid_search(self._collection_name, [r.ann(expr) for r in one],
-                                                RRFRanker(fparams["k"]), limit=self._params.candidates(),
-                                                output_fields=out)[0]] for one in self._one_by_one(reqs, n)]
-        return self._per_query([self._client.search(self._collection_name, data=r.data, anns_field=r.field,
-                                                    limit=r.limit, search_params=r.param, filter=expr,
-                                                    output_fields=out) for r in reqs], n)
+    def _drive(self, steps: MilvusSteps) -> Any:
+        """Run ``steps``' Milvus calls one after another on the sync client; return what the generator returns."""
+        try:
+            calls = next(steps)
+            while True:
+                calls = steps.send([getattr(self._client, c.method)(*c.args, **c.kwargs) for c in calls])
+        except StopIteration as done:
+            return done.value
 
     def _fetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
-        if not pks:
-            return {}
-        return self._fetched(self._client.get(self._collection_name, ids=pks, output_fields=self._output_fields))
+        return self._drive(self._fetch_steps(pks))
 
     def _rankings(self, queries: Sequence[QueryBundle], lean: bool) -> List[Ranking]:
-        plan, limit = self._plan()
-        reqs = self._requests(queries, [self._embed(q) for q in queries], limit)
-        out = [] if lean else self._output_fields
-        per_query = self._search(plan, reqs, out, len(queries))
-        lists = [self._lists(hits) for hits in per_query]
-        id_lists = [self._feedback_ids(plan, pks, ranked) for pks, ranked in lists]  # empty unless client feedback
-        asked = [i for i, ids in enumerate(id_lists) if ids]
-        if asked:
-            fb_field = self._params.feedback.field
-            rows = self._client.get(self._collection_name, ids=self._union(id_lists), output_fields=[fb_field])
-            r = self._feedback_request(reqs, asked, id_lists, rows)
-            res = self._client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
-                                      search_params=r.param, filter=self._params.filter_expr, output_fields=out)
-            self._with_feedback(asked, per_query, lists, res)
-        return self._rankings_of(plan, lean, per_query, lists)
+        return self._drive(self._ranking_steps(queries, [self._embed(q) for q in queries], lean))
 
     def _retrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
         rankings = self._rankings(queries, self._lean(self._plan()[0]))
@@ -461,43 +498,23 @@ class MilvusHybridRetriever(BaseRetriever):
         vecs = await asyncio.gather(*(self._embed_models[f].aget_query_embedding(query.query_str) for f in fields))
         return dict(zip(fields, vecs))
 
-    async def _asearch(self, plan: str, reqs: Sequence[FieldRequest], out: List[str], n: int) -> List[List[Any]]:
-        """Async twin of :meth:`_search` (the per-field searches run concurrently)."""
-        client, expr = self._async_client(), self._params.filter_expr
-        if plan == "server_rrf":
-            _, fparams = self._params.fusion()
-            results = await asyncio.gather(*(
-                client.hybrid_search(self._collection_name, [r.ann(expr) for r in one], RRFRanker(fparams["k"]),
-                                     limit=self._params.candidates(), output_fields=out)
-                for one in self._one_by_one(reqs, n)))
-            return [[res[0]] for res in results]
-        results = await asyncio.gather(*(
-            client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
-                          search_params=r.param, filter=expr, output_fields=out) for r in reqs))
-        return self._per_query(results, n)
+    async def _adrive(self, steps: MilvusSteps) -> Any:
+        """Async twin of :meth:`_drive`: each step's calls run concurrently on the async client."""
+        try:
+            calls = next(steps)
+            while True:
+                client = self._async_client()
+                calls = steps.send(list(await asyncio.gather(
+                    *(getattr(client, c.method)(*c.args, **c.kwargs) for c in calls))))
+        except StopIteration as done:
+            return done.value
 
     async def _afetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
-        if not pks:
-            return {}
-        rows = await self._async_client().get(self._collection_name, ids=pks, output_fields=self._output_fields)
-        return self._fetched(rows)
+        return await self._adrive(self._fetch_steps(pks))
 
     async def _arankings(self, queries: Sequence[QueryBundle], lean: bool) -> List[Ranking]:
-        plan, limit = self._plan()
-        reqs = self._requests(queries, await asyncio.gather(*(self._aembed(q) for q in queries)), limit)
-        out = [] if lean else self._output_fields
-        per_query = await self._asearch(plan, reqs, out, len(queries))
-        lists = [self._lists(hits) for hits in per_query]
-        id_lists = [self._feedback_ids(plan, pks, ranked) for pks, ranked in lists]  # empty unless client feedback
-        asked = [i for i, ids in enumerate(id_lists) if ids]
-        if asked:
-            client, fb_field = self._async_client(), self._params.feedback.field
-            rows = await client.get(self._collection_name, ids=self._union(id_lists), output_fields=[fb_field])
-            r = self._feedback_request(reqs, asked, id_lists, rows)
-            res = await client.search(self._collection_name, data=r.data, anns_field=r.field, limit=r.limit,
-                                      search_params=r.param, filter=self._params.filter_expr, output_fields=out)
-            self._with_feedback(asked, per_query, lists, res)
-        return self._rankings_of(plan, lean, per_query, lists)
+        vectors = await asyncio.gather(*(self._aembed(q) for q in queries))
+        return await self._adrive(self._ranking_steps(queries, vectors, lean))
 
     async def _aretrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
         rankings = await self._arankings(queries, self._lean(self._plan()[0]))

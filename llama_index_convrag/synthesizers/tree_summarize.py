@@ -6,7 +6,11 @@ The summaries of one level are independent, so they run in parallel with ``use_a
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Optional, Type
+
+from llama_index.core.bridge.pydantic import BaseModel
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_TREE_SUMMARIZE_PROMPT
@@ -36,6 +40,29 @@ class TreeSummarize(BaseSynthesizer):
     }
     _summary_template: BasePromptTemplate
     _chat_summary_template: BasePromptTemplate
+
+    def __init__(
+        self,
+        llm: Any = None,
+        callback_manager: Optional[CallbackManager] = None,
+        prompt_helper: Optional[PromptHelper] = None,
+        chat_prompt_helper: Optional[ChatPromptHelper] = None,
+        summary_template: Optional[BasePromptTemplate] = None,
+        chat_summary_template: Optional[BasePromptTemplate] = None,
+        output_cls: Optional[Type[BaseModel]] = None,
+        streaming: bool = False,
+        use_async: bool = False,
+        verbose: bool = False,
+        multimodal: bool = False,
+        **common: Any,
+    ) -> None:
+        """Core's positional order (``TreeSummarize(llm, callback_manager, prompt_helper, ...)``); the rest of
+        :class:`BaseSynthesizer`'s options by keyword."""
+        super().__init__(
+            llm, callback_manager=callback_manager, prompt_helper=prompt_helper,
+            chat_prompt_helper=chat_prompt_helper, summary_template=summary_template,
+            chat_summary_template=chat_summary_template, output_cls=output_cls, streaming=streaming,
+            use_async=use_async, verbose=verbose, multimodal=multimodal, **common)
 
     def _get_prompts(self) -> PromptDictType:
         return {"summary_template": self._summary_template, "chat_summary_template": self._chat_summary_template}

@@ -116,8 +116,34 @@ def test_retriever_query_and_chat_engines_share_the_default_configuration(index)
     assert got == {("hybrid", "weighted", 100, Feedback("embedding", 3, 0.5))}
 
 
-@pytest.mark.parametrize("mode", ["simple", "react", "best", "condense_plus"])
+@pytest.mark.parametrize("mode", ["react", "openai", "condense_plus"])
 def test_other_chat_modes_are_refused_naming_ours(index, mode):
     with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "
-                                         rf"'context'\] \(or None: condense_question\), got '{mode}'"):
+                                         rf"'context', 'best', 'simple'\] \(or None: condense_question\), got '{mode}'"):
         index.as_chat_engine(chat_mode=mode, llm=ScriptedLLM.fixed("hi"))
+
+
+def test_best_is_condense_plus_context_as_in_core(index):
+    from llama_index.core.chat_engine.types import ChatMode
+    from llama_index_convrag.chat import ConvRAGChatEngine
+
+    llm = ScriptedLLM.fixed("They purr [1].", chat_model=True)
+    for mode in ("best", ChatMode.BEST):
+        engine = index.as_chat_engine(chat_mode=mode, llm=llm, similarity_top_k=1, system_prompt="Be brief.")
+        assert isinstance(engine, ConvRAGChatEngine) and isinstance(engine._retriever, MilvusHybridRetriever)
+        assert engine._context_chat is not None and engine.rephrase_question is False
+        assert str(engine.chat("What do cats do?")) == "They purr [1]."
+        system = llm.calls[-1].messages[0]
+        assert "Cats purr and hunt mice at night." in system.content and system.content.endswith("Be brief.")
+
+
+def test_simple_is_cores_simple_chat_engine_with_the_llm_alone(index):
+    from llama_index.core.chat_engine import SimpleChatEngine
+
+    llm = ScriptedLLM.fixed("Hello.", chat_model=True)
+    engine = index.as_chat_engine(chat_mode="simple", llm=llm, system_prompt="Be kind.")
+    assert type(engine) is SimpleChatEngine
+    assert str(engine.chat("Hi")) == "Hello."
+    assert [(m.role.value, m.content) for m in llm.calls[-1].messages] == [("system", "Be kind."), ("user", "Hi")]
+    with pytest.raises(TypeError, match=r"chat_mode='simple' got unknown kwargs \['similarity_top_k'\]; accepted: "):
+        index.as_chat_engine(chat_mode="simple", llm=llm, similarity_top_k=2)

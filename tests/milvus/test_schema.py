@@ -99,3 +99,27 @@ def test_detect_langchain_milvus_layout(milvus_client: Any, collection_name: str
 def test_detect_missing_collection_names_it(milvus_client: Any):
     with pytest.raises(ValueError, match="collection 'nope_missing' does not exist"):
         detect_spec(milvus_client, "nope_missing")
+
+
+def test_english_analyzer_is_used_where_milvus_has_it_else_the_lite3_fallback(milvus_client, collection_name, caplog):
+    """Milvus Lite 2.5.1 / servers keep the stemming ``english`` analyzer; Milvus Lite 3.x (tokenizers ``standard``
+    and ``jieba`` only) refuses it and the collection is created with the fallback, with a warning naming it."""
+    import importlib.metadata
+    import json as _json
+
+    from llama_index_convrag.milvus.schema import ANALYZERS, LITE3_ANALYZERS
+
+    create_collection(milvus_client, collection_name, default_spec(dim=2))
+    [text] = [f for f in milvus_client.describe_collection(collection_name)["fields"] if f["name"] == "text"]
+    got = _json.loads(text["params"]["analyzer_params"])
+    lite3 = importlib.metadata.version("milvus-lite").split(".")[0] == "3"
+    assert got == (LITE3_ANALYZERS["english"] if lite3 else ANALYZERS["english"])
+    assert ("Milvus refused the 'english' analyzer" in caplog.text) is lite3
+    milvus_client.insert(collection_name, [{"id": "a", "doc_id": "a", "text": "The cats purr", "embedding": [1.0, 0.0],
+                                            "metadata": {}}])
+    [hits] = milvus_client.search(collection_name, data=["cats"], anns_field="sparse_embedding", limit=1,
+                                  search_params={"metric_type": "BM25"})
+    assert [h["id"] for h in hits] == ["a"]
+    [hits] = milvus_client.search(collection_name, data=["the"], anns_field="sparse_embedding", limit=1,
+                                  search_params={"metric_type": "BM25"})
+    assert hits == []  # a stop word in both analyzers

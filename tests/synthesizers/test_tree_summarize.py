@@ -2,7 +2,7 @@
 
 import math
 
-from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers import TreeSummarize, get_response_synthesizer
 from llama_index_convrag.testing import ScriptedLLM
 
 from .conftest import SUMMARY, make_nodes, tokens
@@ -48,3 +48,17 @@ async def test_async_tree_summarize():
         "q?", make_nodes(TEXTS)
     )
     assert llm.prompts[-1] == summary("S\n\nS") and response.metadata["llm_calls"] == 3
+
+
+def test_core_positional_order_llm_callback_manager_prompt_helper_template() -> None:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.indices.prompt_helper import PromptHelper
+    from llama_index.core.prompts import PromptTemplate
+
+    llm, cm, helper = ScriptedLLM.fixed("S"), CallbackManager([]), PromptHelper(context_window=512, num_output=64)
+    template = PromptTemplate("Sum {context_str} for {query_str}")
+    synth = TreeSummarize(llm, cm, helper, None, template)
+    assert synth.callback_manager is cm and synth._prompt_helper is helper
+    assert synth.get_prompts()["summary_template"].template == template.template
+    assert str(synth.get_response("q", ["a", "b"])) == "S"
+    assert llm.prompts == ["Sum a\n\nb for q"]
