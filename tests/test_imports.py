@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("errors",),  # the error tree: imports nothing, every unit may raise from it
     ("_env", "_lazy", "prompts", "rank_trail", "instrumentation"),  # pure: only errors
-    ("milvus", "embeddings", "testing"),  # adapters to the outside: Milvus, ONNX, the scripted LLM
+    ("milvus", "embeddings"),  # adapters to the outside: Milvus, ONNX
     ("config", "ingest", "retrievers", "storage"),  # model resolution, writing, reading, conversation stores
+    ("testing",),  # test doubles (scripted LLM, OpenAI-compatible server) and the real-LLM tier's setup
     ("postprocessors", "synthesizers"),  # what happens to retrieved nodes
     ("judge",),  # judge-guided recursive retrieval (grades chunks, recurses, wraps a synthesizer)
     ("conversational",),  # follow-ups: rewrite triggers and strategies, the query type carrying the plan, fusion

@@ -35,6 +35,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
+from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
@@ -53,7 +54,6 @@ from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 from llama_index_convrag.synthesizers import get_response_synthesizer
-from llama_index_convrag.synthesizers.resolve import configured_llm
 
 dispatcher = get_dispatcher(__name__)
 

@@ -18,14 +18,13 @@ from typing import Any, Dict, FrozenSet, Tuple
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 
+from llama_index_convrag.config.llm import configured_llm, resolve_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.defaults import CHAT_MODES
 from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
-from llama_index_convrag.config import resolve_llm
 from llama_index_convrag.judge.options import refuse_old_keywords
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers.registry import lookup_mode
-from llama_index_convrag.synthesizers.resolve import configured_llm
 
 OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})
 """Taken here: ``llm`` (else ``Settings.llm`` if assigned, else from the environment), ``streaming``, ``chat_mode``."""

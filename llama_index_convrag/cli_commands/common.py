@@ -200,7 +200,7 @@ def embed_model() -> Any:
     """The embedding model (``CONVRAG_EMBED_MODEL`` or the local MiniLM); bad spec -> exit 2.
 
     Cached per spec for the process: ``main()`` called repeatedly (tests, a notebook) loads the model once."""
-    from llama_index_convrag.config import ENV_EMBED_MODEL
+    from llama_index_convrag.config.embedding import ENV_EMBED_MODEL
 
     try:
         return _cached_embed_model(os.environ.get(ENV_EMBED_MODEL) or None)
@@ -210,7 +210,7 @@ def embed_model() -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _cached_embed_model(spec: Optional[str]) -> Any:
-    from llama_index_convrag.config import resolve_embed_model
+    from llama_index_convrag.config.embedding import resolve_embed_model
 
     return resolve_embed_model(spec=spec)
 
@@ -250,7 +250,7 @@ def require_collection(client: Any, collection: str) -> None:
 def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[str] = None) -> Any:
     """The LLM from --gguf, --base-url/--model and the environment, or None (retrieval-only); exit 5 when
     inconsistent."""
-    from llama_index_convrag.config import ENV_API_KEY, ENV_BASE_URL, resolve_llm as _resolve
+    from llama_index_convrag.config.llm import ENV_API_KEY, ENV_BASE_URL, resolve_llm as _resolve
 
     if gguf is not None:
         return gguf_llm(gguf, base_url, model)
@@ -297,8 +297,8 @@ def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
     """Start llama.cpp's server for ``gguf`` on 127.0.0.1 (stopped at exit) and return a client for it."""
     import atexit
 
-    from llama_index_convrag.config import OpenAICompatible
-    from llama_index_convrag.testing.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
+    from llama_index_convrag.config.llm import OpenAICompatible
+    from llama_index_convrag.config.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
     from llama_index_convrag.testing.real_llm import RealLLMUnavailable, locate
 
     if base_url is not None or model is not None:

@@ -20,6 +20,7 @@ from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
 from pymilvus import MilvusClient
 
+from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.factory import build_chat_engine
 from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
@@ -30,7 +31,6 @@ from llama_index_convrag.milvus.schema import CollectionSpec, create_collection,
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
-from llama_index_convrag.synthesizers.resolve import configured_llm
 
 ENGINE_KWARGS = frozenset(inspect.signature(RetrieverQueryEngine.__init__).parameters) - {
     "self", "retriever", "callback_manager"}

@@ -19,13 +19,9 @@ from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelpe
 from llama_index.core.llms import LLM, CustomLLM
 from llama_index.core.settings import Settings
 
+from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers.packing import TiktokenTokenizer, Tokenizer
-
-
-def configured_llm(llm: Optional[LLM]) -> Optional[LLM]:
-    """``llm`` if given, else the LLM assigned to ``Settings.llm``, else ``None`` (the getter is not called)."""
-    return llm if llm is not None else Settings._llm
 
 
 def require_llm(llm: Optional[LLM], what: str) -> LLM:

@@ -16,7 +16,7 @@
    checked.
 
 :func:`locate` finds a finished setup or raises :class:`RealLLMUnavailable` naming what is missing and
-:data:`SETUP_COMMAND`; :func:`start_server` starts a :class:`~llama_index_convrag.testing.llamacpp_server.LlamaServer` on a
+:data:`SETUP_COMMAND`; :func:`start_server` starts a :class:`~llama_index_convrag.config.llamacpp_server.LlamaServer` on a
 free loopback port. The weights are test fixtures, never a dependency of the package.
 """
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from llama_index_convrag.testing.llamacpp_server import LlamaServer, LlamaServerError, has_server
+from llama_index_convrag.config.llamacpp_server import LlamaServer, LlamaServerError, has_server
 
 ENV_CACHE = "CONVRAG_REAL_LLM_CACHE"
 SETUP_COMMAND = "python -m llama_index_convrag.testing.real_llm setup"

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from llama_index_convrag.config import OpenAICompatible
-from llama_index_convrag.testing.llamacpp_server import LlamaServer
+from llama_index_convrag.config.llamacpp_server import LlamaServer
 from llama_index_convrag.testing.real_llm import RealLLMSetup, RealLLMUnavailable, locate, start_server
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_convrag.testing.llamacpp_server import LlamaServer, LlamaServerError, free_port, has_server
+from llama_index_convrag.config.llamacpp_server import LlamaServer, LlamaServerError, free_port, has_server
 
 
 @pytest.fixture
