@@ -50,6 +50,7 @@ class Run:
     first_s: List[float] = field(default_factory=list)
     sent: int = 0
     disconnects: int = 0
+    disconnected_ids: List[str] = field(default_factory=list)
     errors_5xx: int = 0
     cross_reads_not_404: int = 0
     wall_s: float = 0.0
@@ -82,6 +83,8 @@ async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, k
             async for line in resp.aiter_lines():
                 if line.startswith("event: ") and first is None:
                     first = time.perf_counter() - start
+                if disconnect and line.startswith("data: ") and not deltas and "assistant_message_id" in line:
+                    run.disconnected_ids.append(json.loads(line[6:])["assistant_message_id"])
                 if line.startswith("event: delta"):
                     deltas += 1
                     if disconnect and deltas == 3:
@@ -153,9 +156,12 @@ def drain_report(store_path: Path, cids: List[str], run: Run) -> Dict[str, int]:
         messages = [m for cid in cids for m in store.get_conversation(cid)]
     finally:
         store.close()
+    by_id = {m.id: m for m in messages}
+    cut = [by_id[i].status for i in run.disconnected_ids if i in by_id]
     return {"sent": run.sent, "user_stored": sum(m.role == "user" for m in messages),
             "pending": sum(m.status == "pending" for m in messages),
             "cancelled": sum(m.status == "cancelled" for m in messages), "disconnects": run.disconnects,
+            "disconnected_cancelled": cut.count("cancelled"), "disconnected_complete": cut.count("complete"),
             "cross_reads_not_404": run.cross_reads_not_404, "5xx": run.errors_5xx}
 
 
@@ -191,7 +197,7 @@ def main() -> int:
     finally:
         server.stop()
     print(f"convrag serve load: 1 uvicorn worker, SQLite store, Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
-          f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects mid-stream; "
+          f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its first turn; "
           f"os.cpu_count()={os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (a shared machine: figures "
           "vary run to run; compare the columns of one row)")
     header = (f"{'conv':>5} | {'turn p50/p95 ms http':>21} | {'in-process':>13} | {'overhead p50/p95 ms':>19} | "
@@ -209,11 +215,14 @@ def main() -> int:
               f"{http.sent / http.wall_s:>12.1f} | {inproc.sent / inproc.wall_s:>7.1f}")
     print("\nafter the drain (HTTP runs; read from the store file):")
     for n, _, _, d in rows:
-        ok = (d["user_stored"] == d["sent"] and d["pending"] == 0 and d["cancelled"] == d["disconnects"]
+        ok = (d["user_stored"] == d["sent"] and d["pending"] == 0 and d["cancelled"] == d["disconnected_cancelled"]
+              and d["disconnected_cancelled"] + d["disconnected_complete"] == d["disconnects"]
               and d["cross_reads_not_404"] == 0 and d["5xx"] == 0)
         print(f"{n:>5} conversations: user messages stored {d['user_stored']} / sent {d['sent']}, pending "
-              f"{d['pending']}, cancelled {d['cancelled']} / disconnects {d['disconnects']}, reads across users "
-              f"not 404: {d['cross_reads_not_404']}, 5xx: {d['5xx']} -> {'OK' if ok else 'MISMATCH'}")
+              f"{d['pending']}, cancelled {d['cancelled']}; of {d['disconnects']} disconnects "
+              f"{d['disconnected_cancelled']} cancelled, {d['disconnected_complete']} complete (the answer was sent "
+              f"before the disconnect reached the server); reads across users not 404: "
+              f"{d['cross_reads_not_404']}, 5xx: {d['5xx']} -> {'OK' if ok else 'MISMATCH'}")
     if args.json:
         print(json.dumps([{"conversations": n, "drain": d} for n, _, _, d in rows]))
     return 0
