@@ -231,3 +231,20 @@ def test_regenerate_an_answer_a_killed_worker_left_pending(client: httpx.Client,
     old = client.get(f"/v1/messages/{stuck.id}").json()
     assert (old["status"], old["superseded_by"]) == ("error", body["assistant_message_id"])
     assert "interrupted" in old["error"]
+
+
+def test_documents_upload_idempotent_list_remove(client: httpx.Client) -> None:
+    text = b"Tea ceremonies in Kyoto follow a precise order of bowls and whisking."
+    first = client.put("/v1/documents/tea.md", content=text)
+    assert first.status_code == 200 and first.json()["status"] == "added", first.text
+    doc_id = first.json()["doc_id"]
+    try:
+        assert client.put("/v1/documents/tea.md", content=text).json()["status"] == "unchanged"
+        assert client.put("/v1/documents/tea.md", content=text + b" Matcha.").json()["status"] == "updated"
+        listed = {d["doc_id"]: d for d in client.get("/v1/documents").json()["data"]}
+        assert listed[doc_id]["chunks"] == 1
+        assert_error(client.put("/v1/documents/_hidden.md", content=b"x"), 400, "bad_filename")
+    finally:
+        assert client.delete(f"/v1/documents/{doc_id.lstrip('/')}").status_code == 204
+    assert doc_id not in {d["doc_id"] for d in client.get("/v1/documents").json()["data"]}
+    assert_error(client.delete(f"/v1/documents/{doc_id.lstrip('/')}"), 404, "not_found")
