@@ -1,0 +1,20 @@
+"""One engine per request over parts built once: the retriever, synthesizers, rewriter, LLM and embed model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.serve.state import EngineFor
+
+
+def shared_engine_for(template: ConvRAGChatEngine) -> EngineFor:
+    """``engine_for(conversation_id, store)``: a light engine for one conversation sharing ``template``'s parts."""
+    if not isinstance(template, ConvRAGChatEngine):
+        raise ConfigurationError(f"template must be a ConvRAGChatEngine, got {type(template).__name__}")
+
+    def engine_for(conversation_id: str, store: Any) -> ConvRAGChatEngine:
+        return template.for_conversation(conversation_id, store=store)
+
+    return engine_for
