@@ -98,6 +98,11 @@ function newConversation() {
   $("question").focus();
 }
 
+function isSuperseded(m) {
+  if (m.superseded_by) return true;
+  return Boolean(m.versions && m.versions.length && m.versions[m.versions.length - 1] !== m.id);
+}
+
 async function openConversation(id) {
   let conversation;
   try { conversation = await api.call("GET", `/v1/conversations/${id}`); }
@@ -112,10 +117,11 @@ async function openConversation(id) {
     const open = b.querySelector(".open");
     if (open) open.setAttribute("aria-current", b.dataset.id === id ? "true" : "false");
   }
+  state.versions.clear();
   const list = clear($("messages"));
   for (const m of conversation.messages) {
     // A regenerated reply lists its versions; show the newest one, older ones stay one click away.
-    if (m.role === "assistant" && m.versions && m.versions.length && m.versions[m.versions.length - 1] !== m.id) continue;
+    if (m.role === "assistant" && isSuperseded(m)) continue;
     list.append(m.role === "user" ? userItem(m.content) : assistantItem(m));
   }
   markLastReply();
@@ -195,7 +201,7 @@ function toolsOf(item, m) {
     query.hidden = false;
     button.setAttribute("aria-expanded", "true");
   } }, "Searched for…"));
-  if (m.versions && m.versions.length > 1) tools.append(versionNav(item, m));
+  if ((m.versions && m.versions.length > 1) || m.version > 1) tools.append(versionNav(item, m));
   const rating = m.feedback ? m.feedback.rating : null;
   for (const [value, label, glyph] of [["up", "Good answer", "▲ Good"], ["down", "Bad answer", "▼ Bad"]]) {
     tools.append(el("button", { type: "button", class: `rate ${value}`, "aria-label": label,
@@ -209,24 +215,27 @@ function toolsOf(item, m) {
   return tools;
 }
 
+/** "version k of n" with ‹ › (a message lists its versions' ids, or at least its own version number). */
 function versionNav(item, m) {
-  const ids = m.versions;
-  const at = Math.max(0, ids.indexOf(m.id));
+  const total = m.versions ? m.versions.length : m.version;
+  const at = m.versions ? Math.max(0, m.versions.indexOf(m.id)) : m.version - 1;
   const go = async (to) => {
-    let all = state.versions.get(ids[ids.length - 1]);
+    const key = m.reply_to || m.id;
+    let all = state.versions.get(key);
     if (!all) {
-      all = (await api.call("GET", `/v1/messages/${ids[ids.length - 1]}/versions`)).data;
-      state.versions.set(ids[ids.length - 1], all);
+      try { all = (await api.call("GET", `/v1/messages/${m.id}/versions`)).data; }
+      catch (e) { notice(e.message); return; }
+      state.versions.set(key, all);
     }
-    const shown = all.find((v) => v.id === ids[to]);
-    if (shown) fillAssistant(item, Object.assign({}, shown, { versions: ids }));
+    const shown = all[to];
+    if (shown) fillAssistant(item, Object.assign({}, shown, { versions: all.map((v) => v.id) }));
     markLastReply();
   };
   return el("span", { class: "versions" },
     el("button", { type: "button", class: "prev-version", "aria-label": "Earlier version", disabled: at === 0,
                    onclick: () => go(at - 1) }, "‹"),
-    el("span", { class: "version-label" }, `version ${at + 1} of ${ids.length}`),
-    el("button", { type: "button", class: "next-version", "aria-label": "Later version", disabled: at === ids.length - 1,
+    el("span", { class: "version-label" }, `version ${at + 1} of ${total}`),
+    el("button", { type: "button", class: "next-version", "aria-label": "Later version", disabled: at === total - 1,
                    onclick: () => go(at + 1) }, "›"));
 }
 
