@@ -26,6 +26,7 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("chat",),  # the chat engine (uses retrievers, stores, synthesizers)
     ("indices",),  # the index hands out retrievers, query engines and chat engines
     ("evaluation",),
+    ("serve",),  # the HTTP service (FastAPI): create_app over built engine parts
     ("cli_commands",),  # one module per CLI command group
     ("cli", "__init__"),  # entry points: argparse and exit codes, and the lazy top-level exports
 )

@@ -17,9 +17,11 @@ from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
+from llama_index_convrag.storage.conversation.accounts import AccountsMixin
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
+    new_id,
     ConversationStore,
     ConversationStoreError,
     Message,
@@ -47,10 +49,27 @@ MIGRATIONS: List[List[str]] = [
         "record TEXT NOT NULL)",
         "CREATE INDEX convrag_turns_conv ON convrag_turns (conversation_id)",
     ],
+    [  # v3: answer versions, conversations with owner and title, API keys, feedback (convrag serve)
+        "ALTER TABLE convrag_messages ADD COLUMN reply_to TEXT",
+        "ALTER TABLE convrag_messages ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE convrag_messages ADD COLUMN superseded_by TEXT",
+        "CREATE TABLE convrag_conversations (id TEXT PRIMARY KEY, owner TEXT NOT NULL, title TEXT, "
+        "created_at {FLOAT} NOT NULL, updated_at {FLOAT} NOT NULL, busy_until {FLOAT})",
+        "CREATE INDEX convrag_conversations_owner ON convrag_conversations (owner, created_at)",
+        "INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at) SELECT conversation_id, "
+        "'local', NULL, MIN(created_at), MAX(updated_at) FROM convrag_messages GROUP BY conversation_id",
+        "CREATE TABLE convrag_keys (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, key_hash TEXT NOT NULL UNIQUE, "
+        "prefix TEXT NOT NULL, created_at {FLOAT} NOT NULL, revoked_at {FLOAT})",
+        "CREATE TABLE convrag_feedback (message_id TEXT NOT NULL, user_id TEXT NOT NULL, rating TEXT NOT NULL, "
+        "text TEXT, created_at {FLOAT} NOT NULL, PRIMARY KEY (message_id, user_id))",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_MSG_COLS = "id, conversation_id, role, content, status, error, created_at, updated_at, additional_kwargs"
+_MSG_COLS = ("id, conversation_id, role, content, status, error, created_at, updated_at, additional_kwargs, "
+             "reply_to, version, superseded_by")
+#: the owner of conversations written without one (``convrag chat``, the engine alone): the open server's user
+DEFAULT_OWNER = "local"
 #: Conversations whose parsed messages a store keeps (see :meth:`SQLConversationStore.get_conversation`).
 CACHED_CONVERSATIONS = 64
 #: Rows updated this many seconds before the newest cached ``updated_at`` are re-read (clock skew between writers).
@@ -59,10 +78,11 @@ CLOCK_SLACK_S = 1.0
 
 def _row_to_message(row: Sequence[Any]) -> Message:
     return Message(id=row[0], conversation_id=row[1], role=row[2], content=row[3], status=row[4], error=row[5],
-                   created_at=float(row[6]), updated_at=float(row[7]), additional_kwargs=json.loads(row[8]))
+                   created_at=float(row[6]), updated_at=float(row[7]), additional_kwargs=json.loads(row[8]),
+                   reply_to=row[9], version=int(row[10]), superseded_by=row[11])
 
 
-class SQLConversationStore(ConversationStore):
+class SQLConversationStore(AccountsMixin, ConversationStore):
     """Template: subclasses open a connection and provide ``_transaction`` plus dialect types."""
 
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)
@@ -146,19 +166,43 @@ class SQLConversationStore(ConversationStore):
             _check_status(m.status)
         with self._write_through({m.conversation_id for m in messages}) as (run, cache):
             for m in messages:
-                kwargs = json.dumps(m.additional_kwargs, default=str)
-                run(
-                    f"INSERT INTO convrag_messages ({_MSG_COLS}) VALUES (:id, :conversation_id, :role, :content, "
-                    ":status, :error, :created_at, :updated_at, :additional_kwargs)",
-                    {"id": m.id, "conversation_id": m.conversation_id, "role": m.role, "content": m.content,
-                     "status": m.status, "error": m.error, "created_at": m.created_at, "updated_at": m.updated_at,
-                     "additional_kwargs": kwargs},
-                )
-                if m.conversation_id in cache:  # as a read would return it (JSON round trip of the kwargs)
-                    cache[m.conversation_id].append(Message(
-                        id=m.id, conversation_id=m.conversation_id, role=m.role, content=m.content, status=m.status,
-                        error=m.error, created_at=float(m.created_at), updated_at=float(m.updated_at),
-                        additional_kwargs=json.loads(kwargs)))
+                self._insert_message(run, m, cache)
+
+    def _insert_message(self, run: Run, m: Message, cache: Dict[str, List[Message]]) -> None:
+        """Insert one message (its conversation row too, owned by :data:`DEFAULT_OWNER` when new)."""
+        kwargs = json.dumps(m.additional_kwargs, default=str)
+        run("INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at) VALUES (:c, :o, NULL, :t, "
+            ":t) ON CONFLICT (id) DO UPDATE SET updated_at = :t", {"c": m.conversation_id, "o": DEFAULT_OWNER,
+                                                                   "t": m.updated_at})
+        run(
+            f"INSERT INTO convrag_messages ({_MSG_COLS}) VALUES (:id, :conversation_id, :role, :content, "
+            ":status, :error, :created_at, :updated_at, :additional_kwargs, :reply_to, :version, :superseded_by)",
+            {"id": m.id, "conversation_id": m.conversation_id, "role": m.role, "content": m.content,
+             "status": m.status, "error": m.error, "created_at": m.created_at, "updated_at": m.updated_at,
+             "additional_kwargs": kwargs, "reply_to": m.reply_to, "version": m.version,
+             "superseded_by": m.superseded_by},
+        )
+        if m.conversation_id in cache:  # as a read would return it (JSON round trip of the kwargs)
+            cache[m.conversation_id].append(Message(
+                id=m.id, conversation_id=m.conversation_id, role=m.role, content=m.content, status=m.status,
+                error=m.error, created_at=float(m.created_at), updated_at=float(m.updated_at),
+                additional_kwargs=json.loads(kwargs), reply_to=m.reply_to, version=m.version,
+                superseded_by=m.superseded_by))
+
+    def begin_regeneration(self, user_message: Message) -> Message:
+        cid = user_message.conversation_id
+        with self._write_through({cid}) as (run, cache):
+            rows = run("SELECT id, version FROM convrag_messages WHERE reply_to = :u AND role = 'assistant'",
+                       {"u": user_message.id})
+            placeholder = Message(id=new_id(), conversation_id=cid, role="assistant", content="", status="pending",
+                                  reply_to=user_message.id, version=1 + max([int(r[1]) for r in rows], default=0))
+            run("UPDATE convrag_messages SET superseded_by = :n, updated_at = :t WHERE reply_to = :u AND "
+                "role = 'assistant' AND superseded_by IS NULL",
+                {"n": placeholder.id, "u": user_message.id, "t": placeholder.updated_at})
+            cache.pop(cid, None)
+            self._history_cache.pop(cid, None)
+            self._insert_message(run, placeholder, cache)
+        return placeholder
 
     def finalize_message(self, message_id: str, *, content: str, status: str, error: Optional[str] = None) -> None:
         _check_status(status)
@@ -189,7 +233,8 @@ class SQLConversationStore(ConversationStore):
                 old = messages[i]
                 messages[i] = Message(id=old.id, conversation_id=old.conversation_id, role=old.role, content=content,
                                       status=status, error=error, created_at=old.created_at, updated_at=updated_at,
-                                      additional_kwargs=old.additional_kwargs)
+                                      additional_kwargs=old.additional_kwargs, reply_to=old.reply_to,
+                                      version=old.version, superseded_by=old.superseded_by)
 
     @staticmethod
     def _finalize(run: Run, message_id: str, content: str, status: str, error: Optional[str]) -> float:
@@ -261,6 +306,7 @@ class SQLConversationStore(ConversationStore):
                        {"c": conversation_id})
             messages = [_row_to_message(r) for r in rows]
             self._delete_ids(run, [m.id for m in messages])
+            run("DELETE FROM convrag_conversations WHERE id = :c", {"c": conversation_id})
         return messages
 
     def _delete_message_ids(self, ids: Sequence[str]) -> None:
@@ -272,7 +318,7 @@ class SQLConversationStore(ConversationStore):
     def _delete_ids(run: Run, ids: Sequence[str]) -> None:
         for mid in ids:
             for table, col in (("convrag_citations", "message_id"), ("convrag_turns", "message_id"),
-                               ("convrag_messages", "id")):
+                               ("convrag_feedback", "message_id"), ("convrag_messages", "id")):
                 run(f"DELETE FROM {table} WHERE {col} = :m", {"m": mid})
 
     # --- reads -----------------------------------------------------------------------------------

@@ -40,6 +40,12 @@ class Message:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     additional_kwargs: Dict[str, Any] = field(default_factory=dict)
+    #: assistant messages: the user message answered (None for older rows and other roles)
+    reply_to: Optional[str] = None
+    #: 1 for the first answer to ``reply_to``; a regenerated answer is the next version
+    version: int = 1
+    #: the id of the newer version that replaced this answer (it then leaves the history), or None
+    superseded_by: Optional[str] = None
 
     def to_chat_message(self) -> ChatMessage:
         """A LlamaIndex message (content and the caller's own additional_kwargs only; no citations)."""
@@ -134,9 +140,14 @@ class ConversationStore(BaseChatStore):
         """Store the user's message as written and an empty assistant placeholder (status ``pending``)."""
         user = Message(id=new_id(), conversation_id=conversation_id, role="user", content=question)
         placeholder = Message(id=new_id(), conversation_id=conversation_id, role="assistant", content="",
-                              status="pending")
+                              status="pending", reply_to=user.id)
         self.add_messages([user, placeholder])
         return user, placeholder
+
+    @abstractmethod
+    def begin_regeneration(self, user_message: Message) -> Message:
+        """Store a new ``pending`` answer to ``user_message`` (the next version); every earlier answer to it is
+        marked superseded by it (kept, readable, out of the history)."""
 
     def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
                     error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
@@ -190,6 +201,8 @@ class ConversationStore(BaseChatStore):
 
 def in_history(message: Message) -> bool:
     """Whether a message is conditioned on (see :meth:`ConversationStore.history`)."""
+    if message.superseded_by is not None:
+        return False
     return message.role != "assistant" or message.status == "complete" or (
         message.status == "cancelled" and message.content != "")
 

@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 
+from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION
 from llama_index_convrag.storage.conversation import Citation, ConversationStore
 from tests.fakes import run_threads
 
@@ -31,7 +32,7 @@ def test_turn_lifecycle_and_history(make_store: Make) -> None:
         ("user", "And it?", "complete"), ("assistant", "par", "error")]
     assert msgs[3].error == "RuntimeError: boom"
     assert [m.content for m in reopened.history("c1")] == ["Who directed Inception?", "Nolan.", "And it?"]
-    assert reopened.schema_version() == 2
+    assert reopened.schema_version() == SCHEMA_VERSION == 3
 
 
 def test_history_keeps_the_partial_text_of_a_stopped_answer(make_store: Make) -> None:

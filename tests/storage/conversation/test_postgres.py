@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION
 from llama_index_convrag.storage.conversation import ConversationStoreError
 from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
 
@@ -31,7 +32,7 @@ def test_shared_database_with_other_tables(pg_url: str) -> None:
     store = PostgresConversationStore(pg_url)
     _, a = store.begin_turn("c", "q")
     assert store.get_message(a.id).status == "pending"
-    assert store.schema_version() == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     store.close()
 
 
@@ -44,6 +45,6 @@ def test_concurrent_first_open_migrates_once(pg_url: str) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert [s.schema_version() for s in stores] == [2, 2, 2, 2]
+    assert [s.schema_version() for s in stores] == [3, 3, 3, 3]
     for s in stores:
         s.close()

@@ -1,0 +1,192 @@
+"""The conversation API: conversations, their messages (a streamed turn), citations, turn records, versions,
+regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool)."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncGenerator, Dict, List, Optional
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
+from llama_index_convrag.serve.auth import current_user
+from llama_index_convrag.serve.errors import APIError
+from llama_index_convrag.serve.models import (NewConversation, NewFeedback, NewMessage, Regenerate, Rename,
+                                              citation_view, message_view)
+from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, frame
+from llama_index_convrag.serve.state import ServeState
+from llama_index_convrag.serve.turns import Event, claim, turn_events
+from llama_index_convrag.storage.conversation.base import Message
+
+router = APIRouter(prefix="/v1", tags=["conversations"])
+
+
+def _state(request: Request) -> ServeState:
+    return request.app.state.serve
+
+
+def _messages_view(state: ServeState, messages: List[Message], user: str) -> List[Dict[str, Any]]:
+    versions: Dict[str, List[str]] = {}
+    for m in messages:
+        if m.role == "assistant" and m.reply_to is not None:
+            versions.setdefault(m.reply_to, []).append(m.id)
+    out = []
+    for m in messages:
+        view = message_view(m)
+        if m.role == "assistant":
+            view["versions"] = versions.get(m.reply_to, [m.id]) if m.reply_to is not None else [m.id]
+            view["citations"] = [citation_view(c) for c in state.store.get_citations(m.id)]
+            feedback = state.store.get_feedback(m.id, user)
+            view["feedback"] = feedback.to_dict() if feedback is not None else None
+        out.append(view)
+    return out
+
+
+@router.post("/conversations", status_code=201)
+def create_conversation(body: NewConversation, request: Request, user: str = Depends(current_user)) -> JSONResponse:
+    info = _state(request).store.create_conversation(user, body.title)
+    return JSONResponse(info.to_dict(), status_code=201)
+
+
+@router.get("/conversations")
+def list_conversations(request: Request, limit: Optional[int] = Query(default=None),
+                       cursor: Optional[str] = Query(default=None, max_length=200),
+                       user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    size = check_page(state, state.limits.default_page_size if limit is None else limit)
+    try:
+        page, next_cursor = state.store.list_owned(user, size, cursor)
+    except ConfigurationError as e:
+        raise APIError(400, "bad_cursor", str(e), "cursor") from e
+    return {"data": [c.to_dict() for c in page], "next_cursor": next_cursor}
+
+
+@router.get("/conversations/{conversation_id}")
+def get_conversation(conversation_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    info = owned_conversation(state, conversation_id, user)
+    return {**info.to_dict(), "messages": _messages_view(state, state.store.get_conversation(conversation_id), user)}
+
+
+@router.patch("/conversations/{conversation_id}")
+def rename_conversation(conversation_id: str, body: Rename, request: Request,
+                        user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    owned_conversation(state, conversation_id, user)
+    state.store.rename_conversation(conversation_id, body.title)
+    return owned_conversation(state, conversation_id, user).to_dict()
+
+
+@router.delete("/conversations/{conversation_id}", status_code=204)
+def delete_conversation(conversation_id: str, request: Request, user: str = Depends(current_user)) -> Response:
+    state = _state(request)
+    owned_conversation(state, conversation_id, user)
+    state.store.delete_conversation(conversation_id)
+    return Response(status_code=204)
+
+
+async def _sse(events: AsyncGenerator[Event, None]) -> AsyncGenerator[bytes, None]:
+    async for name, data in events:
+        yield frame(name, data)
+
+
+async def _collect(events: AsyncGenerator[Event, None]) -> JSONResponse:
+    """A non-streamed turn: the events folded into one JSON answer (500 in the one shape on error)."""
+    out: Dict[str, Any] = {}
+    text = []
+    async for name, data in events:
+        if name == "delta":
+            text.append(data["text"])
+        elif name == "error":
+            return JSONResponse({"error": data["error"], "assistant_message_id": data["assistant_message_id"]},
+                                status_code=500)
+        else:
+            out.update(data)
+    out.setdefault("content", "".join(text))
+    return JSONResponse(out)
+
+
+async def _turn(state: ServeState, conversation_id: str, question: str, stream: bool,
+                regenerate: Optional[Message] = None) -> Response:
+    await claim(state, conversation_id)
+    events = turn_events(state, conversation_id, question, regenerate)
+    if stream:
+        return EventStreamResponse(_sse(events), headers=SSE_HEADERS)
+    return await _collect(events)
+
+
+@router.post("/conversations/{conversation_id}/messages",
+             responses={200: {"description": "text/event-stream (see docs/SERVE.md), or JSON with stream=false"}})
+async def post_message(conversation_id: str, body: NewMessage, request: Request,
+                       user: str = Depends(current_user)) -> Response:
+    state = _state(request)
+    check_question(state, body.content)
+    owned_conversation(state, conversation_id, user)
+    return await _turn(state, conversation_id, body.content, body.stream)
+
+
+@router.get("/messages/{message_id}")
+def get_message(message_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    message = owned_message(state, message_id, user)
+    siblings = [m for m in state.store.get_conversation(message.conversation_id)
+                if m.id == message.id or (m.reply_to is not None and m.reply_to == message.reply_to)]
+    return next(v for v in _messages_view(state, siblings, user) if v["id"] == message_id)
+
+
+@router.get("/messages/{message_id}/citations")
+def get_citations(message_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    owned_message(state, message_id, user)
+    return {"data": [citation_view(c) for c in state.store.get_citations(message_id)]}
+
+
+@router.get("/messages/{message_id}/turn")
+def get_turn(message_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    owned_message(state, message_id, user)
+    record = state.store.get_turn_record(message_id)
+    if record is None:
+        raise APIError(404, "not_found", f"message {message_id!r} has no turn record (not an answer, or not "
+                                         "finished)")
+    return record
+
+
+@router.get("/messages/{message_id}/versions")
+def get_versions(message_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    message = owned_message(state, message_id, user)
+    if message.role != "assistant" or message.reply_to is None:
+        return {"data": _messages_view(state, [message], user)}
+    same = [m for m in state.store.get_conversation(message.conversation_id) if m.reply_to == message.reply_to]
+    return {"data": _messages_view(state, same, user)}
+
+
+@router.post("/messages/{message_id}/regenerate",
+             responses={200: {"description": "text/event-stream as for messages, or JSON with stream=false"}})
+async def regenerate(message_id: str, body: Regenerate, request: Request,
+                     user: str = Depends(current_user)) -> Response:
+    state = _state(request)
+    message = owned_message(state, message_id, user)
+    messages = state.store.get_conversation(message.conversation_id)
+    if message.role != "assistant" or message.reply_to is None:
+        raise APIError(400, "not_regenerable", f"message {message_id!r} is not an assistant answer", "message_id")
+    latest_user = next((m for m in reversed(messages) if m.role == "user"), None)
+    if latest_user is None or latest_user.id != message.reply_to or message.superseded_by is not None:
+        raise APIError(400, "not_regenerable", f"only the newest answer of a conversation can be regenerated; "
+                                               f"{message_id!r} is not it", "message_id")
+    if message.status == "pending":
+        raise APIError(409, "turn_in_flight", f"message {message_id!r} is still being answered")
+    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user)
+
+
+@router.post("/messages/{message_id}/feedback")
+def post_feedback(message_id: str, body: NewFeedback, request: Request,
+                  user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    message = owned_message(state, message_id, user)
+    if message.role != "assistant":
+        raise APIError(400, "not_an_answer", f"feedback goes on assistant messages; {message_id!r} is a "
+                                             f"{message.role} message", "message_id")
+    return state.store.put_feedback(message_id, user, body.rating, body.text).to_dict()

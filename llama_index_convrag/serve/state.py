@@ -1,0 +1,46 @@
+"""What one server process shares between requests: the store, the engine parts, the limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+
+#: conversation id, store -> a chat engine for that conversation sharing the built parts
+EngineFor = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits; each breach is a 4xx naming the limit."""
+
+    max_body_bytes: int = 1 << 20
+    max_upload_bytes: int = 20 << 20
+    max_question_chars: int = 8000
+    max_page_size: int = 100
+    default_page_size: int = 20
+    turn_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size",
+                     "default_page_size"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.default_page_size > self.max_page_size:
+            raise ConfigurationError(f"default_page_size ({self.default_page_size}) must be <= max_page_size "
+                                     f"({self.max_page_size})")
+        if self.turn_timeout_s <= 0:
+            raise ConfigurationError(f"turn_timeout_s must be > 0, got {self.turn_timeout_s!r}")
+
+
+@dataclass
+class ServeState:
+    """Built once per process; requests only read it."""
+
+    store: SQLConversationStore
+    engine_for: EngineFor
+    limits: Limits = field(default_factory=Limits)
+    documents: Optional[Any] = None
+    model_name: str = "convrag"

@@ -1,0 +1,79 @@
+"""The app the serve tests run in a real uvicorn process: a Milvus Lite file with a few documents, the local
+embedding model, a ScriptedLLM whose stream waits ``CONVRAG_TEST_TOKEN_DELAY`` seconds per token (so a client can
+disconnect mid-stream), and the conversation store named by ``CONVRAG_TEST_STORE`` (a SQLite path or a PostgreSQL URL).
+
+Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatResponseAsyncGen, CompletionResponseAsyncGen
+
+from llama_index_convrag.embeddings import LocalMiniLMEmbedding
+from llama_index_convrag.indices import ConvRAGIndex
+from llama_index_convrag.ingest import ingest
+from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
+from llama_index_convrag.serve import DocumentBackend, create_app, shared_engine_for
+from llama_index_convrag.serve.state import Limits
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
+from llama_index_convrag.testing import ScriptedLLM
+
+DOCS = {
+    "bm25.md": "BM25 is a ranking function used by search engines. Milvus computes BM25 with an analyzer.",
+    "milvus.md": "Milvus Lite is an embedded vector database stored in one file. Milvus servers scale out.",
+    "fusion.md": "Reciprocal rank fusion merges ranked lists by summing one over sixty plus the rank.",
+}
+ANSWER = "The answer cites the passages [1] and keeps going with many more words so that a stream takes a while " * 3
+
+
+class PacedLLM(ScriptedLLM):
+    """A ScriptedLLM whose async streams wait between tokens."""
+
+    async def astream_chat(self, messages: Any, **kwargs: Any) -> ChatResponseAsyncGen:  # type: ignore[override]
+        inner = await super().astream_chat(messages, **kwargs)
+        return _paced(inner)
+
+    async def astream_complete(self, prompt: str, formatted: bool = False,
+                               **kwargs: Any) -> CompletionResponseAsyncGen:  # type: ignore[override]
+        inner = await super().astream_complete(prompt, formatted=formatted, **kwargs)
+        return _paced(inner)
+
+
+async def _paced(gen: Any) -> Any:
+    delay = float(os.environ.get("CONVRAG_TEST_TOKEN_DELAY", "0"))
+    async for item in gen:
+        if delay:
+            await asyncio.sleep(delay)
+        yield item
+
+
+def create() -> Any:
+    root = Path(os.environ["CONVRAG_TEST_DIR"])
+    docs = root / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    target = resolve_milvus(os.environ.get("CONVRAG_TEST_MILVUS", str(root / "milvus.db")))
+    client = connect_milvus(target)
+    model = LocalMiniLMEmbedding()
+    collection = "serve_docs"
+    if os.environ.get("CONVRAG_TEST_INGEST", "1") == "1":
+        ingest([docs], collection_name=collection, embed_model=model, client=client, target=target)
+    store_spec = os.environ.get("CONVRAG_TEST_STORE", str(root / "chats.db"))
+    store = (PostgresConversationStore(store_spec) if store_spec.startswith("postgresql")
+             else SQLiteConversationStore(store_spec))
+    index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
+    llm = PacedLLM.fixed(ANSWER)
+    template = index.as_chat_engine(conversation_store=store, llm=llm, similarity_top_k=2)
+    limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
+                    max_body_bytes=64 * 1024)
+    backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
+                              upload_dir=root / "uploads")
+    return create_app(store=store, engine_for=shared_engine_for(template), limits=limits,
+                      documents_backend=backend)
