@@ -114,8 +114,9 @@ def serve_url(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytes
                PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
     env.pop("CONVRAG_MILVUS_URI", None)
     log = (work / "serve.log").open("wb")
-    cmd = [sys.executable, "-m", "llama_index_convrag.cli", "serve", str(docs_folder), "--host", "127.0.0.1",
-           "--port", str(port), "--uri", str(work / "milvus.db"), "--store", str(work / "chats.db"), "-q"]
+    env.update(CONVRAG_WEB_WORK=str(work), CONVRAG_WEB_DOCS=str(docs_folder))
+    cmd = [sys.executable, "-m", "uvicorn", "--factory", "tests.web.server_app:create", "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -297,11 +297,16 @@ async function runTurn(path, body, item) {
   } finally {
     state.turn = null;
   }
-  if (controller.signal.aborted && m.id) await settle(m.id);
-  busy(false);
-  if (state.conversationId) {
-    await openConversation(state.conversationId);
-    await loadConversations(false);
+  try {
+    if (controller.signal.aborted && m.id) await settle(m.id);
+    if (state.conversationId) {
+      await openConversation(state.conversationId);
+      await loadConversations(false);
+    }
+  } catch (e) {
+    notice(e.message);
+  } finally {
+    busy(false);  // Stop hides only once the stored conversation is shown again
   }
 }
 
