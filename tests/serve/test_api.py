@@ -1,0 +1,205 @@
+"""The conversation API over real HTTP against a real uvicorn process (SQLite store, Milvus Lite, ScriptedLLM)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Dict, List, Tuple
+
+import httpx
+import pytest
+
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+from tests.serve.conftest import Server
+from tests.serve.server_app import ANSWER
+
+
+def events(response: httpx.Response) -> List[Tuple[str, Dict[str, Any]]]:
+    out, name = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            out.append((name, json.loads(line[6:])))
+    return out
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> Dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "code", "message", "param"}
+    assert body["error"]["code"] == code
+    return body["error"]
+
+
+def new_conversation(c: httpx.Client, title: str = "t") -> str:
+    r = c.post("/v1/conversations", json={"title": title})
+    assert r.status_code == 201
+    return r.json()["id"]
+
+
+@pytest.fixture
+def client(server: Server) -> httpx.Client:
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        yield c
+
+
+def test_stream_events_in_order_ids_first_and_stored(client: httpx.Client) -> None:
+    cid = new_conversation(client)
+    with client.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is BM25?"}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        evs = events(r)
+    names = [n for n, _ in evs]
+    assert names[0] == "start" and names[1] == "retrieval" and names[-1] == "done"
+    assert set(names[2:-1]) == {"delta"}
+    start, retrieval, done = evs[0][1], evs[1][1], evs[-1][1]
+    assert start["conversation_id"] == cid and start["version"] == 1
+    assert retrieval["retrieval_query"] == "What is BM25?"
+    assert retrieval["references"][0]["ref_doc_id"].endswith("bm25.md")
+    text = "".join(d["text"] for n, d in evs if n == "delta")
+    assert text == ANSWER.strip() or text == ANSWER
+    assert done["assistant_message_id"] == start["assistant_message_id"] and done["status"] == "complete"
+    assert [c["node_id"] for c in done["citations"]][:1] == [retrieval["references"][0]["node_id"]]
+    conv = client.get(f"/v1/conversations/{cid}").json()
+    assert [(m["id"], m["role"], m["status"]) for m in conv["messages"]] == [
+        (start["user_message_id"], "user", "complete"), (start["assistant_message_id"], "assistant", "complete")]
+    mid = start["assistant_message_id"]
+    assert client.get(f"/v1/messages/{mid}/citations").json()["data"] == done["citations"]
+    record = client.get(f"/v1/messages/{mid}/turn").json()
+    assert record["assistant_message_id"] == mid and record["retrieval_query"] == "What is BM25?"
+
+
+def test_non_streamed_turn(client: httpx.Client) -> None:
+    cid = new_conversation(client)
+    r = client.post(f"/v1/conversations/{cid}/messages", json={"content": "What is Milvus Lite?", "stream": False})
+    body = r.json()
+    assert r.status_code == 200 and body["status"] == "complete" and body["conversation_id"] == cid
+    assert body["content"] == client.get(f"/v1/messages/{body['assistant_message_id']}").json()["content"]
+
+
+def test_disconnect_mid_stream_leaves_cancelled_partial_then_regenerate(client: httpx.Client,
+                                                                       server: Server) -> None:
+    cid = new_conversation(client)
+    with client.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is fusion?"}) as r:
+        seen, mid = 0, None
+        for line in r.iter_lines():
+            if line.startswith("data: ") and mid is None:
+                mid = json.loads(line[6:])["assistant_message_id"]
+            if line.startswith("event: delta"):
+                seen += 1
+                if seen == 3:
+                    break  # leaving the block closes the connection
+    deadline = __import__("time").monotonic() + 30
+    while True:
+        m = client.get(f"/v1/messages/{mid}").json()
+        if m["status"] != "pending" or __import__("time").monotonic() > deadline:
+            break
+    assert m["status"] == "cancelled"
+    assert 0 < len(m["content"]) < len(ANSWER.strip()) and ANSWER.startswith(m["content"][:20])
+    # the conversation is free again, and the cancelled answer can be regenerated as version 2
+    with client.stream("POST", f"/v1/messages/{mid}/regenerate", json={}) as r:
+        evs = events(r)
+    start = evs[0][1]
+    assert evs[-1][0] == "done" and start["version"] == 2 and start["reply_to"] == m["reply_to"]
+    versions = client.get(f"/v1/messages/{mid}/versions").json()["data"]
+    assert [(v["id"], v["status"], v["version"]) for v in versions] == [
+        (mid, "cancelled", 1), (start["assistant_message_id"], "complete", 2)]
+    assert versions[0]["superseded_by"] == start["assistant_message_id"]
+    conv = client.get(f"/v1/conversations/{cid}").json()
+    assert [m["role"] for m in conv["messages"]] == ["user", "assistant", "assistant"]
+
+
+def test_second_turn_in_flight_is_409(client: httpx.Client, server: Server) -> None:
+    cid = new_conversation(client)
+    first_started = threading.Event()
+    result: Dict[str, Any] = {}
+
+    def first() -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as c2:
+            with c2.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is BM25?"}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event: delta"):
+                        first_started.set()
+                result["status"] = r.status_code
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert first_started.wait(60)
+    assert_error(client.post(f"/v1/conversations/{cid}/messages", json={"content": "again"}), 409, "turn_in_flight")
+    t.join()
+    assert result["status"] == 200
+    r = client.post(f"/v1/conversations/{cid}/messages", json={"content": "now", "stream": False})
+    assert r.status_code == 200
+
+
+def test_feedback_rename_list_delete(client: httpx.Client) -> None:
+    cid = new_conversation(client, "first")
+    body = client.post(f"/v1/conversations/{cid}/messages", json={"content": "BM25?", "stream": False}).json()
+    mid = body["assistant_message_id"]
+    fb = client.post(f"/v1/messages/{mid}/feedback", json={"rating": "down", "text": "too long"}).json()
+    assert (fb["message_id"], fb["rating"], fb["text"]) == (mid, "down", "too long")
+    assert client.get(f"/v1/messages/{mid}").json()["feedback"]["rating"] == "down"
+    assert_error(client.post(f"/v1/messages/{body['user_message_id']}/feedback", json={"rating": "up"}),
+                 400, "not_an_answer")
+    assert client.patch(f"/v1/conversations/{cid}", json={"title": "renamed"}).json()["title"] == "renamed"
+    ids = []
+    cursor = None
+    while True:
+        page = client.get("/v1/conversations", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        ids += [c["id"] for c in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert cid in ids and len(ids) == len(set(ids))
+    assert client.delete(f"/v1/conversations/{cid}").status_code == 204
+    assert_error(client.get(f"/v1/conversations/{cid}"), 404, "not_found")
+    assert_error(client.get(f"/v1/messages/{mid}"), 404, "not_found")
+
+
+def test_limits_and_validation_in_one_shape(client: httpx.Client) -> None:
+    cid = new_conversation(client)
+    err = assert_error(client.post(f"/v1/conversations/{cid}/messages", json={"content": "x" * 501}), 400,
+                       "question_too_long")
+    assert "max_question_chars" in err["message"] and "501" in err["message"]
+    assert "max_page_size" in assert_error(client.get("/v1/conversations", params={"limit": 51}), 400,
+                                           "page_size")["message"]
+    assert "max_body_bytes" in assert_error(client.post("/v1/conversations", content=b"{" + b" " * 70000 + b"}",
+                                                        headers={"content-type": "application/json"}),
+                                            413, "body_too_large")["message"]
+    assert assert_error(client.post(f"/v1/conversations/{cid}/messages", json={}), 400,
+                        "validation_error")["param"] == "content"
+    assert_error(client.get("/v1/nowhere"), 404, "not_found")
+    assert_error(client.get("/v1/conversations", params={"cursor": "zz"}), 400, "bad_cursor")
+
+
+def test_keys_two_users_and_401(client: httpx.Client, server: Server) -> None:
+    mine = new_conversation(client)  # open mode: user 'local'
+    store = SQLiteConversationStore(server.workdir / "chats.db")
+    try:
+        (_, alice), (_, bob) = store.create_key("alice"), store.create_key("bob")
+        revoked, revoked_secret = store.create_key("carol")
+        assert store.revoke_key(revoked.id)
+        assert store.user_for_key(alice) == "alice" and alice not in str(store.list_keys())
+    finally:
+        store.close()
+    assert_error(client.get("/v1/conversations"), 401, "missing_api_key")
+    assert_error(client.get("/v1/conversations", headers={"Authorization": f"Bearer {revoked_secret}"}), 401,
+                 "invalid_api_key")
+    assert_error(client.get("/v1/conversations", headers={"Authorization": "Bearer nope"}), 401, "invalid_api_key")
+    a, b = {"Authorization": f"Bearer {alice}"}, {"Authorization": f"Bearer {bob}"}
+    cid = client.post("/v1/conversations", json={}, headers=a).json()["id"]
+    body = client.post(f"/v1/conversations/{cid}/messages", json={"content": "BM25?", "stream": False},
+                       headers=a).json()
+    mid = body["assistant_message_id"]
+    assert [c["id"] for c in client.get("/v1/conversations", headers=b).json()["data"]] == []
+    for path in (f"/v1/conversations/{cid}", f"/v1/messages/{mid}", f"/v1/messages/{mid}/citations",
+                 f"/v1/messages/{mid}/turn", f"/v1/conversations/{mine}"):
+        assert_error(client.get(path, headers=b), 404, "not_found")
+    assert_error(client.post(f"/v1/conversations/{cid}/messages", json={"content": "hi"}, headers=b), 404,
+                 "not_found")
+    assert_error(client.post(f"/v1/messages/{mid}/feedback", json={"rating": "up"}, headers=b), 404, "not_found")
+    assert client.get(f"/v1/conversations/{cid}", headers=a).status_code == 200
+    # the OpenAI endpoint too: another user's conversation id is 404
+    assert_error(client.post("/v1/chat/completions", headers=b, json={
+        "model": "convrag", "messages": [{"role": "user", "content": "hi"}], "conversation_id": cid}), 404,
+        "not_found")
