@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -101,9 +102,21 @@ def docs_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    #: the server's folder: ``chats.db`` (the conversation store, where keys live), ``milvus.db``, ``serve.log``
+    workdir: Path
+
+
 @pytest.fixture(scope="module")
-def serve_url(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``convrag serve`` process over ``docs_folder`` (real local embeddings, Milvus Lite file in tmp)."""
+def serve_url(served: Served) -> str:
+    return served.url
+
+
+@pytest.fixture(scope="module")
+def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A real server process over ``docs_folder`` (real local embeddings, Milvus Lite file in tmp), one per module."""
     try:
         import llama_index_convrag.serve  # noqa: F401
     except ImportError:
@@ -121,7 +134,7 @@ def serve_url(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytes
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(proc, url, work / "serve.log")
-        yield url
+        yield Served(url=url, workdir=work)
     finally:
         proc.terminate()
         try:

@@ -74,10 +74,12 @@ class ChatPage:
         return self.wait(lambda: self._settled(status), f"the newest answer to be {status!r}", timeout)
 
     def _settled(self, status: str) -> Any:
+        # Stop shows while a turn streams and hides after the stored conversation is shown again: look at it
+        # first, so that the answer found next is the one rendered last (never one about to be replaced).
+        if self.find("#stop").get_attribute("hidden") is None:
+            return False
         answers = self.answers()
         if not answers or answers[-1].get_attribute("data-status") != status:
-            return False
-        if self.find("#stop").get_attribute("hidden") is None:  # Stop shows while a turn streams
             return False
         return answers[-1]
 

@@ -33,15 +33,27 @@ async function readError(response) {
   return new APIError(response.status, body);
 }
 
-/** fetch with the key; a 401 asks for a key once and tries again. */
+let pendingAsk = null;
+
+/** Ask for a key once for every call that got 401 at the same time; null when the person gave none. */
+async function newKey(message) {
+  if (pendingAsk === null) {
+    pendingAsk = askKey(message).then((key) => {
+      pendingAsk = null;
+      if (key) localStorage.setItem(KEY_NAME, key);
+      return key;
+    });
+  }
+  return pendingAsk;
+}
+
+/** fetch with the key; a 401 asks for a key (again, while the key given is refused) and tries again. */
 async function send(path, init) {
-  for (let attempt = 0; ; attempt++) {
+  for (;;) {
     const response = await fetch(path, Object.assign({}, init, { headers: headers(init.headers) }));
-    if (response.status !== 401 || attempt > 0) return response;
+    if (response.status !== 401) return response;
     const error = await readError(response);
-    const key = await askKey(error.message);
-    if (!key) return response;
-    localStorage.setItem(KEY_NAME, key);
+    if (!(await newKey(error.message))) throw error;
   }
 }
 
@@ -94,7 +106,7 @@ export async function stream(path, body, onEvent, signal) {
 /** PUT a file's bytes to /v1/documents/{name}; onProgress(fraction) while it uploads. */
 export function upload(file, onProgress) {
   return new Promise((resolve, reject) => {
-    const attempt = (retried) => {
+    const attempt = () => {
       const xhr = new XMLHttpRequest();
       xhr.open("PUT", `/v1/documents/${encodeURIComponent(file.name)}`);
       const key = apiKey();
@@ -105,15 +117,12 @@ export function upload(file, onProgress) {
       xhr.onload = async () => {
         let body = null;
         try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
-        if (xhr.status === 401 && !retried) {
-          const key = await askKey(new APIError(401, body).message);
-          if (key) { localStorage.setItem(KEY_NAME, key); attempt(true); return; }
-        }
+        if (xhr.status === 401 && (await newKey(new APIError(401, body).message))) { attempt(); return; }
         if (xhr.status >= 200 && xhr.status < 300) resolve(body);
         else reject(new APIError(xhr.status, body));
       };
       xhr.send(file);
     };
-    attempt(false);
+    attempt();
   });
 }
