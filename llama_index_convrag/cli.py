@@ -14,7 +14,7 @@ import logging
 import sys
 import traceback
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_UNEXPECTED,
                                                      EXIT_USAGE, CLIError, Output, check_collection_name,
@@ -145,6 +145,7 @@ def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, ex
 
 def build_parser() -> argparse.ArgumentParser:
     from llama_index_convrag.cli_commands import bench, conversation, conversations, docs, evaluate, ingest
+    from llama_index_convrag.cli_commands import keys, serve
 
     parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "file of --uri)")
     _common(p, collection=None)
 
+    _serve_commands(commands, keys, serve)
+
     ev = _sub(commands, "eval", "Evaluate retrieval (BEIR) or conversational retrieval (TREC CAsT).",
               "  convrag eval retrieval ../shared/data/scifact --max-queries 200\n"
               "  convrag eval conversation ../shared/data/trec_cast")
@@ -285,6 +288,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("--debug", action="store_true")
     return parser
+
+
+def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: Any) -> None:
+    """``convrag serve`` and ``convrag keys`` (docs/SERVE.md)."""
+    p = _sub(commands, "serve", "Ingest PATHs (if given), then serve the chat engine over HTTP: an OpenAI-compatible "
+             "endpoint and the conversation API (docs/SERVE.md).",
+             "  convrag serve docs/\n  convrag serve --host 0.0.0.0 --workers 4 --uri http://milvus:19530 "
+             "--store postgresql+psycopg://app@db/convrag", serve.cmd_serve)
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (without API keys only loopback)")
+    p.add_argument("--port", type=_positive, default=8000, help="default 8000")
+    p.add_argument("--workers", type=_positive, default=1,
+                   help="worker processes (more than 1: a Milvus server and the PostgreSQL store)")
+    p.add_argument("--upload-dir", default=None, help="where uploaded documents are kept (default ./convrag_uploads)")
+    p.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="default 1 MiB")
+    p.add_argument("--max-upload-bytes", type=_positive, default=20 << 20, help="default 20 MiB")
+    p.add_argument("--max-question-chars", type=_positive, default=8000, help="default 8000")
+    p.add_argument("--max-page-size", type=_positive, default=100, help="default 100")
+    p.add_argument("--turn-timeout-s", type=_positive, default=600,
+                   help="a turn's claim on its conversation expires after this (a killed worker; default 600)")
+    _chat_options(p)
+    _common(p)
+    kc = _sub(commands, "keys", "Create, list or revoke the API keys of 'convrag serve' (stored hashed).",
+              "  convrag keys create alice\n  convrag keys list\n  convrag keys revoke KEY_ID")
+    k_cmds = kc.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    for name, help_text, func in (("create", "A new key for USER, printed once.", keys.cmd_keys_create),
+                                  ("list", "Every key: id, user, prefix, created, revoked.", keys.cmd_keys_list),
+                                  ("revoke", "Revoke a key by id.", keys.cmd_keys_revoke)):
+        p = _sub(k_cmds, name, help_text, f"  convrag keys {name}", func)
+        if name == "create":
+            p.add_argument("user", metavar="USER")
+        if name == "revoke":
+            p.add_argument("key_id", metavar="KEY_ID")
+        p.add_argument("--store", default=None, help="the store 'convrag serve' uses (SQLite file or "
+                                                     "postgresql+psycopg:// URL)")
+        _common(p, collection=None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -75,5 +75,12 @@ def create() -> Any:
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
                               upload_dir=root / "uploads")
-    return create_app(store=store, engine_for=shared_engine_for(template), limits=limits,
-                      documents_backend=backend)
+    app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend)
+
+    @app.middleware("http")
+    async def worker_pid(request: Any, call_next: Any) -> Any:  # which worker answered (the two-worker test)
+        response = await call_next(request)
+        response.headers["X-Worker-Pid"] = str(os.getpid())
+        return response
+
+    return app

@@ -175,13 +175,20 @@ def test_limits_and_validation_in_one_shape(client: httpx.Client) -> None:
 def test_keys_two_users_and_401(client: httpx.Client, server: Server) -> None:
     mine = new_conversation(client)  # open mode: user 'local'
     store = SQLiteConversationStore(server.workdir / "chats.db")
+    (key_a, alice), (key_b, bob) = store.create_key("alice"), store.create_key("bob")
     try:
-        (_, alice), (_, bob) = store.create_key("alice"), store.create_key("bob")
         revoked, revoked_secret = store.create_key("carol")
         assert store.revoke_key(revoked.id)
         assert store.user_for_key(alice) == "alice" and alice not in str(store.list_keys())
-    finally:
+        _two_users(client, mine, alice, bob, revoked_secret)
+    finally:  # the session's server is open again for the other tests
+        store.revoke_key(key_a.id)
+        store.revoke_key(key_b.id)
         store.close()
+    assert client.get("/v1/conversations").status_code == 200
+
+
+def _two_users(client: httpx.Client, mine: str, alice: str, bob: str, revoked_secret: str) -> None:
     assert_error(client.get("/v1/conversations"), 401, "missing_api_key")
     assert_error(client.get("/v1/conversations", headers={"Authorization": f"Bearer {revoked_secret}"}), 401,
                  "invalid_api_key")

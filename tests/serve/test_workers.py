@@ -1,0 +1,108 @@
+"""Two uvicorn worker processes over the PostgreSQL store and a Milvus server (milvus-lite 2.5.1 serving gRPC on a
+TCP port): one conversation is answered by both workers, and a turn in flight on one worker is a 409 on the other."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from typing import Dict, Iterator, Set
+
+import httpx
+import pytest
+
+from llama_index_convrag.embeddings import LocalMiniLMEmbedding
+from llama_index_convrag.ingest import ingest
+from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
+from llama_index_convrag.milvus.schema import default_dense_index
+from tests.serve.conftest import Server, free_port
+from tests.serve.server_app import DOCS
+from tests.storage.conversation.conftest import PostgresServer, postgres_server  # noqa: F401 - fixture
+
+MILVUS_SERVER = ("import sys, time\nfrom milvus_lite.server import Server\ns = Server(sys.argv[1], address=sys.argv[2])\n"
+                 "assert s.init() and s.start()\nprint('up', flush=True)\nwhile True: time.sleep(1)\n")
+
+
+@pytest.fixture(scope="module")
+def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus server process: milvus-lite 2.5.1's own gRPC server on a 127.0.0.1 port."""
+    root = tmp_path_factory.mktemp("milvus")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-W", "ignore", "-c", MILVUS_SERVER, str(root / "m.db"),
+                             f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    line = proc.stdout.readline() if proc.stdout is not None else b""
+    if b"up" not in line:
+        proc.kill()
+        pytest.skip(f"milvus-lite could not serve on a TCP port: {line!r}")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer,  # noqa: F811
+                milvus_uri: str) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("workers")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    target = resolve_milvus(milvus_uri)
+    ingest([docs], collection_name="serve_docs", embed_model=LocalMiniLMEmbedding(), client=connect_milvus(target),
+           target=target, dense_index=default_dense_index(is_lite=True))  # this server is Lite's engine: no HNSW
+    srv = Server(root, workers=2, env={"CONVRAG_TEST_MILVUS": milvus_uri, "CONVRAG_TEST_INGEST": "0",
+                                       "CONVRAG_TEST_STORE": postgres_server.new_database()}).wait(180)
+    yield srv
+    srv.stop()
+
+
+def test_one_conversation_served_by_both_workers(two_workers: Server) -> None:
+    with httpx.Client(base_url=two_workers.url, timeout=60) as c:
+        cid = c.post("/v1/conversations", json={"title": "shared"}).json()["id"]
+    pids: Set[str] = set()
+    turns = 0
+    while len(pids) < 2 and turns < 16:
+        with httpx.Client(base_url=two_workers.url, timeout=60) as fresh:  # a new connection: any worker
+            r = fresh.post(f"/v1/conversations/{cid}/messages", json={"content": f"turn {turns}: BM25?",
+                                                                      "stream": False})
+        assert r.status_code == 200 and r.json()["status"] == "complete", r.text
+        pids.add(r.headers["X-Worker-Pid"])
+        turns += 1
+    assert len(pids) == 2, f"{turns} turns all answered by one worker"
+    with httpx.Client(base_url=two_workers.url, timeout=60) as c:
+        messages = c.get(f"/v1/conversations/{cid}").json()["messages"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == [f"turn {i}: BM25?" for i in range(turns)]
+    assert [m["status"] for m in messages] == ["complete"] * (2 * turns)
+
+
+def test_turn_in_flight_on_one_worker_is_409_on_the_other(two_workers: Server) -> None:
+    with httpx.Client(base_url=two_workers.url, timeout=60) as c:
+        cid = c.post("/v1/conversations", json={}).json()["id"]
+    streaming = threading.Event()
+    done = threading.Event()
+    owner: Dict[str, str] = {}
+
+    def first() -> None:
+        with httpx.Client(base_url=two_workers.url, timeout=60) as c1:
+            with c1.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is fusion?"}) as r:
+                owner["pid"] = r.headers["X-Worker-Pid"]
+                for line in r.iter_lines():
+                    if line.startswith("event: delta"):
+                        streaming.set()
+        done.set()
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert streaming.wait(60)
+    other = None
+    for _ in range(20):
+        with httpx.Client(base_url=two_workers.url, timeout=60) as fresh:
+            r = fresh.post(f"/v1/conversations/{cid}/messages", json={"content": "again"})
+        if done.is_set():
+            break
+        assert r.status_code == 409 and r.json()["error"]["code"] == "turn_in_flight"
+        if r.headers["X-Worker-Pid"] != owner["pid"]:
+            other = r.headers["X-Worker-Pid"]
+            break
+    t.join()
+    assert other is not None, "no second request reached the other worker while the first turn streamed"
