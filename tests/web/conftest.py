@@ -40,6 +40,9 @@ DOCS: Dict[str, str] = {
     "milvus.md": "# Milvus\n\nMilvus stores embedding vectors and answers nearest-neighbour searches. "
                  "Milvus Lite keeps a whole database in one local file.\n",
     "茶.md": "# 茶\n\n绿茶不发酵，红茶全发酵。乌龙茶是半发酵的茶。\n",
+    "lighthouses.md": "# Lighthouses\n\n" + " ".join(
+        f"Lighthouse keeper log entry {i}: the lamp was trimmed, the lens polished and the fog bell wound."
+        for i in range(24)) + "\n",
 }
 
 
@@ -127,9 +130,9 @@ def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.T
                PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
     env.pop("CONVRAG_MILVUS_URI", None)
     log = (work / "serve.log").open("wb")
-    env.update(CONVRAG_WEB_WORK=str(work), CONVRAG_WEB_DOCS=str(docs_folder))
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", "tests.web.server_app:create", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning"]
+    cmd = [sys.executable, "-m", "llama_index_convrag.cli", "serve", str(docs_folder), "--host", "127.0.0.1",
+           "--port", str(port), "--uri", str(work / "milvus.db"), "--store", str(work / "chats.db"),
+           "--upload-dir", str(work / "uploads"), "-q"]
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

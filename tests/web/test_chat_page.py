@@ -55,6 +55,32 @@ def test_citation_marker_opens_the_passage_with_file_and_chunk(page: ChatPage, a
     screenshots(page.driver, "citation")
 
 
+def test_a_long_passage_scrolls_inside_its_panel(page: ChatPage, answer: Callable[..., None]) -> None:
+    page.driver.set_window_size(1280, 560)  # the passage box is at most half the window high
+    answer("The keepers trimmed the lamp [1].")
+    page.ask("What did the lighthouse keepers log?")
+    page.wait_status("complete").find_element(By.CSS_SELECTOR, ".cite[data-marker='1']").click()
+    page.wait(lambda: page.find("#passage-file").text.endswith("lighthouses.md"), "the lighthouse passage")
+    box = page.find("#passage-text")
+    assert box.get_property("scrollHeight") > box.get_property("clientHeight") + 100
+    page.driver.execute_script("arguments[0].scrollTop = 100", box)
+    assert box.get_property("scrollTop") == 100
+    assert page.driver.execute_script("return window.scrollY") == 0
+
+
+def test_sources_row_numbers_match_the_markers(page: ChatPage, answer: Callable[..., None]) -> None:
+    answer("Zebras nap standing [1] and Milvus stores vectors [2].")
+    page.ask("How do zebras sleep and what does Milvus store?")
+    done = page.wait_status("complete")
+    labels = [b.text for b in done.find_elements(By.CSS_SELECTOR, ".sources .source")]
+    assert labels and all(label.startswith(f"[{i}] ") for i, label in enumerate(labels, start=1))
+    for n in (1, 2):
+        done = page.last_answer()
+        done.find_element(By.CSS_SELECTOR, f".cite[data-marker='{n}']").click()
+        page.wait(lambda: page.find("#passage-heading").text == f"Source [{n}]", f"source [{n}]")
+        assert labels[n - 1].endswith(page.find("#passage-file").text.rsplit("/", 1)[-1])
+
+
 def test_searched_for_shows_the_retrieval_query_on_demand(page: ChatPage, answer: Callable[..., None]) -> None:
     answer("Milvus Lite keeps the database in one file [1].")
     page.ask("Where does Milvus Lite keep its data?")

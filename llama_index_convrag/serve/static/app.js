@@ -138,11 +138,17 @@ function assistantItem(m) {
   return item;
 }
 
+/** The passage behind marker [n]: the citation with that marker, else source n (``source_index`` counts from 0). */
 function sourceOf(m, n) {
   const cited = (m.citations || []).find((c) => c.marker === n);
   if (cited) return cited;
-  const refs = m.references || m.citations || [];
-  return refs.find((r) => r.source_index === n) || refs[n - 1] || null;
+  const refs = m.references && m.references.length ? m.references : m.citations || [];
+  return refs.find((r) => r.source_index === n - 1) || null;
+}
+
+function fileOf(source) {
+  const meta = source.metadata || {};
+  return meta.file_name || (source.ref_doc_id ? source.ref_doc_id.split(/[\\/]/).pop() : source.node_id);
 }
 
 function showPassage(source, n) {
@@ -150,7 +156,7 @@ function showPassage(source, n) {
   if (!source) { notice(`Source [${n}] is not known yet.`); return; }
   const meta = source.metadata || {};
   setText($("passage-heading"), `Source [${n}]`);
-  setText($("passage-file"), meta.file_name || source.ref_doc_id || "(unknown file)");
+  setText($("passage-file"), source.ref_doc_id || meta.file_path || fileOf(source) || "(unknown file)");
   const chunk = meta.chunk_index !== undefined ? `#${meta.chunk_index} (${source.node_id})` : source.node_id || "";
   setText($("passage-chunk"), chunk);
   setText($("passage-score"), typeof source.score === "number" ? source.score.toFixed(3) : "-");
@@ -177,9 +183,9 @@ function fillAssistant(item, m) {
   const sources = m.citations && m.citations.length ? m.citations : m.references || [];
   if (sources.length) {
     parts.push(el("div", { class: "sources" }, "Sources: ", sources.map((s, i) => {
-      const n = s.marker || s.source_index || i + 1;
-      const name = (s.metadata && s.metadata.file_name) || s.ref_doc_id || s.node_id;
-      return el("button", { type: "button", class: "source", onclick: () => showPassage(s, n) }, `[${n}] ${name}`);
+      const n = typeof s.source_index === "number" ? s.source_index + 1 : i + 1;
+      return el("button", { type: "button", class: "source", title: s.ref_doc_id || "",
+                            onclick: () => showPassage(s, n) }, `[${n}] ${fileOf(s)}`);
     })));
   }
   if (m.status !== "pending") parts.push(toolsOf(item, m));
