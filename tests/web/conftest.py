@@ -31,7 +31,7 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1280,860", "--lang=en-US")
 SERVER_START_S = 120.0
-WAIT_S = 20.0
+PAGE_LOAD_S = 20.0
 #: Folder that the tests also write their screenshots to (bench/screenshots.py sets it to docs/img).
 ENV_SCREENSHOTS = "CONVRAG_SCREENSHOTS"
 
@@ -50,7 +50,15 @@ def _missing(reason: str) -> None:
     """Skip, or fail under CI (the browser tests must run there)."""
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {reason}: {INSTALL_HINT}")
-    pytest.skip(f"{reason}: {INSTALL_HINT}")
+    pytest.skip(f"{reason}: {INSTALL_HINT}", allow_module_level=True)
+
+
+def require_selenium() -> None:
+    """At the top of a browser test module, before it imports selenium."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        _missing("selenium is not installed")
 
 
 def _first(paths: tuple) -> Optional[str]:
@@ -120,10 +128,6 @@ def serve_url(served: Served) -> str:
 @pytest.fixture(scope="module")
 def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A real server process over ``docs_folder`` (real local embeddings, Milvus Lite file in tmp), one per module."""
-    try:
-        import llama_index_convrag.serve  # noqa: F401
-    except ImportError:
-        _missing("llama_index_convrag.serve (convrag serve) is not in this checkout")
     work = tmp_path_factory.mktemp("serve")
     port = free_port()
     env = dict(os.environ, OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key", CONVRAG_LLM_MODEL="scripted",
@@ -168,11 +172,10 @@ def _wait_healthy(proc: subprocess.Popen, url: str, log: Path) -> None:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium (Debian's, through its chromedriver) for the module."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing("selenium is not installed")
+    require_selenium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     chromium, driver_path = _first(CHROMIUM_CANDIDATES), _first(DRIVER_CANDIDATES)
     if chromium is None or driver_path is None:
         _missing("chromium or chromedriver is not installed")
@@ -183,7 +186,7 @@ def browser() -> Iterator[Any]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    driver.set_page_load_timeout(WAIT_S)
+    driver.set_page_load_timeout(PAGE_LOAD_S)
     try:
         yield driver
     finally:

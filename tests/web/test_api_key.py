@@ -9,7 +9,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-pytest.importorskip("selenium", reason="pip install 'llama-index-convrag[web-test]' (selenium)")
+from tests.web.conftest import require_selenium
+
+require_selenium()
 
 from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
 from tests.web.conftest import Served  # noqa: E402

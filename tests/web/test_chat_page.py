@@ -7,10 +7,13 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-pytest.importorskip("selenium", reason="pip install 'llama-index-convrag[web-test]' (selenium)")
+from tests.web.conftest import require_selenium
+
+require_selenium()
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
+from llama_index_convrag.testing import LocalOpenAIServer  # noqa: E402
 from tests.web.page import ChatPage  # noqa: E402
 
 LONG_ANSWER = " ".join(f"word{i}" for i in range(60)) + " [1]."
@@ -140,6 +143,20 @@ def test_retry_gives_a_new_answer_and_keeps_the_earlier_version(page: ChatPage,
     page.wait(lambda: page.last_answer().get_attribute("data-status") == "cancelled", "the earlier version")
     assert page.text_of(page.last_answer()) == partial
     assert page.last_answer().find_element(By.CSS_SELECTOR, ".version-label").text == "version 1 of 2"
+
+
+def test_a_failed_answer_shows_why_and_retry_answers(page: ChatPage, answer: Callable[..., None],
+                                                     llm: LocalOpenAIServer) -> None:
+    answer("Zebras sleep standing up [1].")
+    llm.fail_next(500, times=20)  # more than the OpenAI client's retries
+    page.ask("How do zebras sleep?")
+    failed = page.wait_status("error", timeout=60)
+    status = failed.find_element(By.CSS_SELECTOR, ".status").text
+    assert status.startswith("failed: ")
+    assert failed.find_element(By.CSS_SELECTOR, ".retry").is_displayed()
+    llm.clear()
+    page.last_answer().find_element(By.CSS_SELECTOR, ".retry").click()
+    assert page.text_of(page.wait_status("complete")) == "Zebras sleep standing up [1]."
 
 
 def test_markup_in_an_answer_shows_as_text(page: ChatPage, answer: Callable[..., None]) -> None:
