@@ -28,6 +28,8 @@ def build_app(args: Any) -> Any:
 
     from llama_index_convrag.indices import ConvRAGIndex
     from llama_index_convrag.serve import DocumentBackend, Limits, create_app, shared_engine_for
+    from llama_index_convrag.storage.conversation import SQLiteConversationStore
+    from llama_index_convrag.storage.conversation.recovery import open_lease
 
     llm = resolve_llm(args.base_url, args.model, args.gguf)
     check_llm_needs(args, llm is not None)
@@ -36,6 +38,8 @@ def build_app(args: Any) -> Any:
     model = embed_model()
     index = ConvRAGIndex.from_collection(args.collection, embed_model=model, client=client, target=target)
     store = open_serve_store(args.store, args.uri)
+    if isinstance(store, SQLiteConversationStore):  # held for the process: turns of a killed run become 'error'
+        open_lease(store, Path(store.path))
     template = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
                                     **retriever_kwargs(args, llm, model))
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})

@@ -18,6 +18,7 @@ from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, fram
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turns import Event, claim, turn_events
 from llama_index_convrag.storage.conversation.base import Message
+from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR
 
 router = APIRouter(prefix="/v1", tags=["conversations"])
 
@@ -98,9 +99,10 @@ async def _collect(events: AsyncGenerator[Event, None]) -> JSONResponse:
     async for name, data in events:
         if name == "delta":
             text.append(data["text"])
-        elif name == "error":
-            return JSONResponse({"error": data["error"], "assistant_message_id": data["assistant_message_id"]},
-                                status_code=500)
+        elif name == "error":  # the message (stored as error) is named in the message text
+            error = dict(data["error"], message=f"{data['error']['message']} (assistant message "
+                                                f"{data['assistant_message_id']})")
+            return JSONResponse({"error": error}, status_code=500)
         else:
             out.update(data)
     out.setdefault("content", "".join(text))
@@ -176,8 +178,12 @@ async def regenerate(message_id: str, body: Regenerate, request: Request,
     if latest_user is None or latest_user.id != message.reply_to or message.superseded_by is not None:
         raise APIError(400, "not_regenerable", f"only the newest answer of a conversation can be regenerated; "
                                                f"{message_id!r} is not it", "message_id")
-    if message.status == "pending":
-        raise APIError(409, "turn_in_flight", f"message {message_id!r} is still being answered")
+    if message.status == "pending":  # with the claim held, no turn is answering it: a worker died mid-turn
+        await claim(state, message.conversation_id)
+        try:
+            state.store.finalize_message(message_id, content=message.content, status="error", error=ABANDONED_ERROR)
+        finally:
+            state.store.release_turn(message.conversation_id)
     return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user)
 
 

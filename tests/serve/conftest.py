@@ -31,7 +31,8 @@ class Server:
                     "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "tests.serve.server_app:create", "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(workers), "--log-level", "warning"],
+             "--port", str(self.port), "--workers", str(workers), "--log-level", "warning",
+             "--timeout-keep-alive", "120"],  # an idle pooled connection is not closed under a client's feet
             cwd=ROOT, env=full_env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
 
     def wait(self, timeout: float = 120.0) -> "Server":

@@ -76,11 +76,21 @@ def create() -> Any:
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
                               upload_dir=root / "uploads")
     app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend)
-
-    @app.middleware("http")
-    async def worker_pid(request: Any, call_next: Any) -> Any:  # which worker answered (the two-worker test)
-        response = await call_next(request)
-        response.headers["X-Worker-Pid"] = str(os.getpid())
-        return response
-
+    app.add_middleware(WorkerPid)
     return app
+
+
+class WorkerPid:
+    """Adds ``X-Worker-Pid`` (which worker answered: the two-worker test); pure ASGI, streams pass untouched."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def tagged(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-worker-pid", str(os.getpid()).encode())]}
+            await send(message)
+
+        await self.app(scope, receive, tagged if scope["type"] == "http" else send)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, Dict, List, Tuple
 
 import httpx
@@ -89,16 +90,21 @@ def test_disconnect_mid_stream_leaves_cancelled_partial_then_regenerate(client: 
                 seen += 1
                 if seen == 3:
                     break  # leaving the block closes the connection
-    deadline = __import__("time").monotonic() + 30
+    deadline = time.monotonic() + 30
     while True:
         m = client.get(f"/v1/messages/{mid}").json()
-        if m["status"] != "pending" or __import__("time").monotonic() > deadline:
+        if m["status"] != "pending" or time.monotonic() > deadline:
             break
+        time.sleep(0.02)
     assert m["status"] == "cancelled"
     assert 0 < len(m["content"]) < len(ANSWER.strip()) and ANSWER.startswith(m["content"][:20])
-    # the conversation is free again, and the cancelled answer can be regenerated as version 2
-    with client.stream("POST", f"/v1/messages/{mid}/regenerate", json={}) as r:
-        evs = events(r)
+    # the cancelled answer can be regenerated as version 2 once the turn released its claim (a 409 until then)
+    for _ in range(100):
+        with client.stream("POST", f"/v1/messages/{mid}/regenerate", json={}) as r:
+            if r.status_code != 409:
+                evs = events(r)
+                break
+        time.sleep(0.05)
     start = evs[0][1]
     assert evs[-1][0] == "done" and start["version"] == 2 and start["reply_to"] == m["reply_to"]
     versions = client.get(f"/v1/messages/{mid}/versions").json()["data"]
@@ -210,3 +216,18 @@ def _two_users(client: httpx.Client, mine: str, alice: str, bob: str, revoked_se
     assert_error(client.post("/v1/chat/completions", headers=b, json={
         "model": "convrag", "messages": [{"role": "user", "content": "hi"}], "conversation_id": cid}), 404,
         "not_found")
+
+
+def test_regenerate_an_answer_a_killed_worker_left_pending(client: httpx.Client, server: Server) -> None:
+    cid = new_conversation(client)
+    store = SQLiteConversationStore(server.workdir / "chats.db")
+    try:  # what a worker killed mid-turn leaves: the question and a pending placeholder
+        user, stuck = store.begin_turn(cid, "What is BM25?")
+    finally:
+        store.close()
+    assert client.get(f"/v1/messages/{stuck.id}").json()["status"] == "pending"
+    body = client.post(f"/v1/messages/{stuck.id}/regenerate", json={"stream": False}).json()
+    assert body["status"] == "complete" and body["version"] == 2 and body["reply_to"] == user.id
+    old = client.get(f"/v1/messages/{stuck.id}").json()
+    assert (old["status"], old["superseded_by"]) == ("error", body["assistant_message_id"])
+    assert "interrupted" in old["error"]
