@@ -12,6 +12,7 @@ from tests.web.conftest import require_selenium
 require_selenium()
 
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from llama_index_convrag.testing import LocalOpenAIServer  # noqa: E402
 from tests.web.page import ChatPage  # noqa: E402
@@ -124,6 +125,16 @@ def test_stop_leaves_a_cancelled_answer_with_retry_that_survives_reload(
     again = page.wait_status("cancelled")
     assert page.text_of(again) == partial
     assert again.find_element(By.CSS_SELECTOR, ".retry").is_displayed()
+
+
+def test_keyboard_only_enter_asks_and_escape_stops(page: ChatPage, answer: Callable[..., None]) -> None:
+    answer(LONG_ANSWER, seconds_per_word=0.15)
+    page.driver.switch_to.active_element.send_keys("Tell me about zebra stripes.\n")  # the question box has focus
+    page.wait(page.answers, "the answer placeholder")
+    page.wait(lambda: "word2" in page.text_of(page.last_answer()), "a few streamed words")
+    page.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+    assert page.text_of(page.wait_status("cancelled")).startswith("word0 word1 word2")
+    assert page.driver.switch_to.active_element.get_attribute("id") == "question"
 
 
 def test_retry_gives_a_new_answer_and_keeps_the_earlier_version(page: ChatPage,
