@@ -247,6 +247,11 @@ def test_upload_a_file_then_ask_about_it(page: ChatPage, answer: Callable[..., N
     done.find_element(By.CSS_SELECTOR, ".cite[data-marker='1']").click()
     page.wait(lambda: page.find("#passage-file").text.endswith("owls.md"), "the uploaded file as the source")
     assert "hunt voles and mice by sound alone" in page.find("#passage-text").get_property("textContent")
+    owl_item = [li for li in page.find_all("#document-list li") if li.text.startswith("owls.md")][0]
+    owl_item.find_element(By.CSS_SELECTOR, ".remove").click()
+    page.driver.switch_to.alert.accept()
+    page.wait(lambda: "owls.md" not in names(), "owls.md to leave the document list")
+    assert "zebras.md" in names()
 
 
 def test_phone_width_has_no_sideways_scroll(page: ChatPage, answer: Callable[..., None],
