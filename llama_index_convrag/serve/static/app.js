@@ -199,11 +199,16 @@ function toolsOf(item, m) {
     const button = e.currentTarget;
     if (!query.hidden) { query.hidden = true; button.setAttribute("aria-expanded", "false"); return; }
     let text = m.retrieval_query;
+    let strategy = m.rewrite_strategy;
     if (text === undefined) {
-      try { text = (await api.call("GET", `/v1/messages/${m.id}/turn`)).retrieval_query; }
-      catch (err) { text = null; }
+      try {
+        const record = await api.call("GET", `/v1/messages/${m.id}/turn`);
+        text = record.retrieval_query;
+        strategy = record.rewrite_strategy;
+      } catch (err) { text = null; }
     }
-    setText(query, text ? `searched for: ${text}` : "no retrieval query was recorded for this answer");
+    const how = strategy ? ` (rewrite: ${strategy})` : "";
+    setText(query, text ? `searched for: ${text}${how}` : "no retrieval query was recorded for this answer");
     query.hidden = false;
     button.setAttribute("aria-expanded", "true");
   } }, "Searched for…"));
@@ -284,6 +289,7 @@ async function runTurn(path, body, item) {
       } else if (event === "retrieval") {
         m.references = data.references || [];
         m.retrieval_query = data.retrieval_query;
+        m.rewrite_strategy = data.rewrite ? data.rewrite.strategy : null;
       } else if (event === "delta") {
         m.content += data.text;
       } else if (event === "done") {
