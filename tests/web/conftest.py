@@ -94,7 +94,7 @@ def llm() -> Iterator[LocalOpenAIServer]:
 
 
 @pytest.fixture
-def answer(llm: LocalOpenAIServer) -> Callable[..., None]:
+def answer(llm: LocalOpenAIServer) -> Iterator[Callable[..., None]]:
     """``answer(text, seconds_per_word=0.0)``: what the LLM streams next, and how slowly."""
 
     def set_answer(text: str, seconds_per_word: float = 0.0) -> None:
