@@ -1,0 +1,398 @@
+// The chat page of `convrag serve`: conversations, streamed answers with clickable [n] sources, Stop / Retry,
+// versions, feedback, and the documents panel. Talks only to the HTTP API (docs/SERVE.md).
+
+import * as api from "./api.js";
+import { answerNodes, clear, el, setText } from "./dom.js";
+import { setupDocuments } from "./documents.js";
+
+const $ = (id) => document.getElementById(id);
+const state = { conversationId: null, cursor: null, turn: null, versions: new Map() };
+
+// ---- notices and the API key -------------------------------------------------------------------------------
+function notice(text) {
+  const box = $("notice");
+  setText(box, text || "");
+  box.hidden = !text;
+}
+
+function askKey(message) {
+  const dialog = $("key-dialog");
+  setText($("key-error"), message || "");
+  $("key-input").value = "";
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => {
+      const key = $("key-input").value.trim();
+      $("forget-key").hidden = !key;
+      resolve(key || null);
+    }, { once: true });
+  });
+}
+
+async function showMode() {
+  try {
+    const health = await api.call("GET", "/v1/health");
+    const badge = $("mode");
+    if (typeof health.llm === "string" && health.llm) setText(badge, `Answers by ${health.llm}`);
+    else if ("llm" in health) setText(badge, "Extractive answers (no LLM configured)");
+    else return;
+    badge.dataset.llm = health.llm ? "yes" : "no";
+    badge.hidden = false;
+  } catch (e) { /* the badge stays hidden */ }
+}
+
+// ---- conversations -------------------------------------------------------------------------------------------
+function titleOf(conversation) { return conversation.title || "Untitled conversation"; }
+
+function conversationItem(c) {
+  const open = el("button", { type: "button", class: "open", "aria-current": c.id === state.conversationId ? "true" : null,
+                              onclick: () => openConversation(c.id) }, titleOf(c));
+  const item = el("li", { dataset: { id: c.id } }, open,
+    el("button", { type: "button", class: "rename", "aria-label": `Rename ${titleOf(c)}`, title: "Rename", onclick: () => rename(item, c) }, "✎"),
+    el("button", { type: "button", class: "delete", "aria-label": `Delete ${titleOf(c)}`, title: "Delete", onclick: () => remove(c) }, "✕"));
+  return item;
+}
+
+async function loadConversations(more) {
+  const query = more && state.cursor ? `?limit=20&cursor=${encodeURIComponent(state.cursor)}` : "?limit=20";
+  const page = await api.call("GET", `/v1/conversations${query}`);
+  const list = $("conversation-list");
+  if (!more) clear(list);
+  for (const c of page.data) list.append(conversationItem(c));
+  state.cursor = page.next_cursor;
+  $("more-conversations").hidden = !page.next_cursor;
+}
+
+function rename(item, c) {
+  const input = el("input", { type: "text", class: "title-input", value: titleOf(c), "aria-label": "New title" });
+  const finish = async (save) => {
+    if (save && input.value.trim()) {
+      try { await api.call("PATCH", `/v1/conversations/${c.id}`, { title: input.value.trim() }); }
+      catch (e) { notice(e.message); }
+    }
+    await loadConversations(false);
+    if (c.id === state.conversationId) await openConversation(c.id);
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); finish(true); }
+    if (e.key === "Escape") { e.preventDefault(); finish(false); }
+  });
+  item.replaceChildren(input, el("button", { type: "button", class: "save", onclick: () => finish(true) }, "Save"));
+  input.focus();
+  input.select();
+}
+
+async function remove(c) {
+  if (!window.confirm(`Delete "${titleOf(c)}" and its messages?`)) return;
+  try { await api.call("DELETE", `/v1/conversations/${c.id}`); } catch (e) { notice(e.message); }
+  if (c.id === state.conversationId) newConversation();
+  await loadConversations(false);
+}
+
+function newConversation() {
+  state.conversationId = null;
+  history.replaceState(null, "", location.pathname);
+  setText($("conversation-title"), "New conversation");
+  clear($("messages"));
+  for (const b of document.querySelectorAll("#conversation-list .open")) b.removeAttribute("aria-current");
+  $("question").focus();
+}
+
+function isSuperseded(m) {
+  if (m.superseded_by) return true;
+  return Boolean(m.versions && m.versions.length && m.versions[m.versions.length - 1] !== m.id);
+}
+
+async function openConversation(id) {
+  let conversation;
+  try { conversation = await api.call("GET", `/v1/conversations/${id}`); }
+  catch (e) {
+    if (e.status === 404) { newConversation(); return; }
+    throw e;
+  }
+  state.conversationId = id;
+  history.replaceState(null, "", `#c=${id}`);
+  setText($("conversation-title"), titleOf(conversation));
+  for (const b of document.querySelectorAll("#conversation-list li")) {
+    const open = b.querySelector(".open");
+    if (open) open.setAttribute("aria-current", b.dataset.id === id ? "true" : "false");
+  }
+  state.versions.clear();
+  const list = clear($("messages"));
+  for (const m of conversation.messages) {
+    // A regenerated reply lists its versions; show the newest one, older ones stay one click away.
+    if (m.role === "assistant" && isSuperseded(m)) continue;
+    list.append(m.role === "user" ? userItem(m.content) : assistantItem(m));
+  }
+  markLastReply();
+}
+
+// ---- messages --------------------------------------------------------------------------------------------------
+function userItem(text) {
+  return el("li", { class: "msg user" }, el("div", { class: "role" }, "You"), el("div", { class: "content" }, text));
+}
+
+function assistantItem(m) {
+  const item = el("li", { class: "msg assistant" });
+  fillAssistant(item, m);
+  return item;
+}
+
+/** The passage behind marker [n]: the citation with that marker, else source n (``source_index`` counts from 0). */
+function sourceOf(m, n) {
+  const cited = (m.citations || []).find((c) => c.marker === n);
+  if (cited) return cited;
+  const refs = m.references && m.references.length ? m.references : m.citations || [];
+  return refs.find((r) => r.source_index === n - 1) || null;
+}
+
+function fileOf(source) {
+  const meta = source.metadata || {};
+  return meta.file_name || (source.ref_doc_id ? source.ref_doc_id.split(/[\\/]/).pop() : source.node_id);
+}
+
+function showPassage(source, n) {
+  const box = $("passage");
+  if (!source) { notice(`Source [${n}] is not known yet.`); return; }
+  const meta = source.metadata || {};
+  setText($("passage-heading"), `Source [${n}]`);
+  setText($("passage-file"), source.ref_doc_id || meta.file_path || fileOf(source) || "(unknown file)");
+  const chunk = meta.chunk_index !== undefined ? `#${meta.chunk_index} (${source.node_id})` : source.node_id || "";
+  setText($("passage-chunk"), chunk);
+  setText($("passage-score"), typeof source.score === "number" ? source.score.toFixed(3) : "-");
+  setText($("passage-text"), source.text || "");
+  box.hidden = false;
+  $("passage-text").scrollTop = 0;
+  $("passage-heading").setAttribute("tabindex", "-1");
+  $("passage-heading").focus();
+}
+
+const STATUS_TEXT = { cancelled: "cancelled", error: "failed", pending: "answering…" };
+
+/** Fill an assistant <li> from a message-like object {id, content, status, error, citations, references, ...}. */
+function fillAssistant(item, m) {
+  item.dataset.id = m.id || "";
+  item.dataset.status = m.status;
+  const open = (n) => showPassage(sourceOf(m, n), n);
+  const parts = [el("div", { class: "role" }, "Assistant"),
+                 el("div", { class: "content" }, answerNodes(m.content || "", open))];
+  if (STATUS_TEXT[m.status]) {
+    const why = m.status === "error" && m.error ? `: ${typeof m.error === "string" ? m.error : m.error.message}` : "";
+    parts.push(el("p", { class: `status ${m.status}` }, `${STATUS_TEXT[m.status]}${why}`));
+  }
+  const sources = m.citations && m.citations.length ? m.citations : m.references || [];
+  if (sources.length) {
+    parts.push(el("div", { class: "sources" }, "Sources: ", sources.map((s, i) => {
+      const n = typeof s.source_index === "number" ? s.source_index + 1 : i + 1;
+      return el("button", { type: "button", class: "source", title: s.ref_doc_id || "",
+                            onclick: () => showPassage(s, n) }, `[${n}] ${fileOf(s)}`);
+    })));
+  }
+  if (m.status !== "pending") parts.push(toolsOf(item, m));
+  item.replaceChildren(...parts);
+}
+
+function toolsOf(item, m) {
+  const query = el("p", { class: "query", hidden: true });
+  const tools = el("div", { class: "tools" });
+  tools.append(el("button", { type: "button", class: "searched", "aria-expanded": "false", onclick: async (e) => {
+    const button = e.currentTarget;
+    if (!query.hidden) { query.hidden = true; button.setAttribute("aria-expanded", "false"); return; }
+    let text = m.retrieval_query;
+    let strategy = m.rewrite_strategy;
+    if (text === undefined) {
+      try {
+        const record = await api.call("GET", `/v1/messages/${m.id}/turn`);
+        text = record.retrieval_query;
+        strategy = record.rewrite_strategy;
+      } catch (err) { text = null; }
+    }
+    const how = strategy ? ` (rewrite: ${strategy})` : "";
+    setText(query, text ? `searched for: ${text}${how}` : "no retrieval query was recorded for this answer");
+    query.hidden = false;
+    button.setAttribute("aria-expanded", "true");
+  } }, "Searched for…"));
+  if ((m.versions && m.versions.length > 1) || m.version > 1) tools.append(versionNav(item, m));
+  const rating = m.feedback ? m.feedback.rating : null;
+  for (const [value, label, glyph] of [["up", "Good answer", "▲ Good"], ["down", "Bad answer", "▼ Bad"]]) {
+    tools.append(el("button", { type: "button", class: `rate ${value}`, "aria-label": label,
+                                "aria-pressed": rating === value ? "true" : "false",
+                                onclick: () => rate(tools, m, value) }, glyph));
+  }
+  const retry = m.status === "cancelled" || m.status === "error";
+  tools.append(el("button", { type: "button", class: retry ? "retry" : "regenerate",
+                              onclick: () => regenerate(item, m) }, retry ? "Retry" : "Regenerate"));
+  tools.append(query);
+  return tools;
+}
+
+/** "version k of n" with ‹ › (a message lists its versions' ids, or at least its own version number). */
+function versionNav(item, m) {
+  const total = m.versions ? m.versions.length : m.version;
+  const at = m.versions ? Math.max(0, m.versions.indexOf(m.id)) : m.version - 1;
+  const go = async (to) => {
+    const key = m.reply_to || m.id;
+    let all = state.versions.get(key);
+    if (!all) {
+      try { all = (await api.call("GET", `/v1/messages/${m.id}/versions`)).data; }
+      catch (e) { notice(e.message); return; }
+      state.versions.set(key, all);
+    }
+    const shown = all[to];
+    if (shown) fillAssistant(item, Object.assign({}, shown, { versions: all.map((v) => v.id) }));
+    markLastReply();
+  };
+  return el("span", { class: "versions" },
+    el("button", { type: "button", class: "prev-version", "aria-label": "Earlier version", disabled: at === 0,
+                   onclick: () => go(at - 1) }, "‹"),
+    el("span", { class: "version-label" }, `version ${at + 1} of ${total}`),
+    el("button", { type: "button", class: "next-version", "aria-label": "Later version", disabled: at === total - 1,
+                   onclick: () => go(at + 1) }, "›"));
+}
+
+async function rate(tools, m, value) {
+  try {
+    await api.call("POST", `/v1/messages/${m.id}/feedback`, { rating: value });
+    m.feedback = { rating: value };
+    for (const b of tools.querySelectorAll(".rate")) b.setAttribute("aria-pressed", String(b.classList.contains(value)));
+  } catch (e) { notice(e.message); }
+}
+
+/** Only the newest reply of a conversation can be regenerated (the API answers 400 otherwise). */
+function markLastReply() {
+  const replies = document.querySelectorAll("#messages .msg.assistant");
+  replies.forEach((r, i) => {
+    for (const b of r.querySelectorAll(".retry, .regenerate")) b.hidden = i !== replies.length - 1;
+  });
+}
+
+// ---- turns -------------------------------------------------------------------------------------------------------
+function busy(on) {
+  $("send").hidden = on;
+  $("stop").hidden = !on;
+  $("question").disabled = on;
+  if (!on) $("question").focus();
+}
+
+/** Stream one turn into `item`; after it ends (done, error, Stop), read the conversation back from the API. */
+async function runTurn(path, body, item) {
+  const controller = new AbortController();
+  const m = { id: null, content: "", status: "pending", references: [], citations: [] };
+  state.turn = { controller, message: m };
+  busy(true);
+  fillAssistant(item, m);
+  try {
+    await api.stream(path, body, (event, data) => {
+      if (event === "start") {
+        m.id = data.assistant_message_id;
+        if (!state.conversationId) state.conversationId = data.conversation_id;
+      } else if (event === "retrieval") {
+        m.references = data.references || [];
+        m.retrieval_query = data.retrieval_query;
+        m.rewrite_strategy = data.rewrite ? data.rewrite.strategy : null;
+      } else if (event === "delta") {
+        m.content += data.text;
+      } else if (event === "done") {
+        Object.assign(m, { status: data.status, content: data.content, citations: data.citations || [] });
+      } else if (event === "error") {
+        Object.assign(m, { status: "error", error: data.error });
+      }
+      fillAssistant(item, m);
+    }, controller.signal);
+  } catch (e) {
+    if (e.name !== "AbortError") {
+      m.status = "error";
+      m.error = e.message;
+      fillAssistant(item, m);
+      notice(e.message);
+    }
+  } finally {
+    state.turn = null;
+  }
+  try {
+    if (controller.signal.aborted && m.id) await settle(m.id);
+    if (state.conversationId) {
+      await openConversation(state.conversationId);
+      await loadConversations(false);
+    }
+  } catch (e) {
+    notice(e.message);
+  } finally {
+    busy(false);  // Stop hides only once the stored conversation is shown again
+  }
+}
+
+/** After Stop the server stores the message `cancelled`; wait (briefly) until it is no longer pending. */
+async function settle(id) {
+  for (let i = 0; i < 40; i++) {
+    try {
+      const message = await api.call("GET", `/v1/messages/${id}`);
+      if (message.status !== "pending") return;
+    } catch (e) { return; }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+async function ask(question) {
+  notice("");
+  if (!state.conversationId) {
+    const title = question.length > 60 ? `${question.slice(0, 57)}…` : question;
+    const c = await api.call("POST", "/v1/conversations", { title });
+    state.conversationId = c.id;
+    history.replaceState(null, "", `#c=${c.id}`);
+    setText($("conversation-title"), titleOf(c));
+    await loadConversations(false);
+  }
+  const list = $("messages");
+  list.append(userItem(question));
+  const item = el("li", { class: "msg assistant" });
+  list.append(item);
+  await runTurn(`/v1/conversations/${state.conversationId}/messages`, { content: question, stream: true }, item);
+}
+
+async function regenerate(item, m) {
+  notice("");
+  await runTurn(`/v1/messages/${m.id}/regenerate`, { stream: true }, item);
+}
+
+// ---- wiring --------------------------------------------------------------------------------------------------------
+function wire() {
+  api.onKeyNeeded(askKey);
+  $("forget-key").hidden = !api.apiKey();
+  $("forget-key").addEventListener("click", () => { api.forgetKey(); $("forget-key").hidden = true; });
+  $("new-conversation").addEventListener("click", newConversation);
+  $("more-conversations").addEventListener("click", () => loadConversations(true));
+  $("close-passage").addEventListener("click", () => { $("passage").hidden = true; });
+  $("stop").addEventListener("click", () => { if (state.turn) state.turn.controller.abort(); });
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const question = $("question").value.trim();
+    if (!question || state.turn) return;
+    $("question").value = "";
+    ask(question).catch((err) => { notice(err.message); busy(false); });
+  });
+  $("question").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && state.turn) state.turn.controller.abort();
+  });
+  const toggle = $("toggle-docs");
+  toggle.addEventListener("click", () => {
+    const open = $("docs").hidden;
+    $("docs").hidden = !open;
+    toggle.setAttribute("aria-expanded", String(open));
+  });
+}
+
+async function start() {
+  wire();
+  setupDocuments(notice);
+  await showMode();
+  await loadConversations(false);
+  const match = /#c=([\w-]+)/.exec(location.hash);
+  if (match) await openConversation(match[1]);
+  document.body.dataset.ready = "true";
+}
+
+start().catch((e) => { notice(e.message); document.body.dataset.ready = "true"; });
