@@ -44,7 +44,8 @@ def build_app(args: Any) -> Any:
                                     **retriever_kwargs(args, llm, model))
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})
     uploads = Path(args.upload_dir) if args.upload_dir is not None else Path("convrag_uploads")
-    return create_app(store=store, engine_for=shared_engine_for(template), limits=limits,
+    answering = None if llm is None else str(getattr(llm.metadata, "model_name", type(llm).__name__))
+    return create_app(store=store, engine_for=shared_engine_for(template), limits=limits, llm=answering,
                       documents_backend=DocumentBackend(client=client, collection_name=args.collection,
                                                         embed_model=model, upload_dir=uploads.resolve()))
 

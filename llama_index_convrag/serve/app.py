@@ -19,13 +19,15 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Optional[Limits] = None,
-               documents_backend: Optional[Any] = None, model_name: str = "convrag") -> FastAPI:
+               documents_backend: Optional[Any] = None, model_name: str = "convrag",
+               llm: Optional[str] = None) -> FastAPI:
     """The API over built parts.
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners and turn claims live there).
     ``engine_for(conversation_id, store)``: a ``ConvRAGChatEngine`` for one conversation sharing the expensive parts
     (:func:`~.engines.shared_engine_for` makes one from a built engine). ``documents_backend``: a
     :class:`~.documents.DocumentBackend` for the ``/v1/documents`` routes (None: they answer 404 ``no_documents``).
+    ``llm``: the answering LLM's model name, ``None`` when answers are extractive (``GET /v1/health`` says which).
     """
     app = FastAPI(title="convrag serve", version="1", description="Conversational RAG over HTTP (docs/SERVE.md).")
     app.state.serve = ServeState(store=store, engine_for=engine_for, limits=limits if limits is not None else Limits(),
@@ -38,7 +40,7 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
 
     @app.get("/v1/health", tags=["meta"])
     def health() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "ok", "llm": llm, "answers": "llm" if llm is not None else "extractive"})
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -20,7 +20,9 @@ from llama_index_convrag.serve.auth import current_user
 from llama_index_convrag.serve.errors import APIError, not_found
 
 router = APIRouter(prefix="/v1", tags=["documents"])
-FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,199}$")
+FILENAME = re.compile(r"^[^\W_][\w. -]{0,199}$")
+"""An upload's name: a letter or digit of any script first, then letters, digits, ``_``, ``.``, ``-`` or spaces (no
+folders, no hidden files)."""
 
 
 @dataclass

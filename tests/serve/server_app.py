@@ -75,7 +75,8 @@ def create() -> Any:
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
                               upload_dir=root / "uploads")
-    app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend)
+    app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
+                     llm=llm.metadata.model_name)
     app.add_middleware(WorkerPid)
     return app
 

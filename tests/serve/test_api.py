@@ -244,7 +244,15 @@ def test_documents_upload_idempotent_list_remove(client: httpx.Client) -> None:
         listed = {d["doc_id"]: d for d in client.get("/v1/documents").json()["data"]}
         assert listed[doc_id]["chunks"] == 1
         assert_error(client.put("/v1/documents/_hidden.md", content=b"x"), 400, "bad_filename")
+        chinese = client.put("/v1/documents/茶叶 笔记.md", content="绿茶不发酵。".encode())  # any script's letters
+        assert chinese.status_code == 200 and chinese.json()["status"] == "added", chinese.text
+        assert client.delete(f"/v1/documents/{chinese.json()['doc_id'].lstrip('/')}").status_code == 204
     finally:
         assert client.delete(f"/v1/documents/{doc_id.lstrip('/')}").status_code == 204
     assert doc_id not in {d["doc_id"] for d in client.get("/v1/documents").json()["data"]}
     assert_error(client.delete(f"/v1/documents/{doc_id.lstrip('/')}"), 404, "not_found")
+
+
+def test_health_says_which_llm_answers(client: httpx.Client) -> None:
+    r = client.get("/v1/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok", "llm": "scripted", "answers": "llm"}

@@ -41,6 +41,8 @@ def test_answer_streams_token_by_token_then_completes(page: ChatPage, answer: Ca
     assert text.startswith(partial) and len(partial) < len(text)
     assert shown == text
     assert page.find("#stop").get_attribute("hidden") is not None
+    mode = page.find("#mode")  # the header says an LLM answers (the server's /v1/health names it)
+    assert mode.get_attribute("hidden") is None and mode.text == "Answers by scripted"
     assert page.find("#send").get_attribute("hidden") is None
 
 
