@@ -120,3 +120,15 @@ def test_other_chat_modes_are_refused_naming_ours(index, mode):
     with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "
                                          rf"'context'\] \(or None: condense_question\), got '{mode}'"):
         index.as_chat_engine(chat_mode=mode, llm=ScriptedLLM.fixed("hi"))
+
+
+def test_as_chat_engine_without_an_llm_answers_extractively(index):
+    """``llm=None``: retrieval-only turns with extractive answers, no response mode named."""
+    engine = index.as_chat_engine(llm=None, similarity_top_k=1)
+    first = engine.chat("What do cats do at night?")
+    assert str(first) == "Cats purr and hunt mice at night. [1]"
+    assert first.source_nodes[0].node.ref_doc_id == "cats"
+    assert str(engine.chat("And what do they hunt?")) == "Cats purr and hunt mice at night. [1]"
+    with pytest.raises(ValueError, match=r"as_chat_engine needs an LLM: .* pass llm=None \(extractive answers\) .*"
+                                         r"got response_mode='compact'"):
+        index.as_chat_engine(llm=None, response_mode="compact")
