@@ -389,7 +389,7 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
     added = tuple(AddedTerm(best[k][1].surface, s, best[k][2], best[k][3]) for s, k in chosen)
     if not added:
         return Contextualized(question, question, (), decision.rewrite, False, "no salient history term",
-                              rules=rules)
+                              rules=rules, referent=referent)
     # Terms read in conversation order (oldest turn first; in a turn, the question's before the answer's; then text
     # order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
@@ -420,8 +420,9 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
         for text in (last.answer, last.question):
             chosen = pick(list_items(text), positions)
             if chosen:
-                terms = [t for item in chosen for t in (extract_terms(item) or (_Term(item, item, 1.0,
-                                                                                           "list item"),))]
+                # a one-character Chinese item ("狗") holds no two-character phrase: the item itself
+                terms = [t for item in chosen for t in (extract_terms(item) or (
+                    (_Term(item, item, 1.0, "list item"),) if item[0] >= "\u3400" else ()))]
                 fresh = [t for t in terms if t.key not in question_keys]
                 return [(t, rules.list_item_weight * t.salience) for t in fresh], \
                     Referent("list item", " / ".join(chosen))

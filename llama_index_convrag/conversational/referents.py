@@ -71,18 +71,15 @@ def item_reference(question: str) -> Optional[Tuple[int, ...]]:
 
 
 def list_items(text: str) -> Tuple[str, ...]:
-    """The enumerated items of ``text``: its numbered or bulleted lines (each up to a ``:``), else the first inline
+    """The enumerated items of ``text``: its numbered or bulleted lines (each up to a ``:``), else the longest inline
     list of a sentence (``A, B and C`` in English, ``A、B和C`` in Chinese; a two-way ``A or B`` / ``A还是B`` only in a
     text of one sentence), each item short (:data:`MAX_ITEM_WORDS`, :data:`MAX_ITEM_CHARS`); ``()`` when none."""
     lines = [m.group(1) for m in map(_BULLET.match, text.splitlines()) if m]
     if len(lines) >= 2:
         return tuple(re.split(r"[:：]\s|\s[-–—]\s", line, maxsplit=1)[0].strip(" .。") for line in lines)
     sentences = _SENTENCES.findall(text)
-    for sentence in sentences:
-        items = _inline(sentence.strip(), single=len(sentences) == 1)
-        if len(items) >= 2:
-            return items
-    return ()
+    lists = [items for items in (_inline(x.strip(), single=len(sentences) == 1) for x in sentences) if len(items) >= 2]
+    return max(lists, key=len) if lists else ()  # the longest enumeration (the first of equals)
 
 
 def _inline(sentence: str, single: bool) -> Tuple[str, ...]:

@@ -87,9 +87,16 @@ def test_item_reference(question, positions) -> None:
     ("He went home and slept. Then he ate.", ()),  # two-way 'and' only in a text of one sentence
     ("Fever, cough, sore throat and muscle aches.", ("Fever", "cough", "sore throat", "muscle aches")),
     ("北京有故宫、长城和颐和园。", ("有故宫", "长城", "颐和园")), ("你喜欢猫还是狗", ("猫", "狗")),
-    ("Nothing listed here at all", ())])
+    ("Nothing listed here at all", ()),
+    ("It ate fish, crabs and eggs. The eras are the Triassic, the Jurassic, the Cretaceous and the Paleogene.",
+     ("the Triassic", "the Jurassic", "the Cretaceous", "the Paleogene"))])  # the longest enumeration
 def test_list_items(text, items) -> None:
     assert list_items(text) == items
+
+
+def test_an_item_of_stop_words_adds_nothing() -> None:
+    c = contextualize("Tell me about the first one.", [H("Which?", "Another, this and that.")], ON)
+    assert c.referent == Referent("list item", "Another") and "Another" not in terms(c)
 
 
 def test_pick_out_of_range_is_empty() -> None:
