@@ -452,14 +452,13 @@ def term_rules(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Embed
 
 
 FOLLOWUP_RULES: Dict[str, Dict[str, float]] = {
-    "default": {}, "answer subject": {"answer_subject_weight": 1.0},
-    "answer subject + switch": {"answer_subject_weight": 1.0, "referent_shift": True},
-    "list items": {"list_item_weight": 2.0},
-    "all three": {"answer_subject_weight": 1.0, "referent_shift": True, "list_item_weight": 2.0},
+    "rules off": {"answer_subject_weight": 0.0, "list_item_weight": 0.0},
+    "answer subject only": {"list_item_weight": 0.0}, "list items only": {"answer_subject_weight": 0.0},
+    "default (both)": {}, "default + switch": {"referent_shift": True},
 }
-"""``--followups`` rows: the follow-up rules of ``contextualize`` off (the default), each on alone, then together.
-``answer_subject_weight`` 1: the answer's name weighs as a term of the last question; ``list_item_weight`` 2: the
-item outranks the last question's words."""
+"""``--followups`` rows: the follow-up rules of ``contextualize`` off, each alone, both (the default), and with the
+topic switch the answer's subject announces (rejected). ``answer_subject_weight`` 1: the answer's name weighs as a
+term of the last question; ``list_item_weight`` 2: the item outranks the last question's words."""
 
 
 def followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",

@@ -72,8 +72,8 @@ def item_reference(question: str) -> Optional[Tuple[int, ...]]:
 
 def list_items(text: str) -> Tuple[str, ...]:
     """The enumerated items of ``text``: its numbered or bulleted lines (each up to a ``:``), else the longest inline
-    list of a sentence (``A, B and C`` in English, ``A、B和C`` in Chinese; a two-way ``A or B`` / ``A还是B`` only in a
-    text of one sentence), each item short (:data:`MAX_ITEM_WORDS`, :data:`MAX_ITEM_CHARS`); ``()`` when none."""
+    list of a sentence (``A, B and C`` in English, ``A、B和C`` in Chinese; two English items ``A or B`` / ``A, and B``
+    or ``A还是B`` only in a text of one sentence), each item short (:data:`MAX_ITEM_WORDS`, :data:`MAX_ITEM_CHARS`); ``()`` when none."""
     lines = [m.group(1) for m in map(_BULLET.match, text.splitlines()) if m]
     if len(lines) >= 2:
         return tuple(re.split(r"[:：]\s|\s[-–—]\s", line, maxsplit=1)[0].strip(" .。") for line in lines)
@@ -104,6 +104,8 @@ def _inline(sentence: str, single: bool) -> Tuple[str, ...]:
     middle, last = parts[1:-1], parts[-1]
     if any(len(p.split()) > MAX_ITEM_WORDS for p in (*middle, last)) or not all(p for p in (*middle, last)):
         return ()
+    if not middle and not single:
+        return ()  # "X, and Y" in running text joins clauses; a list there names three or more
     width = max(len(p.split()) for p in (*middle, last))
     first = " ".join(parts[0].split()[-width:])
     return (first, *middle, last)
