@@ -22,6 +22,10 @@ best scale chosen from the gold labels: the most any weighting of these two list
 ``--term-rules`` runs ``ctx-fuse`` with the repeated-name and named-shift rules of ``contextualize`` off, or set
 otherwise (:data:`TERM_RULES`, each a :class:`ContextRules` value).
 
+``--followups`` runs ``ctx-fuse`` with the follow-up rules of ``conversational.contextualize`` (the name the last
+answer introduced, list items, the topic switch; :data:`FOLLOWUP_RULES`) off and on, on all dialogues and on each half,
+then the Chinese rewrite set's agreement with the human rewrites and the written dialogues of ``bench._conv_data``.
+
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
 

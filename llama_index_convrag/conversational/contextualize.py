@@ -41,7 +41,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from llama_index_convrag.conversational.referents import Referent, asks_for_entity, item_reference, list_items, pick
+from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
@@ -411,9 +411,9 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
 
     * a list item ("the second one", 后者: :func:`~.referents.item_reference`) of the last answer's list (else the
       last question's: "A or B?"), weighing ``list_item_weight`` x salience;
-    * else, for a question that refers with a pronoun (he / it / 它 ...) after a question that asked for a name
-      (who / which, 谁 / 哪), the name the last answer introduced (not in any earlier question nor in this one; the
-      most repeated, then the first), weighing ``answer_subject_weight`` x salience.
+    * else, for a question that refers with a pronoun to what the last question asked for (he after who, it after
+      which: :func:`~.referents.refers_to_answer`), the name the last answer introduced (not in any earlier question
+      nor in this one; the most repeated, then the first), weighing ``answer_subject_weight`` x salience.
     """
     positions = item_reference(question) if rules.list_item_weight > 0 else None
     if positions is not None:
@@ -426,7 +426,8 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
                 fresh = [t for t in terms if t.key not in question_keys]
                 return [(t, rules.list_item_weight * t.salience) for t in fresh], \
                     Referent("list item", " / ".join(chosen))
-    if rules.answer_subject_weight <= 0 or not trigger.startswith(_REFERRING) or not asks_for_entity(last.question):
+    if rules.answer_subject_weight <= 0 or not trigger.startswith(_REFERRING) or \
+            not refers_to_answer(question, last.question):
         return [], None
     # names, and capitalised words at a sentence's start ("Galileo discovered them."); the referent is new to the
     # questions, the most repeated, then the first (an answer names its subject first)

@@ -4,8 +4,8 @@
   第二个 / 最后一个 / 两者 -> which items of a list (0-based positions, ``-1`` = the last).
 * :func:`list_items`: the enumerated items of a text: numbered or bulleted lines, an inline comma list ("A, B and C"),
   a Chinese 、 list, or a two-way choice in a short text ("A or B?", "A还是B").
-* :func:`asks_for_entity`: whether a question asks for a name (who / which / whose, 谁 / 哪), so that the name its
-  answer introduces is what "he" or "it" in the next question most likely means.
+* :func:`refers_to_answer`: whether a pronoun of the follow-up can mean the name the answer to the previous question
+  gave: "he" after who / 谁 (a person), "it" after which / 哪个 (a thing).
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ _ZH_ORDINAL = re.compile(r"第([一二两三四五六七八九十]|\d{1,2})(?:�
 _ZH_LAST = re.compile(r"最后(?:一|那)?(?:个|种|条|点|项|位|部|本|家|款|首|类)")
 _BULLET = re.compile(r"^\s*(?:\(?\d{1,2}[.)、．]|[-*•·●]|\(?[a-h]\))\s*(.+?)\s*$")
 _WH_ENTITY = re.compile(r"\b(?:who|whom|whose|which)\b", re.IGNORECASE)
+_PERSON_WH = re.compile(r"\b(?:who|whom|whose)\b", re.IGNORECASE)
+_WORDS = re.compile(r"[a-z']+")
+_PERSON_PRONOUNS = frozenset("he him his she her hers they them their theirs".split())
+_THING_PRONOUNS = frozenset("it its they them their theirs that this these those one".split())
 _ZH_WH_ENTITY = ("谁", "哪个", "哪位", "哪家", "哪部", "哪本", "哪首", "哪些", "什么人")
 _SENTENCES = re.compile(r"[^.!?。！？；;\n]+")
 _EN_LIST = re.compile(r",\s*(?:and|or)\s+|\s+(?:and|or)\s+|,\s*", re.IGNORECASE)
@@ -119,6 +123,14 @@ def pick(items: Tuple[str, ...], positions: Tuple[int, ...]) -> Tuple[str, ...]:
         return ()
 
 
-def asks_for_entity(question: str) -> bool:
-    """Whether ``question`` asks for a name: who / whom / whose / which, 谁 / 哪个 / 哪位 / ..."""
-    return bool(_WH_ENTITY.search(question)) or any(w in question for w in _ZH_WH_ENTITY)
+def refers_to_answer(question: str, previous: str) -> bool:
+    """Whether a pronoun of ``question`` can mean the name the answer to ``previous`` gave (pure): ``previous`` asked
+    for a person (who / whom / whose, 谁 / 哪位 / 什么人) and ``question`` says he / she / they / 他 / 她, or it asked
+    for a thing (which, 哪个 / 哪家 / ...) and ``question`` says it / they / that / 它 / 这 / 那. "Who directed
+    Inception?" -> "When was it released?": 'it' is still the film."""
+    words = set(_WORDS.findall(question.lower()))
+    if _PERSON_WH.search(previous) or any(w in previous for w in ("谁", "哪位", "什么人")):
+        return bool(words & _PERSON_PRONOUNS) or any(w in question for w in ("他", "她"))
+    if _WH_ENTITY.search(previous) or any(w in previous for w in _ZH_WH_ENTITY):
+        return bool(words & _THING_PRONOUNS) or any(w in question for w in ("它", "这", "那"))
+    return False

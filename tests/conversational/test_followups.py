@@ -5,7 +5,7 @@ import pytest
 
 from llama_index_convrag.conversational.contextualize import DEFAULT_RULES, ContextRules, contextualize
 from llama_index_convrag.conversational.contextualize import HistoryTurn as H
-from llama_index_convrag.conversational.referents import Referent, asks_for_entity, item_reference, list_items, pick
+from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
 ON = ContextRules(referent_shift=True)  # the default rules, and the topic switch the answer's subject announces
@@ -48,8 +48,17 @@ def test_the_answer_subject_rule_needs_a_pronoun_and_a_question_that_asked_for_a
     assert c.referent is None and c.query == "Is it treatable? throat cancer"
     named = contextualize("Where was Galileo born?", GALILEO, ON)  # no pronoun
     assert named.referent is None
-    assert asks_for_entity("Which band recorded it?") and asks_for_entity("这首歌是谁唱的")
-    assert not asks_for_entity("What is a whale?")
+    film = contextualize("And when was it released?", [H("Who directed Inception?", "Christopher Nolan directed it.")])
+    assert film.referent is None  # 'it' after 'who': still the film, not the person the answer named
+
+
+@pytest.mark.parametrize("question, previous, refers", [
+    ("Where was he born?", "Who discovered them?", True), ("When was it released?", "Who directed Inception?", False),
+    ("When was it founded?", "Which company makes it?", True), ("Is she still alive?", "Which band?", False),
+    ("Is it treatable?", "What is throat cancer?", False), ("他是哪个朝代的人", "谁写了红楼梦", True),
+    ("它贵吗", "哪个牌子好", True), ("Tell me more about the first one.", "Which phone should I buy?", True)])
+def test_a_pronoun_means_the_answer_when_it_fits_what_was_asked(question, previous, refers) -> None:
+    assert refers_to_answer(question, previous) is refers
 
 
 def test_an_item_of_the_previous_answers_list_goes_into_the_query() -> None:
