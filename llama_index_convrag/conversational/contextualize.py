@@ -13,6 +13,11 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   next question most likely points to); a term seen in several turns adds up (a recurring term is the topic).
 * **Recency**: a term from ``d`` user turns back weighs ``decay ** (d - 1)``; the first turn (the conversation's
   opening subject) keeps at least ``anchor_weight``.
+* **Referents** (:mod:`~llama_index_convrag.conversational.referents`): "the second one", "the latter", "both",
+  后者 / 第二个 put that item of the last answer's list into the query (``list_item_weight``); a pronoun that fits what
+  the last question asked for ("Who discovered it?" ... "Where was he born?") means the name the last answer
+  introduced (``answer_subject_weight``; ``referent_shift`` would also treat it as a topic switch). The referent is
+  in the explanation.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
