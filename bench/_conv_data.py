@@ -170,3 +170,47 @@ if __name__ == "__main__":
         cache.embed(texts)
         cache.save()
     print(json.dumps({"cached": len(cache.vectors)}))
+
+
+@dataclass(frozen=True)
+class HandMade:
+    """A small written dialogue for one follow-up rule: the history, the follow-up and the words its query must hold."""
+
+    rule: str
+    history: Tuple[Tuple[str, str], ...]
+    question: str
+    expected: Tuple[str, ...]
+
+
+HAND_MADE: Tuple[HandMade, ...] = (
+    HandMade("answer subject", (("What are the largest moons of Jupiter?", "Io, Europa, Ganymede and Callisto."),
+                                ("Who discovered them?", "Galileo Galilei discovered them in January 1610.")),
+             "Where was he born?", ("Galileo",)),
+    HandMade("answer subject", (("Which company makes the Model 3?", "Tesla makes the Model 3 in Fremont."),),
+             "When was it founded?", ("Tesla",)),
+    HandMade("answer subject", (("Who wrote Pride and Prejudice?", "Jane Austen wrote it; it was published in 1813."),),
+             "What else did she write?", ("Austen",)),
+    HandMade("answer subject", (("Which band recorded Abbey Road?", "The Beatles recorded Abbey Road in 1969."),),
+             "When did they break up?", ("Beatles",)),
+    HandMade("topic switch", (("What is the Hubble telescope?", "A space telescope launched in 1990."),
+                              ("Who is it named after?", "Edwin Hubble, an American astronomer.")),
+             "Which university did he attend?", ("Hubble", "Edwin")),
+    HandMade("topic switch", (("How are glaciers formed?", "Snow compacts into ice over many years."),
+                              ("Who first studied them scientifically?", "Louis Agassiz proposed the ice age theory.")),
+             "What was his nationality?", ("Agassiz",)),
+    HandMade("list item", (("What are the main types of renewable energy?",
+                            "The main types are solar power, wind power, hydropower and geothermal energy."),),
+             "Tell me more about the second one.", ("wind",)),
+    HandMade("list item", (("Which phones have the best battery?",
+                            "1. Moto G7 Power: a 5000 mAh battery\n2. Galaxy M30: 5000 mAh\n3. iPhone 11"),),
+             "How much does the last one cost?", ("iPhone",)),
+    HandMade("list item", (("Should I learn Python or Rust first?", "Both are good choices."),),
+             "Why would I pick the latter?", ("Rust",)),
+    HandMade("list item", (("What symptoms does the flu cause?", "Fever, cough, sore throat and muscle aches."),),
+             "How long does the first one last?", ("Fever",)),
+    HandMade("Chinese", (("你喜欢猫还是狗", "都喜欢"),), "为什么更喜欢后者", ("狗",)),
+    HandMade("Chinese", (("北京有哪些景点", "有故宫、长城和颐和园。"),), "第二个要门票吗", ("长城",)),
+    HandMade("Chinese", (("谁写了红楼梦", "曹雪芹写的"),), "他是哪个朝代的人", ("曹雪芹",)),
+)
+"""Written for the follow-up rules (never taken from a data set); the bench's ``--followups`` reports how many of
+each rule's dialogues put the expected words into the query."""

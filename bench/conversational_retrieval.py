@@ -22,6 +22,10 @@ best scale chosen from the gold labels: the most any weighting of these two list
 ``--term-rules`` runs ``ctx-fuse`` with the repeated-name and named-shift rules of ``contextualize`` off, or set
 otherwise (:data:`TERM_RULES`, each a :class:`ContextRules` value).
 
+``--followups`` runs ``ctx-fuse`` with the follow-up rules of ``conversational.contextualize`` (the name the last
+answer introduced, list items, the topic switch; :data:`FOLLOWUP_RULES`) off and on, on all dialogues and on each half,
+then the Chinese rewrite set's agreement with the human rewrites and the written dialogues of ``bench._conv_data``.
+
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
 
@@ -246,8 +250,10 @@ def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str
             "recall@100": len(rel & set(ranked[:100])) / len(rel) if rel else 0.0}
 
 
-def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str
-             ) -> Dict[str, Dict[str, float]]:
+def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str,
+             halves: bool = False) -> Dict[str, Dict[str, float]]:
+    """Per strategy: the main table's row, with ``dev`` / ``test`` parts (even / odd dialogues) for ``split`` all,
+    and with ``halves`` ``first`` / ``second`` parts (the first and the second half of the dialogues)."""
     per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
     follow: set = set()
     rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
@@ -273,8 +279,12 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
         per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode, weigh_ms[name]), turn.relevant)
     dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
     out = summarise(per, follow, rewrite_ms, weigh_ms)
-    for part, parity in (("dev", 0), ("test", 1)):
-        keep = {t for t in per["raw"] if dialogue_of[t] % 2 == parity}
+    half = len(s.dialogues) // 2
+    parts = [("dev", lambda di: di % 2 == 0), ("test", lambda di: di % 2 == 1)]
+    if halves:
+        parts += [("first", lambda di: di < half), ("second", lambda di: di >= half)]
+    for part, inside in parts:
+        keep = {t for t in per["raw"] if inside(dialogue_of[t])}
         if split == "all" and keep:
             sub = summarise({n: {t: v for t, v in sc.items() if t in keep} for n, sc in per.items()}, follow & keep,
                             rewrite_ms, weigh_ms)
@@ -378,20 +388,22 @@ the second is the default; each row runs ``ctx-fuse`` at every chunk size asked.
 
 
 def rule_rows(title: str, rows: Mapping[str, Mapping[str, float]], sets: Mapping[str, ConvSet], chunks: Sequence[int],
-              cache: "EmbeddingCache", analyzer: "Analyzer", mode: str) -> None:
+              cache: "EmbeddingCache", analyzer: "Analyzer", mode: str, halves: bool = False) -> None:
     """Print ``ctx-fuse``'s gap closed and worse share per set and chunk size for each row: a label and the
-    :class:`ContextRules` fields it sets (the rest default)."""
+    :class:`ContextRules` fields it sets (the rest default); with ``halves`` also on each half of the dialogues."""
     from llama_index_convrag.conversational.contextualize import ContextRules
 
     indexes = {(name, chunk): Index(s.corpus, chunk, cache, analyzer) for name, s in sets.items() for chunk in chunks}
-    print(f"{title} | per set and chunk: gap closed, follow-ups worse")
+    print(f"{title} | per set and chunk: gap closed, follow-ups worse" +
+          (" (all; first half; second half)" if halves else ""))
     for label, fields in rows.items():
         fuse = make_ctx(True, rules=ContextRules(**fields))
         cells = []
         for (name, chunk), index in indexes.items():
-            got = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all")["f"]
-            cells.append(f"{name}/{chunk} {100 * got['gap_closed_ndcg@10']:.0f}% / "
-                         f"{100 * got['worse'] / got['followups']:.1f}%")
+            got = evaluate(sets[name], index, {"raw": s_raw, "manual": s_manual, "f": fuse}, mode, "all", halves)["f"]
+            cells.append(f"{name}/{chunk} " + "; ".join(
+                f"{100 * p['gap_closed_ndcg@10']:.0f}% / {100 * p['worse'] / max(p['followups'], 1):.1f}%"
+                for p in [got] + ([got["first"], got["second"]] if halves else [])))
         print(f"{label} | " + " | ".join(cells), flush=True)
 
 
@@ -441,6 +453,81 @@ def term_rules(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Embed
                mode: str) -> None:
     """:func:`rule_rows` for each row of :data:`TERM_RULES`."""
     rule_rows("term rules", TERM_RULES, sets, chunks, cache, analyzer, mode)
+
+
+FOLLOWUP_RULES: Dict[str, Dict[str, float]] = {
+    "rules off": {"answer_subject_weight": 0.0, "list_item_weight": 0.0},
+    "answer subject only": {"list_item_weight": 0.0}, "list items only": {"answer_subject_weight": 0.0},
+    "default (both)": {}, "default + switch": {"referent_shift": True},
+}
+"""``--followups`` rows: the follow-up rules of ``contextualize`` off, each alone, both (the default), and with the
+topic switch the answer's subject announces (rejected). ``answer_subject_weight`` 1: the answer's name weighs as a
+term of the last question; ``list_item_weight`` 2: the item outranks the last question's words."""
+
+
+def followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+              mode: str) -> None:
+    """Print, for each :data:`FOLLOWUP_RULES` row: ``ctx-fuse``'s gap closed and worse share per set and chunk on all
+    dialogues and on each half; the Chinese rewrite set's agreement with the human rewrite per half (:func:`zh_agreement`);
+    and how many written dialogues of each rule (``bench._conv_data.HAND_MADE``) get their expected words."""
+    from bench._conv_data import HAND_MADE
+    from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
+
+    from llama_index_convrag.conversational.contextualize import ContextRules
+
+    if sets:
+        rule_rows("follow-up rules", FOLLOWUP_RULES, sets, chunks, cache, analyzer, mode, halves=True)
+    rows = {label: ContextRules(**fields) for label, fields in FOLLOWUP_RULES.items()}
+    print(f"\nzh_utterance_rewrite ({ZH_ROWS} rows; halves of {ZH_ROWS // 2}): human-added characters recovered / "
+          f"rows with only wrong additions (all; first half; second half)")
+    for row, rules in rows.items():
+        print(f"{row} | " + "; ".join(f"{100 * r:.1f}% / {100 * w:.1f}%" for r, w in zh_agreement(ZH_ROWS, rules)),
+              flush=True)
+    by_rule: Dict[str, List[str]] = {}
+    for d in HAND_MADE:
+        by_rule.setdefault(d.rule, [])
+    print("\nwritten dialogues with the expected words in the query, per rule: " + ", ".join(
+        f"{rule} ({sum(d.rule == rule for d in HAND_MADE)})" for rule in by_rule))
+    for row, rules in rows.items():
+        cells = []
+        for rule in by_rule:
+            got = 0
+            for d in (x for x in HAND_MADE if x.rule == rule):
+                c = contextualize(d.question, [HistoryTurn(q, a) for q, a in d.history], rules)
+                got += all(word in c.query[len(d.question):] for word in d.expected)
+            cells.append(f"{rule} {got}")
+        print(f"{row} | " + " | ".join(cells), flush=True)
+
+
+ZH_ROWS = 4000
+"""``--followups``: the first rows of the Chinese rewrite set read (two halves of ``ZH_ROWS // 2``)."""
+_ZH_FUNCTION = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到个些里上下中哪谁啥几又再才更最太真好")
+
+
+def zh_agreement(rows: int, rules: "ContextRules") -> List[Tuple[float, float]]:
+    """(share of the characters the human rewrite added that the query adds too, share of rows whose query adds
+    words none of which the human rewrite holds) over all ``rows`` rows and each half. Characters: CJK, less function
+    characters; a row counts only when the human rewrite added one."""
+    from bench._data import shared_data
+    from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
+
+    per: List[Tuple[float, bool]] = []
+    with open(shared_data() / "zh_utterance_rewrite" / "rewrite.jsonl", encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if n >= rows:
+                break
+            r = json.loads(line)
+            human = {ch for ch in r["rewrite"] if "\u3400" <= ch <= "\u9fff" and ch not in _ZH_FUNCTION
+                     and ch not in r["utterance"]}
+            if not human:
+                continue
+            c = contextualize(r["utterance"], [HistoryTurn(r["context"][0], r["context"][1])], rules)
+            extra = c.query[len(c.question):]
+            wrong = bool(c.added) and not any(a.term in r["rewrite"] for a in c.added)
+            per.append((len(human & set(extra)) / len(human), wrong))
+    half = len(per) // 2
+    return [(float(np.mean([x for x, _ in part])), float(np.mean([w for _, w in part])))
+            for part in (per, per[:half], per[half:])]
 
 
 ORACLE_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -552,6 +639,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="only ctx-fuse at scaled expanded-list weights and the per-follow-up best (every chunk size)")
     p.add_argument("--term-rules", action="store_true",
                    help="only ctx-fuse with the repeated-name and named-shift rules off or set otherwise (every chunk size)")
+    p.add_argument("--followups", action="store_true",
+                   help="only ctx-fuse with the follow-up rules (answer subject, topic switch, list items) off / on, "
+                        "per half, plus the Chinese rewrite set and the written dialogues")
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
@@ -571,7 +661,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cache.save()
         return 0
     analysis = next((fn for flag, fn in (("shown_answers", shown_answers), ("weight_oracle", weight_oracle),
-                                         ("agreement_grid", agreement_grid), ("term_rules", term_rules))
+                                         ("agreement_grid", agreement_grid), ("term_rules", term_rules),
+                                         ("followups", followups))
                      if getattr(args, flag)), None)
     if analysis is not None:  # each runs at every chunk size asked
         analysis(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)

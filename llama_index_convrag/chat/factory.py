@@ -7,8 +7,9 @@ Anything else is rejected, naming it and the accepted names. ``streaming`` is ac
 the engine streams whenever ``stream_chat``/``astream_chat`` is called, so it only needs to be a bool.
 
 The LLM: the one passed, else the one assigned to ``Settings.llm`` (``synthesizers/resolve.py``), else one configured by
-the environment (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``). Without an LLM only a response mode that needs none
-(``response_mode="extractive"``, ...) builds an engine: retrieval-only turns with extractive answers.
+the environment (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``). ``llm=None`` means no LLM: retrieval-only turns with
+extractive answers (or another response mode that needs none). Without ``llm=`` and no LLM found, only such a
+response mode builds an engine.
 """
 
 from __future__ import annotations
@@ -86,13 +87,16 @@ def build_chat_engine(index: Any, **kwargs: Any) -> BaseChatEngine:
     if chat_mode == "simple":
         return build_simple_chat_engine(**kwargs)
     retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
-    llm = resolve_llm(configured_llm(own.get("llm")))
+    no_llm = "llm" in own and own["llm"] is None  # llm=None said: no LLM, not "find one"
+    llm = None if no_llm else resolve_llm(configured_llm(own.get("llm")))
     mode = engine_kw.get("response_mode")
-    if llm is None and (mode is None or lookup_mode(mode).requires_llm):
+    if llm is None and (lookup_mode(mode).requires_llm if mode is not None else not no_llm):
         raise ConfigurationError(
             "as_chat_engine needs an LLM: pass llm=..., or set OPENAI_API_KEY / OPENAI_BASE_URL; for retrieval-only "
-            f"turns pass a response_mode that needs none (extractive answers: response_mode="
+            f"turns pass llm=None (extractive answers) or a response_mode that needs none (response_mode="
             f"{'extractive'!r}); got response_mode={mode!r}")
+    if no_llm:
+        engine_kw.setdefault("response_mode", "extractive")
     engine_kw.setdefault("citations", True)
     # without an LLM the index's embedding model scores sentences, for the modes that use one (extractive)
     uses_embed_model = llm is None and lookup_mode(mode if mode is not None else "extractive").uses_embed_model

@@ -13,6 +13,11 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   next question most likely points to); a term seen in several turns adds up (a recurring term is the topic).
 * **Recency**: a term from ``d`` user turns back weighs ``decay ** (d - 1)``; the first turn (the conversation's
   opening subject) keeps at least ``anchor_weight``.
+* **Referents** (:mod:`~llama_index_convrag.conversational.referents`): "the second one", "the latter", "both",
+  后者 / 第二个 put that item of the last answer's list into the query (``list_item_weight``); a pronoun that fits what
+  the last question asked for ("Who discovered it?" ... "Where was he born?") means the name the last answer
+  introduced (``answer_subject_weight``; ``referent_shift`` would also treat it as a topic switch). The referent is
+  in the explanation.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
   question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
@@ -41,6 +46,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 
@@ -118,6 +124,16 @@ class ContextRules:
     """The two lists' agreement beyond chance at which the context weight stays as it is."""
     agreement_slope: float = 4.0
     """How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0."""
+    answer_subject_weight: float = 1.0
+    """For a follow-up that refers with a pronoun (he / it / 它) after a question that asked for a name (who / which,
+    谁 / 哪): the name the last answer introduced weighs this x its salience, as a term of the last question would
+    (0: off; see :mod:`~llama_index_convrag.conversational.referents`)."""
+    referent_shift: bool = False
+    """When the pronoun resolves to such a name, the topic switched: every earlier turn's terms are damped by
+    ``shift_damping`` (off: measured, it loses on CANARD in both halves of the dialogues)."""
+    list_item_weight: float = 2.0
+    """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list
+    (else the last question's: "A or B?") weigh this x their salience (0: off)."""
 
     def __post_init__(self) -> None:
         for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
@@ -126,9 +142,9 @@ class ContextRules:
                 raise ConfigurationError(f"{name} must be an int >= {low}, got {value!r}")
         for name in ("decay", "anchor_weight", "answer_weight", "shift_damping", "min_weight", "context_scale",
                      "max_context_weight", "named_subject_weight", "covered_factor", "uncovered_factor",
-                     "agreement_pivot", "agreement_slope"):
+                     "agreement_pivot", "agreement_slope", "answer_subject_weight", "list_item_weight"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
                 raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
 
 
@@ -168,6 +184,7 @@ class Contextualized:
     question_weight: float = 1.0
     context_weight: float = 0.0
     rules: ContextRules = field(default=DEFAULT_RULES, repr=False, compare=False)
+    referent: Optional[Referent] = None
 
     @property
     def coverage_depth(self) -> int:
@@ -203,6 +220,7 @@ class Contextualized:
             "weights": {"question": self.question_weight, "context": self.context_weight},
             "added_terms": [{"term": a.term, "weight": round(a.weight, 3), "turns_back": a.turns_back,
                              "reason": a.reason} for a in self.added],
+            **({"referent": {"kind": self.referent.kind, "text": self.referent.text}} if self.referent else {}),
         }
 
 
@@ -292,15 +310,15 @@ def _keys(turn: HistoryTurn) -> set:
 _NAMES = ("proper noun", "acronym")
 
 
-def _repeats(terms: Sequence[_Term], cap: int) -> Dict[str, int]:
+def _repeats(terms: Sequence[_Term], cap: int, names_only: bool = True) -> Dict[str, int]:
     """Each term key of one text's ``terms`` with the times it counts (pure): a name (a key some occurrence of which is
     one of :data:`_NAMES`; a sentence's first word is not told apart) as often as the text holds it, at most ``cap``;
-    any other term once."""
+    any other term once (without ``names_only``: every term as often as the text holds it, at most ``cap``)."""
     counts: Dict[str, int] = {}
     names = set()
     for term in terms:
         counts[term.key] = counts.get(term.key, 0) + 1
-        if term.label in _NAMES:
+        if term.label in _NAMES or not names_only:
             names.add(term.key)
     return {key: min(n, cap) if key in names else 1 for key, n in counts.items()}
 
@@ -329,16 +347,21 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
     # Walk the history once: the latest earlier turn that named its own subject (self-contained, with a term new
     # to the conversation) marks where the current topic state starts; terms before it are damped.
     seen: set = set()
+    asked: set = set()  # term keys of the earlier questions
     last_shift = 0
     for i, turn in enumerate(history):
         if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen)[0]:
             last_shift = i
         seen |= _keys(turn)
+        asked |= {t.key for t in extract_terms(turn.question)}
+    question_keys = frozenset(t.key for t in extract_terms(question))
+    boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
     all_new = not decision.rewrite and _names_new(question, seen)[1]
-    if all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
+    if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names nothing from the history", rules=rules)
-    question_keys = frozenset(t.key for t in extract_terms(question))
+    if referent is not None and referent.kind == "answer subject" and rules.referent_shift:
+        last_shift = len(history)  # the follow-up points at what the last answer introduced: a new topic
     scores: Dict[str, float] = {}
     best: Dict[str, Tuple[float, _Term, int, str, bool]] = {}  # weight, term, turns back, reason, from an answer
     n = len(history)
@@ -363,19 +386,83 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
                     said = f" ({times} mentions)" if times > 1 else ""
                     best[term.key] = (w, term, back, f"{term.label} in the {source} {back} turn(s) back{said}",
                                       source == "answer")
+    for term, w in boosts:  # the referent's words, weighed by its rule
+        scores[term.key] = scores.get(term.key, 0.0) + w
+        best[term.key] = (w, term, 1, f"{referent.kind}: {referent.text!r} in the last turn", True)  # type: ignore
     ranked = sorted(((s, k) for k, s in scores.items() if s >= rules.min_weight), key=lambda sk: (-sk[0], sk[1]))
     chosen = ranked[:rules.max_terms]
     added = tuple(AddedTerm(best[k][1].surface, s, best[k][2], best[k][3]) for s, k in chosen)
     if not added:
         return Contextualized(question, question, (), decision.rewrite, False, "no salient history term",
-                              rules=rules)
+                              rules=rules, referent=referent)
     # Terms read in conversation order (oldest turn first; in a turn, the question's before the answer's; then text
     # order) so phrases stay together.
     ordered = sorted(added, key=lambda a: (-a.turns_back, best[_key_of(a)][4], best[_key_of(a)][1].order))
     query = question.rstrip() + " " + " ".join(a.term for a in ordered)
     weight, why = _context_weight(question, decision.reason, len(question_keys), rules, all_new)
     reason = f"needs context ({decision.reason})" if decision.rewrite else "looks self-contained"
-    return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight, rules)
+    if referent is not None:
+        reason += f"; {referent.kind} {referent.text!r}"
+    return Contextualized(question, query, added, decision.rewrite, False, f"{reason}; {why}", 1.0, weight, rules,
+                          referent)
+
+
+_REFERRING = ("pronoun", "reference word")
+
+
+def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, question_keys: frozenset,
+               rules: ContextRules) -> Tuple[List[Tuple[_Term, float]], Optional[Referent]]:
+    """The terms of what ``question`` points at in the ``last`` turn, each with its weight, and that referent (pure):
+
+    * a list item ("the second one", 后者: :func:`~.referents.item_reference`) of the last answer's list (else the
+      last question's: "A or B?"), weighing ``list_item_weight`` x salience;
+    * else, for a question that refers with a pronoun to what the last question asked for (he after who, it after
+      which: :func:`~.referents.refers_to_answer`), the name the last answer introduced (not in any earlier question
+      nor in this one; the most repeated, then the first), weighing ``answer_subject_weight`` x salience.
+    """
+    positions = item_reference(question) if rules.list_item_weight > 0 else None
+    if positions is not None:
+        for text in (last.answer, last.question):
+            chosen = pick(list_items(text), positions)
+            if chosen:
+                # a one-character Chinese item ("狗") holds no two-character phrase: the item itself
+                terms = [t for item in chosen for t in (extract_terms(item) or (
+                    (_Term(item, item, 1.0, "list item"),) if item[0] >= "\u3400" else ()))]
+                fresh = [t for t in terms if t.key not in question_keys]
+                return [(t, rules.list_item_weight * t.salience) for t in fresh], \
+                    Referent("list item", " / ".join(chosen))
+    if rules.answer_subject_weight <= 0 or not trigger.startswith(_REFERRING) or \
+            not refers_to_answer(question, last.question):
+        return [], None
+    # names, and capitalised words at a sentence's start ("Galileo discovered them."); the referent is new to the
+    # questions, the most repeated, then the first (an answer names its subject first)
+    said = extract_terms(last.answer)
+    names = [t for t in said if t.label in _NAMES or t.surface[0].isupper() or t.key[0] >= "\u3400"]
+    fresh = [t for t in names if t.key not in asked and not _covered(t, question, question_keys)]
+    if not fresh:
+        return [], None
+    counts = _repeats(fresh, len(fresh), names_only=False)
+    top = max(fresh, key=lambda t: (counts[t.key], -t.order))
+    phrase = _run_around(top, names, last.answer)
+    return [(t, rules.answer_subject_weight * t.salience) for t in phrase if not _covered(t, question, question_keys)], \
+        Referent("answer subject", " ".join(t.surface for t in phrase))
+
+
+def _run_around(top: _Term, names: Sequence[_Term], text: str) -> List[_Term]:
+    """``top`` with the names written right before and after it in ``text`` ("Edwin Hubble", "Moto G7 Power")."""
+    if top.key[0] >= "\u3400":
+        return [top]
+    run = [top]
+    at = names.index(top)
+    for step in (-1, 1):
+        i = at + step
+        while 0 <= i < len(names):
+            left, right = (names[i], run[0]) if step < 0 else (run[-1], names[i])
+            if text[left.order + len(left.surface):right.order].strip() or right.order <= left.order:
+                break  # anything but spaces in between (a word, a full stop): the run ends
+            run.insert(0, names[i]) if step < 0 else run.append(names[i])
+            i += step
+    return run
 
 
 def _context_weight(question: str, trigger: str, own_terms: int, rules: ContextRules,

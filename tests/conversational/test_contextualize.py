@@ -89,7 +89,8 @@ def test_answer_terms_weigh_less_than_question_terms() -> None:
 def test_a_name_the_answer_repeats_is_the_likely_referent() -> None:
     answer = ("We recommend the Moto G7 Power. Motorola built the Moto G7 Power around its battery; the Galaxy A10e "
               "is cheaper. Phone reviewers like the Moto G7 Power's battery, and the phone is cheap.")
-    c = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)])
+    rules = ContextRules(answer_subject_weight=0.0)  # the answer-subject rule off (tests/.../test_followups.py)
+    c = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)], rules)
     weights = {a.term: (a.weight, a.reason) for a in c.added}
     # 'Moto' is named three times (the first at a sentence's start: a name, since another mention is one), worth
     # 3 x 1.5 x 0.15; 'battery' and 'cheap' are common words, counted once (0.15, below min_weight) however often
@@ -98,9 +99,12 @@ def test_a_name_the_answer_repeats_is_the_likely_referent() -> None:
     assert "Galaxy" not in weights and "battery" not in weights and "cheap" not in weights  # named once: 0.225
     assert c.query == "Tell me more about the first one. phone buy Moto G7 Power"
     capped = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)],
-                           ContextRules(answer_repeat_cap=1))
+                           ContextRules(answer_repeat_cap=1, answer_subject_weight=0.0))
     assert capped.query == "Tell me more about the first one. phone buy"  # the rule off: one mention each
-    assert capped.rules.answer_repeat_cap == 1 and c.rules is DEFAULT_RULES
+    assert capped.rules.answer_repeat_cap == 1 and c.rules is rules
+    subject = contextualize("Tell me more about the first one.", [H("Which phone should I buy?", answer)])
+    assert subject.query == "Tell me more about the first one. phone buy Moto G7 Power" and subject.rules is DEFAULT_RULES
+    assert subject.reason.split("; ")[1] == "answer subject 'Moto G7 Power'"
 
 
 @pytest.mark.parametrize("name, bad, kind", [("answer_repeat_cap", 0, "an int >= 1"), ("answer_repeat_cap", 2.5, "an int >= 1"),

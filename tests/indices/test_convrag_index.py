@@ -147,3 +147,15 @@ def test_simple_is_cores_simple_chat_engine_with_the_llm_alone(index):
     assert [(m.role.value, m.content) for m in llm.calls[-1].messages] == [("system", "Be kind."), ("user", "Hi")]
     with pytest.raises(TypeError, match=r"chat_mode='simple' got unknown kwargs \['similarity_top_k'\]; accepted: "):
         index.as_chat_engine(chat_mode="simple", llm=llm, similarity_top_k=2)
+
+
+def test_as_chat_engine_without_an_llm_answers_extractively(index):
+    """``llm=None``: retrieval-only turns with extractive answers, no response mode named."""
+    engine = index.as_chat_engine(llm=None, similarity_top_k=1)
+    first = engine.chat("What do cats do at night?")
+    assert str(first) == "Cats purr and hunt mice at night. [1]"
+    assert first.source_nodes[0].node.ref_doc_id == "cats"
+    assert str(engine.chat("And what do they hunt?")) == "Cats purr and hunt mice at night. [1]"
+    with pytest.raises(ValueError, match=r"as_chat_engine needs an LLM: .* pass llm=None \(extractive answers\) .*"
+                                         r"got response_mode='compact'"):
+        index.as_chat_engine(llm=None, response_mode="compact")
