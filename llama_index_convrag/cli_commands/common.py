@@ -165,20 +165,20 @@ def check_lite_free(target: Any) -> None:
 
 def _connect_with_retry(target: Any, timeout: float) -> Any:
     """Milvus Lite's embedded server sometimes fails to start on a busy machine: two more tries for a Lite file."""
-    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus
 
     for attempt in range(3 if target.is_lite else 1):
         try:
             return connect_milvus(target, timeout=timeout)
-        except MilvusConnectionError:
-            if attempt == (2 if target.is_lite else 0):
+        except MilvusConnectionError as exc:
+            if attempt == (2 if target.is_lite else 0) or isinstance(exc, LiteFileBusyError):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def connect(uri: Optional[str]) -> Any:
     """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
-    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus, resolve_milvus
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus, resolve_milvus
 
     try:
         target = resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI
@@ -189,6 +189,8 @@ def connect(uri: Optional[str]) -> Any:
         timeout = LITE_START_TIMEOUT_S if target.is_lite else MILVUS_CONNECT_TIMEOUT_S
         client = _connect_with_retry(target, timeout)  # Lite's own log: <file>.server.log
         client.list_collections()
+    except LiteFileBusyError as exc:
+        raise CLIError(EXIT_BUSY, str(exc)) from exc
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
     except Exception as exc:  # a client that opened but cannot be used

@@ -155,6 +155,49 @@ def _stderr_redirected(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
+class LiteFileBusyError(MilvusConnectionError):
+    """Another process holds the Milvus Lite file's lock (``<file>.lock``); ``pid`` is that process (None if unknown)."""
+
+    def __init__(self, message: str, pid: Optional[int]) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+_HELD_LOCKS: Dict[str, int] = {}
+
+
+def lite_lock_path(uri: str) -> Path:
+    """The lock file of a Milvus Lite file: ``<file>.lock`` beside it."""
+    path = Path(uri).expanduser()
+    return path.with_name(path.name + ".lock")
+
+
+def acquire_lite_lock(uri: str) -> None:
+    """Hold an exclusive ``fcntl.flock`` on :func:`lite_lock_path` for the life of this process (taken before Milvus
+    Lite starts its server, so two processes started at the same instant cannot both open the file); the holder's
+    pid is written into it. Raises :class:`LiteFileBusyError` naming the holder's pid when another process holds it."""
+    import fcntl
+
+    path = lite_lock_path(uri)
+    key = str(path.resolve())
+    if key in _HELD_LOCKS:
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        pid = int(text) if text.isdigit() else None
+        raise LiteFileBusyError(
+            f"the Milvus Lite file {uri!r} is in use by another process (pid {pid if pid is not None else 'unknown'}, "
+            f"lock {str(path)!r}); Milvus Lite allows one process per file", pid
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    _HELD_LOCKS[key] = fd  # kept open: the OS releases the lock when this process ends
+
+
 def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
     """A client for ``target``; one per (uri, token) per process (Milvus Lite allows one server per file).
 
@@ -167,6 +210,7 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
             return client
         if target.is_lite:
             _check_lite_path(target.uri)
+            acquire_lite_lock(target.uri)
         try:
             if target.is_lite:
                 # the embedded server logs every BM25 index commit to stderr: keep that out of the user's terminal
