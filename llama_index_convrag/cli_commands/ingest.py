@@ -41,8 +41,14 @@ def run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str, 
     """Ingest ``paths`` into ``collection``; exit 3 when none of the files could be ingested (reasons listed)."""
     from llama_index_convrag.ingest import ingest
 
-    candidate_files(paths)
+    files = candidate_files(paths)
     check_dimension(client, collection, model)
+    if analyzer is None and not client.has_collection(collection):
+        from llama_index_convrag.ingest.language import choose_analyzer
+
+        choice = choose_analyzer(files)
+        analyzer = choice.analyzer
+        out.note(str(choice))
     options: Dict[str, Any] = {"show_progress": out.progress}
     if not out.progress and not out.quiet:
         options["progress_every"] = PROGRESS_LINE_SECONDS

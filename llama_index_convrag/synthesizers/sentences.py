@@ -267,6 +267,17 @@ def definition_lines(question: Question, candidates: Sequence[Sentence]) -> List
     return [i for i, s in enumerate(candidates) if DEFINITION_LINE.match(s.text)]
 
 
+#: A sentence is quoted only when its score is at least this share of the best sentence's: an answer does not pad
+#: itself with sentences of unrelated passages.
+KEEP_SHARE = 0.6
+
+
+def near_best(scores: Sequence[float], share: float = KEEP_SHARE) -> List[int]:
+    """Indexes of ``scores`` at least ``share`` of the best (all of them when the best is not positive)."""
+    best = max(scores, default=0.0)
+    return [i for i, s in enumerate(scores) if best <= 0 or s >= share * best]
+
+
 def with_neighbour(candidates: Sequence[Sentence], chosen: Sequence[int]) -> List[int]:
     """``chosen`` (best first) plus, when the best starts with a pronoun ("It was ..."), the sentence before it in
     the same passage, so the quote says what "it" is."""

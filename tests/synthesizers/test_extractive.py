@@ -23,8 +23,8 @@ def synth(embed_model):
 def test_picks_the_closest_sentences_in_document_order_with_markers(synth):
     response = synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS))
     assert response.response == (
-        "The Eiffel Tower is in Paris. It was finished in 1889. [1] The Eiffel Tower is 330 metres tall. [3]"
-    )
+        "The Eiffel Tower is in Paris. [1] The Eiffel Tower is 330 metres tall. [3]"
+    )  # "It was finished in 1889." scores under 0.6 of the best: not quoted
     assert response.metadata["citations"] == [
         {"marker": 1, "node_id": "n0", "source_index": 0},
         {"marker": 3, "node_id": "n2", "source_index": 2},
@@ -98,10 +98,7 @@ def test_token_limit_and_sentence_limit(embed_model):
     )
     chosen = response.response
     assert "very very" not in chosen  # the long best sentence does not fit in 30 tokens
-    assert chosen.startswith("The Eiffel Tower is 330 metres tall. [3]") or chosen.endswith(
-        "The Eiffel Tower is 330 metres tall. [3]"
-    )
-    assert chosen.count("[") == 2
+    assert chosen == "The Eiffel Tower is 330 metres tall. [3]"  # the others score under 0.6 of the best
 
 
 def test_chinese_sentences_are_split_and_cited(embed_model):
@@ -109,7 +106,7 @@ def test_chinese_sentences_are_split_and_cited(embed_model):
     response = Extractive(embed_model, max_sentences=1).synthesize("What is the capital of China?", nodes)
     assert response.response == "The capital of China is Beijing. [2]"
     one_chinese = Extractive(embed_model, max_sentences=2).synthesize("北京", make_nodes(["北京是中国的首都。长城很长！"]))
-    assert one_chinese.response == "北京是中国的首都。长城很长！ [1]"
+    assert one_chinese.response == "北京是中国的首都。 [1]"  # 长城很长！ shares nothing with the question
 
 
 def test_metadata_is_not_quoted(embed_model):

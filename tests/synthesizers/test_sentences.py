@@ -10,6 +10,7 @@ from llama_index_convrag.synthesizers.sentences import (
     cosine,
     definition_lines,
     embed_text,
+    near_best,
     question_of,
     select,
     sentences_of,
@@ -158,3 +159,10 @@ def test_embed_text_cuts_long_sentences():
     assert embed_text("a" * 500) == "a" * 200
     assert embed_text("长" * 500) == "长" * 64
     assert embed_text("short") == "short"
+
+
+def test_near_best_keeps_scores_within_the_share_of_the_best():
+    assert near_best([1.0, 0.59, 0.6, 0.9]) == [0, 2, 3]
+    assert near_best([0.2, 0.1], share=0.4) == [0, 1]
+    assert near_best([-0.5, -1.0]) == [0, 1]  # no positive best: nothing to compare with
+    assert near_best([]) == []
