@@ -81,13 +81,13 @@ def canard(limit: int) -> List[Item]:
     dialogues = [json.loads(line) for line in (shared_data() / "canard" / "dialogues_dev.jsonl").open(encoding="utf-8")]
     passages_of = []
     for d in dialogues:
-        answers = [t["answer"] for t in d["turns"] if t["answer"] != "CANNOTANSWER"]
+        answers = [t["answer"] for t in d["turns"] if t["answer"] and t["answer"] != "CANNOTANSWER"]
         passages_of.append([" ".join(answers[i : i + 3]) for i in range(0, len(answers), 3)])
     out: List[Item] = []
     for n, d in enumerate(dialogues):
         pool = [p for m in range(max(0, n - 2), min(len(dialogues), n + 3)) for p in passages_of[m]]
         for t in d["turns"]:
-            if t["answer"] != "CANNOTANSWER" and len(S.split_sentences(t["answer"])) == 1:
+            if t["answer"] and t["answer"] != "CANNOTANSWER" and len(S.split_sentences(t["answer"])) == 1:
                 out.append((t["rewrite"], [t["answer"]], pool))
         if len(out) >= limit:
             break

@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"convrag {package_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = _sub(commands, "ingest", "Index files and folders (txt, md, rst, html, pdf, docx) into a collection.",
@@ -285,6 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("--debug", action="store_true")
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import version
+
+    return version("llama-index-convrag")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from llama_index_convrag.errors import ReaderError
+from llama_index_convrag.ingest.readers import read_file
+
 SAMPLE_FILES = 50
 SAMPLE_CHARS = 4000
 CHINESE_SHARE = 0.3
@@ -42,9 +45,6 @@ def chinese_share(text: str) -> float:
 
 def choose_analyzer(files: Sequence[Path]) -> AnalyzerChoice:
     """The analyzer for a new collection of ``files`` (unreadable files are skipped: ingestion reports them)."""
-    from llama_index_convrag.errors import ReaderError
-    from llama_index_convrag.ingest.readers import read_file
-
     sample = []
     for path in list(files)[:SAMPLE_FILES]:
         try:
