@@ -158,7 +158,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 questions a set")
     parser.add_argument("--sets", default="rgb-en,rgb-zh,canard,real-files")
-    parser.add_argument("--zh-refine", type=int, default=100, help="zh_refine questions added to zh_fact")
+    parser.add_argument("--zh-refine", type=int, default=60, help="zh_refine questions added to zh_fact")
+    parser.add_argument("--canard", type=int, default=100, help="CANARD questions")
     args = parser.parse_args()
     limit = 40 if args.quick else 10**6
     model = LocalMiniLMEmbedding()
@@ -170,7 +171,7 @@ def main() -> None:
     loaders = {
         "rgb-en": lambda: rgb("en_fact", limit),
         "rgb-zh": lambda: rgb("zh_fact", limit) + rgb("zh_refine", min(limit, args.zh_refine)),
-        "canard": lambda: canard(min(limit, 300)),
+        "canard": lambda: canard(min(limit, args.canard)),
         "real-files": lambda: real_files(limit),
     }
     OUT.mkdir(parents=True, exist_ok=True)

@@ -173,8 +173,11 @@ class Question:
 _SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|s)$")
 _IRREGULAR = {"wrote": "writ", "written": "writ", "writes": "writ", "write": "writ", "writer": "writ", "hidden": "hid",
               "hide": "hid", "made": "mak", "make": "mak", "makes": "mak", "built": "build", "won": "win", "wins": "win"}
-#: A man-page section heading opening a sentence ("NAME ls - list ...", "SYNOPSIS ..."): a title, not an answer.
-_HEADING = re.compile(r"^[A-Z]{4,}(?:\s[A-Z]{2,})*\s")
+#: A Markdown heading or a man-page section heading opening a sentence ("## How a turn flows", "NAME ls - list ...",
+#: "SYNOPSIS ..."): a title, not an answer.
+_HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s")
+#: What a heading or a fragment (under 12 characters) loses: it names the topic, it does not answer.
+HEADING_PENALTY = 1.0
 
 
 def stem(word: str) -> str:
@@ -239,7 +242,7 @@ def cheap_scores(question: Question, candidates: Sequence[Sentence]) -> List[flo
         if question.answer_type in (HOW_TO, DEFINITION, OTHER) and DEFINITION_LINE.match(s.text):
             score += W_DEFINITION
         if len(s.text) < 12 or _HEADING.match(s.text):
-            score -= W_TYPE  # a heading or fragment, not an answer
+            score -= HEADING_PENALTY
         scores.append(score)
     return scores
 
