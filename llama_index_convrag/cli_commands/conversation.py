@@ -13,7 +13,7 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, connect,
                                                      default_store_path, embed_model, llm_error, require_collection,
@@ -104,8 +104,10 @@ class EngineSession:
     ``scores`` explains a plain turn's scores, ``fused_scores`` those inside each list of a fused follow-up (whose
     two searches skip the dense feedback round: ``retrievers.conversational.with_depth``)."""
 
-    def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "") -> None:
+    def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "",
+                 filters: Sequence[str] = ()) -> None:
         self.engine = engine
+        self.filters = list(filters)
         self.mode = mode
         self.scores = scores
         self.fused_scores = fused_scores
@@ -131,8 +133,9 @@ class EngineSession:
                 out.text(f"query> {one_line(response.metadata['turn'].retrieval_query)}")
                 out.text("answer> ", end="")
                 for delta in response.response_gen:
-                    out.text(delta, end="")
-                out.text()
+                    if response.source_nodes:
+                        out.text(delta, end="")
+                out.text("" if response.source_nodes else no_passage_answer(self.filters))
                 answer, meta = response.response, response.metadata
             else:
                 response = self.engine.chat(question)
@@ -151,10 +154,18 @@ class EngineSession:
             f"none ({record.rewrite_skipped_reason})"
         return {"conversation_id": meta["conversation_id"], "message_id": meta["message_id"], "question": question,
                 "retrieval_query": record.retrieval_query, "rewrite": rewrite,
-                "rewrite_explanation": record.rewrite_explanation, "answer": answer,
+                "rewrite_explanation": record.rewrite_explanation,
+                "answer": answer if citations else no_passage_answer(self.filters),
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
                 "scores": self._scores(record.rewrite_explanation), "seconds": round(time.perf_counter() - started, 3),
                 "rewrite_ms": round(record.rewrite_latency_ms, 1)}
+
+
+def no_passage_answer(filters: Sequence[str]) -> str:
+    """What a turn without any retrieved passage answers (instead of "Empty Response")."""
+    if filters:
+        return f"no passage matched the filter ({' and '.join(filters)}); nothing to answer from"
+    return "no passage matched the question; nothing to answer from"
 
 
 def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
@@ -218,7 +229,8 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
                             score_meaning(args.search_type, args.ranker, args.rerank, args.feedback),
-                            score_meaning(args.search_type, args.ranker, args.rerank, feedback=False))
+                            score_meaning(args.search_type, args.ranker, args.rerank, feedback=False),
+                            filters=args.filter or ())
     resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
              f"{resumed} in {store_path}")
