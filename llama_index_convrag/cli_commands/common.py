@@ -29,7 +29,8 @@ EXIT_CODES_HELP = """exit codes:
   0  ok
   1  unexpected error (one line on stderr; --debug for the traceback)
   2  usage error (bad option or value, or an option that needs an LLM without one)
-  3  input not found, empty folder, no supported files, missing collection, or unknown conversation
+  3  input not found, empty folder, no supported files, missing collection, unknown conversation, or some
+     files failed to ingest (listed; the others are stored)
   4  Milvus unreachable or unusable URI
   5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
   6  collection built with a different embedding dimension than the model's

@@ -93,4 +93,8 @@ def cmd_ingest(args: Any, out: Output) -> int:
         out.json(report.to_dict())
     elif not out.quiet:
         out.text(str(report))
+    if report.failed:
+        out.stderr.write(f"convrag: error: {len(report.failed)} file(s) could not be ingested: "
+                         f"{', '.join(Path(p).name for p, _ in report.failed)} (the others are stored)\n")
+        return EXIT_INPUT
     return 0

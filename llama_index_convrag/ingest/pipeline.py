@@ -294,6 +294,8 @@ class Ingestor:
     # -- pipeline ---------------------------------------------------------------------------------------------
     def _chunks(self, path: Path, doc_id: str, content_hash: str) -> List[BaseNode]:
         docs = read_file(path)
+        if not any(d.text.strip() for d in docs):
+            raise UnsupportedFile("empty file: no text to index")
         stat = path.stat()
         for d in docs:
             d.metadata.update({"file_path": doc_id, "file_name": path.name, "content_hash": content_hash,
