@@ -15,7 +15,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, connect,
+from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, check_question,
+                                                     connect,
                                                      default_store_path, embed_model, llm_error, require_collection,
                                                      resolve_llm)
 from llama_index_convrag.cli_commands.conversations import open_store, require_conversation
@@ -255,6 +256,7 @@ def cmd_chat(args: Any, out: Output) -> int:
     interactive = sys.stdin.isatty() and not out.json_mode
     stream = session.mode == "llm"
     turns = []
+    code = 0
     if interactive:
         out.note("type a question; /reset starts a new conversation, /quit or Ctrl-D exits")
     while True:
@@ -275,9 +277,15 @@ def cmd_chat(args: Any, out: Output) -> int:
             session.reset()
             out.note(f"new conversation {session.conversation_id}")
             continue
+        try:
+            check_question(question)  # the limit of ask: this line is refused, the chat goes on
+        except CLIError as exc:
+            out.stderr.write(f"convrag: error: {exc}\n")
+            code = exc.code
+            continue
         turn = session.turn(question, out, stream=stream)
         print_turn(turn, out, session.mode)
         turns.append(turn)
     if out.json_mode:
         out.json({"mode": session.mode, "collection": args.collection, "turns": turns})
-    return 0
+    return code

@@ -38,3 +38,18 @@ def test_chat_streaming_with_a_filter_matching_nothing(capsys, tmp_path, folder,
     assert code == 0
     assert "answer> no passage matched the filter (file_name=nothing.md); nothing to answer from\n" in out
     assert "Empty Response" not in out
+
+
+def test_chat_refuses_a_question_past_the_limit_of_ask_and_goes_on(capsys, tmp_path, folder, monkeypatch):
+    from llama_index_convrag.cli_commands.common import EXIT_TOO_LARGE, MAX_QUESTION_CHARS
+
+    long = "x" * (MAX_QUESTION_CHARS + 1)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{long}\nHow are messages stored?\n"))
+    code = main(["chat", str(folder), "--uri", str(tmp_path / "x.db")])
+    out, err = capsys.readouterr()
+    assert code == EXIT_TOO_LARGE
+    message = f"the question is {MAX_QUESTION_CHARS + 1:,} characters; the limit is {MAX_QUESTION_CHARS:,}"
+    assert f"convrag: error: {message}" in err
+    assert out.count("answer> ") == 1 and "[1]" in out  # the next question is answered
+    assert main(["ask", str(folder), long, "--uri", str(tmp_path / "x.db")]) == EXIT_TOO_LARGE
+    assert message in capsys.readouterr().err
