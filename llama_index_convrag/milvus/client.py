@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,20 @@ def lite_lock_path(uri: str) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+#: How long a process that found the lock held waits for the holder to write its pid (it takes the lock first).
+PID_WAIT_S = 2.0
+
+
+def _holder_pid(fd: int) -> Optional[int]:
+    """The pid written in a held lock file, waiting up to :data:`PID_WAIT_S` for a holder that just took it."""
+    deadline = time.monotonic() + PID_WAIT_S
+    while True:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit() or time.monotonic() > deadline:
+            return int(text) if text.isdigit() else None
+        time.sleep(0.02)
+
+
 def acquire_lite_lock(uri: str) -> None:
     """Hold an exclusive ``fcntl.flock`` on :func:`lite_lock_path` for the life of this process (taken before Milvus
     Lite starts its server, so two processes started at the same instant cannot both open the file); the holder's
@@ -186,14 +201,13 @@ def acquire_lite_lock(uri: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        pid = _holder_pid(fd)
         os.close(fd)
-        pid = int(text) if text.isdigit() else None
         raise LiteFileBusyError(
             f"the Milvus Lite file {uri!r} is in use by another process (pid {pid if pid is not None else 'unknown'}, "
             f"lock {str(path)!r}); Milvus Lite allows one process per file", pid
         ) from None
-    os.ftruncate(fd, 0)
+    os.ftruncate(fd, 0)  # then one small write: a reader sees nothing (and waits) or the whole pid, never a mix
     os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
     _HELD_LOCKS[key] = fd  # kept open: the OS releases the lock when this process ends
 
