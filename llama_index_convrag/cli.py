@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"convrag {package_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = _sub(commands, "ingest", "Index files and folders (txt, md, rst, html, pdf, docx) into a collection.",
@@ -324,6 +325,13 @@ def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: An
         p.add_argument("--store", default=None, help="the store 'convrag serve' uses (SQLite file or "
                                                      "postgresql+psycopg:// URL)")
         _common(p, collection=None)
+
+
+def package_version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import version
+
+    return version("llama-index-convrag")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

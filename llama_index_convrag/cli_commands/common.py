@@ -29,7 +29,8 @@ EXIT_CODES_HELP = """exit codes:
   0  ok
   1  unexpected error (one line on stderr; --debug for the traceback)
   2  usage error (bad option or value, or an option that needs an LLM without one)
-  3  input not found, empty folder, no supported files, missing collection, or unknown conversation
+  3  input not found, empty folder, no supported files, missing collection, unknown conversation, or some
+     files failed to ingest (listed; the others are stored)
   4  Milvus unreachable or unusable URI
   5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
   6  collection built with a different embedding dimension than the model's
@@ -165,20 +166,20 @@ def check_lite_free(target: Any) -> None:
 
 def _connect_with_retry(target: Any, timeout: float) -> Any:
     """Milvus Lite's embedded server sometimes fails to start on a busy machine: two more tries for a Lite file."""
-    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus
 
     for attempt in range(3 if target.is_lite else 1):
         try:
             return connect_milvus(target, timeout=timeout)
-        except MilvusConnectionError:
-            if attempt == (2 if target.is_lite else 0):
+        except MilvusConnectionError as exc:
+            if attempt == (2 if target.is_lite else 0) or isinstance(exc, LiteFileBusyError):
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def connect(uri: Optional[str]) -> Any:
     """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
-    from llama_index_convrag.milvus.client import MilvusConnectionError, connect_milvus, resolve_milvus
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus, resolve_milvus
 
     try:
         target = resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI
@@ -189,6 +190,8 @@ def connect(uri: Optional[str]) -> Any:
         timeout = LITE_START_TIMEOUT_S if target.is_lite else MILVUS_CONNECT_TIMEOUT_S
         client = _connect_with_retry(target, timeout)  # Lite's own log: <file>.server.log
         client.list_collections()
+    except LiteFileBusyError as exc:
+        raise CLIError(EXIT_BUSY, str(exc)) from exc
     except MilvusConnectionError as exc:
         raise CLIError(EXIT_MILVUS, str(exc)) from exc
     except Exception as exc:  # a client that opened but cannot be used

@@ -13,9 +13,10 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, connect,
+from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, check_question,
+                                                     connect,
                                                      default_store_path, embed_model, llm_error, require_collection,
                                                      resolve_llm)
 from llama_index_convrag.cli_commands.conversations import open_store, require_conversation
@@ -104,8 +105,10 @@ class EngineSession:
     ``scores`` explains a plain turn's scores, ``fused_scores`` those inside each list of a fused follow-up (whose
     two searches skip the dense feedback round: ``retrievers.conversational.with_depth``)."""
 
-    def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "") -> None:
+    def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "",
+                 filters: Sequence[str] = ()) -> None:
         self.engine = engine
+        self.filters = list(filters)
         self.mode = mode
         self.scores = scores
         self.fused_scores = fused_scores
@@ -131,8 +134,9 @@ class EngineSession:
                 out.text(f"query> {one_line(response.metadata['turn'].retrieval_query)}")
                 out.text("answer> ", end="")
                 for delta in response.response_gen:
-                    out.text(delta, end="")
-                out.text()
+                    if response.source_nodes:
+                        out.text(delta, end="")
+                out.text("" if response.source_nodes else no_passage_answer(self.filters))
                 answer, meta = response.response, response.metadata
             else:
                 response = self.engine.chat(question)
@@ -151,10 +155,18 @@ class EngineSession:
             f"none ({record.rewrite_skipped_reason})"
         return {"conversation_id": meta["conversation_id"], "message_id": meta["message_id"], "question": question,
                 "retrieval_query": record.retrieval_query, "rewrite": rewrite,
-                "rewrite_explanation": record.rewrite_explanation, "answer": answer,
+                "rewrite_explanation": record.rewrite_explanation,
+                "answer": answer if citations else no_passage_answer(self.filters),
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
                 "scores": self._scores(record.rewrite_explanation), "seconds": round(time.perf_counter() - started, 3),
                 "rewrite_ms": round(record.rewrite_latency_ms, 1)}
+
+
+def no_passage_answer(filters: Sequence[str]) -> str:
+    """What a turn without any retrieved passage answers (instead of "Empty Response")."""
+    if filters:
+        return f"no passage matched the filter ({' and '.join(filters)}); nothing to answer from"
+    return "no passage matched the question; nothing to answer from"
 
 
 def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
@@ -218,7 +230,8 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
                             score_meaning(args.search_type, args.ranker, args.rerank, args.feedback),
-                            score_meaning(args.search_type, args.ranker, args.rerank, feedback=False))
+                            score_meaning(args.search_type, args.ranker, args.rerank, feedback=False),
+                            filters=args.filter or ())
     resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
              f"{resumed} in {store_path}")
@@ -243,6 +256,7 @@ def cmd_chat(args: Any, out: Output) -> int:
     interactive = sys.stdin.isatty() and not out.json_mode
     stream = session.mode == "llm"
     turns = []
+    code = 0
     if interactive:
         out.note("type a question; /reset starts a new conversation, /quit or Ctrl-D exits")
     while True:
@@ -263,9 +277,15 @@ def cmd_chat(args: Any, out: Output) -> int:
             session.reset()
             out.note(f"new conversation {session.conversation_id}")
             continue
+        try:
+            check_question(question)  # the limit of ask: this line is refused, the chat goes on
+        except CLIError as exc:
+            out.stderr.write(f"convrag: error: {exc}\n")
+            code = exc.code
+            continue
         turn = session.turn(question, out, stream=stream)
         print_turn(turn, out, session.mode)
         turns.append(turn)
     if out.json_mode:
         out.json({"mode": session.mode, "collection": args.collection, "turns": turns})
-    return 0
+    return code

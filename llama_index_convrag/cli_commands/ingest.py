@@ -41,8 +41,14 @@ def run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str, 
     """Ingest ``paths`` into ``collection``; exit 3 when none of the files could be ingested (reasons listed)."""
     from llama_index_convrag.ingest import ingest
 
-    candidate_files(paths)
+    files = candidate_files(paths)
     check_dimension(client, collection, model)
+    if analyzer is None and not client.has_collection(collection):
+        from llama_index_convrag.ingest.language import choose_analyzer
+
+        choice = choose_analyzer(files)
+        analyzer = choice.analyzer
+        out.note(str(choice))
     options: Dict[str, Any] = {"show_progress": out.progress}
     if not out.progress and not out.quiet:
         options["progress_every"] = PROGRESS_LINE_SECONDS
@@ -87,4 +93,8 @@ def cmd_ingest(args: Any, out: Output) -> int:
         out.json(report.to_dict())
     elif not out.quiet:
         out.text(str(report))
+    if report.failed:
+        out.stderr.write(f"convrag: error: {len(report.failed)} file(s) could not be ingested: "
+                         f"{', '.join(Path(p).name for p, _ in report.failed)} (the others are stored)\n")
+        return EXIT_INPUT
     return 0

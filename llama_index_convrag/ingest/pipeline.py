@@ -295,15 +295,21 @@ class Ingestor:
     # -- pipeline ---------------------------------------------------------------------------------------------
     def _chunks(self, path: Path, doc_id: str, content_hash: str) -> List[BaseNode]:
         docs = read_file(path)
+        if not any(d.text.strip() for d in docs):
+            raise UnsupportedFile("empty file: no text to index")
         stat = path.stat()
         for d in docs:
             d.metadata.update({"file_path": doc_id, "file_name": path.name, "content_hash": content_hash,
                                "last_modified": int(stat.st_mtime)})
             d.id_ = doc_id
-            d.excluded_llm_metadata_keys = list(HIDDEN_METADATA_KEYS)
-            d.excluded_embed_metadata_keys = list(HIDDEN_METADATA_KEYS)
+            # chunks are embedded without metadata (MetadataMode.NONE): the splitter must not count it, or a long
+            # path fails a small --chunk-size ("Metadata length (140) is longer than chunk size (128)")
+            d.excluded_llm_metadata_keys = list(d.metadata)
+            d.excluded_embed_metadata_keys = list(d.metadata)
         nodes = self.splitter.get_nodes_from_documents(docs)
         for i, n in enumerate(nodes):
+            n.excluded_llm_metadata_keys = list(HIDDEN_METADATA_KEYS)
+            n.excluded_embed_metadata_keys = list(HIDDEN_METADATA_KEYS)
             n.id_ = chunk_id(doc_id, content_hash, i)
             n.metadata["chunk"] = i
             n.metadata["chunk_count"] = len(nodes)

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import threading
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,62 @@ def _stderr_redirected(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
+class LiteFileBusyError(MilvusConnectionError):
+    """Another process holds the Milvus Lite file's lock (``<file>.lock``); ``pid`` is that process (None if unknown)."""
+
+    def __init__(self, message: str, pid: Optional[int]) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+_HELD_LOCKS: Dict[str, int] = {}
+
+
+def lite_lock_path(uri: str) -> Path:
+    """The lock file of a Milvus Lite file: ``<file>.lock`` beside it."""
+    path = Path(uri).expanduser()
+    return path.with_name(path.name + ".lock")
+
+
+#: How long a process that found the lock held waits for the holder to write its pid (it takes the lock first).
+PID_WAIT_S = 2.0
+
+
+def _holder_pid(fd: int) -> Optional[int]:
+    """The pid written in a held lock file, waiting up to :data:`PID_WAIT_S` for a holder that just took it."""
+    deadline = time.monotonic() + PID_WAIT_S
+    while True:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit() or time.monotonic() > deadline:
+            return int(text) if text.isdigit() else None
+        time.sleep(0.02)
+
+
+def acquire_lite_lock(uri: str) -> None:
+    """Hold an exclusive ``fcntl.flock`` on :func:`lite_lock_path` for the life of this process (taken before Milvus
+    Lite starts its server, so two processes started at the same instant cannot both open the file); the holder's
+    pid is written into it. Raises :class:`LiteFileBusyError` naming the holder's pid when another process holds it."""
+    import fcntl
+
+    path = lite_lock_path(uri)
+    key = str(path.resolve())
+    if key in _HELD_LOCKS:
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = _holder_pid(fd)
+        os.close(fd)
+        raise LiteFileBusyError(
+            f"the Milvus Lite file {uri!r} is in use by another process (pid {pid if pid is not None else 'unknown'}, "
+            f"lock {str(path)!r}); Milvus Lite allows one process per file", pid
+        ) from None
+    os.ftruncate(fd, 0)  # then one small write: a reader sees nothing (and waits) or the whole pid, never a mix
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    _HELD_LOCKS[key] = fd  # kept open: the OS releases the lock when this process ends
+
+
 def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
     """A client for ``target``; one per (uri, token) per process (Milvus Lite allows one server per file).
 
@@ -170,6 +227,7 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
             return client
         if target.is_lite:
             _check_lite_path(target.uri)
+            acquire_lite_lock(target.uri)
         try:
             if target.is_lite:
                 # the embedded server logs every BM25 index commit to stderr: keep that out of the user's terminal

@@ -33,6 +33,11 @@ def default_embed_model() -> BaseEmbedding:
     return LocalMiniLMEmbedding()
 
 
+def _above(indexes: List[int], similarity: List[float], cutoff: float) -> Tuple[List[int], List[float]]:
+    kept = [(i, s) for i, s in zip(indexes, similarity) if s >= cutoff]
+    return [i for i, _ in kept], [s for _, s in kept]
+
+
 class Extractive(BaseSynthesizer):
     """No LLM: the ``max_sentences`` sentences closest to the query, in document order, with ``[n]`` markers."""
 
@@ -49,12 +54,15 @@ class Extractive(BaseSynthesizer):
         max_tokens: Optional[int] = None,
         similarity_cutoff: Optional[float] = None,
         citations: bool = True,
+        embed_cap: Optional[int] = None,
         **common: Any,
     ) -> None:
         if not isinstance(max_sentences, int) or max_sentences < 1:
             raise ConfigurationError(f"max_sentences must be an int >= 1, got {max_sentences!r}")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise ConfigurationError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
+        if embed_cap is not None and (not isinstance(embed_cap, int) or embed_cap < 1):
+            raise ConfigurationError(f"embed_cap must be None or an int >= 1, got {embed_cap!r}")
         if not citations:
             raise ConfigurationError("extractive answers always cite their sources; citations=False is not supported")
         if common.get("output_cls") is not None:
@@ -66,6 +74,7 @@ class Extractive(BaseSynthesizer):
         self._max_sentences = max_sentences
         self._max_tokens = max_tokens
         self._similarity_cutoff = similarity_cutoff
+        self._embed_cap = S.EMBED_CAP if embed_cap is None else embed_cap
 
     @classmethod
     def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
@@ -84,13 +93,23 @@ class Extractive(BaseSynthesizer):
         candidates = S.sentences_of(chunks)
         if not candidates:
             return self._empty_response
-        query_vector, vectors = yield EmbedRequest(run.query_str, [s.text for s in candidates])
-        scores = S.cosine(query_vector, vectors)
-        lengths = [self.count_tokens(s.text) for s in candidates]
-        chosen = S.select(scores, lengths, self._max_sentences, self._max_tokens, self._similarity_cutoff)
+        question = S.question_of(run.query_str)
+        cheap = S.cheap_scores(question, candidates)
+        short = S.shortlist(cheap, self._embed_cap, S.definition_lines(question, candidates))
+        query_vector, vectors = yield EmbedRequest(
+            run.query_str, [S.embed_text(candidates[i].text) for i in short]
+        )
+        similarity = S.cosine(query_vector, vectors)
+        if self._similarity_cutoff is not None:
+            short, similarity = _above(short, similarity, self._similarity_cutoff)
+        scores = [cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)]
+        kept = S.near_best(scores)
+        short, scores = [short[j] for j in kept], [scores[j] for j in kept]
+        lengths = [self.count_tokens(candidates[i].text) for i in short]
+        chosen = [short[j] for j in S.select(scores, lengths, self._max_sentences, self._max_tokens)]
         if not chosen:
             return self._empty_response
-        return S.compose([candidates[i] for i in chosen])
+        return S.compose([candidates[i] for i in S.with_neighbour(candidates, chosen)])
 
     def _call(self, run: RunState, request: Any) -> Embeddings:
         return self._embed_model.get_query_embedding(request.query), self._embed_model.get_text_embedding_batch(

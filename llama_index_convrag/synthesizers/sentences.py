@@ -1,7 +1,7 @@
 """Pure helpers of the ``extractive`` mode: split text into sentences, pick the best ones, write the answer.
 
 Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a word that does not start in lower case (so
-"e.g. the" and "3.5" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
+"e.g. the", "Nov. 12", "3.5" and the initial in "Richard M. Stallman" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
 closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text).
 """
 
@@ -16,6 +16,7 @@ CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
 _END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_INITIAL = re.compile(r"(?:^|\s)[A-Z]\.$")
 _CJK_END = frozenset("。！？" + CLOSERS)
 
 
@@ -34,8 +35,10 @@ def _split_paragraph(paragraph: str) -> List[str]:
     start = 0
     for match in _END.finditer(line):
         rest = line[match.end() :].lstrip()
-        if match.group(0)[0] in ".!?" and rest[:1].islower():
-            continue  # an abbreviation ("e.g. the") or a lower-case continuation
+        if match.group(0)[0] in ".!?" and (rest[:1].islower() or (match.group(0) == "." and rest[:1].isdigit())):
+            continue  # an abbreviation ("e.g. the", "Nov. 12") or a lower-case continuation
+        if match.group(0) == "." and _INITIAL.search(line, 0, match.end()):
+            continue  # an initial ("Richard M. Stallman")
         pieces.append(line[start : match.end()].strip())
         start = match.end()
     pieces.append(line[start:].strip())
@@ -112,3 +115,180 @@ def compose(sentences: Sequence[Sentence]) -> str:
     if chunk is not None:
         groups.append(f"{text} [{chunk + 1}]")
     return " ".join(groups)
+
+
+# --- scoring sentences as answers -------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+STOP_WORDS = frozenset(
+    "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
+    "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
+    "when where why how many much can could should would will shall may might must has have had having as if then "
+    "than so about into over after before any some all each other more most such only own same too very just also "
+    "tell please know want need get got use using used one ones s t".split()
+)
+#: Question words of Chinese questions and the copula 是 (bigrams holding one are not content terms).
+ZH_QUESTION_TERMS = ("是", "是谁", "什么", "哪里", "哪个", "哪些", "哪一", "哪年", "多少", "几个", "何时", "如何", "怎么",
+                     "怎样", "为什", "么时", "时候", "是多", "是哪", "是什", "在哪", "吗", "呢")
+WHO, WHEN, WHERE, COUNT, HOW_TO, DEFINITION, OTHER = "who", "when", "where", "count", "how-to", "definition", "other"
+_TYPE_RULES = (  # (answer type, pattern of the question), first match wins
+    (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|多少|几[个位次年天岁名]|几", re.I)),
+    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
+    (WHO, re.compile(r"\bwho(?:m|se)?\b|谁", re.I)),
+    (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),
+    (HOW_TO, re.compile(r"\bhow (?:do|can|to|should|would)\b|\bwhich (?:option|flag|command)\b|如何|怎么|怎样", re.I)),
+    (DEFINITION, re.compile(r"\bwhat (?:is|are|does)\b|\bmeaning of\b|\bdefine\b|是什么|什么是", re.I)),
+)
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_FEATURES = {  # evidence of an answer of that type, searched in the sentence with the question's words removed
+    WHEN: re.compile(rf"\b(?:1[0-9]|20)\d\d\b|\b(?:{_MONTHS})\b|\d+\s*[年月日号]|[一二三四五六七八九十]+月", re.I),
+    COUNT: re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion)\b|[一二三四五六七八九十百千万亿]", re.I),
+    WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:公司|集团|队|俱乐部)"),
+    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)"),
+    HOW_TO: re.compile(r"^-{1,2}[A-Za-z]|\s-{1,2}[A-Za-z][\w-]*|\b(?:use|run|type|press|set|add|option)\b", re.I),
+    DEFINITION: re.compile(r"\b(?:is|are|means|refers to|stands for)\b|是|指|^-{1,2}[A-Za-z]", re.I),
+}
+#: A man-page or --help definition line: "-a, --all do not ignore entries starting with ."
+DEFINITION_LINE = re.compile(r"^(?:-{1,2}[A-Za-z0-9][\w-]*(?:[= ][A-Z_\[\]=]+)?,?\s*)+\s+\S")
+_PRONOUN_START = re.compile(r"^(?:it|its|this|these|that|those|they|he|she|his|her|their|such)\b|^[它他她其这该此]", re.I)
+#: Weights of the final score: question-term overlap, embedding similarity, answer-type evidence, definition line,
+#: passage rank (1 for the first passage, falling as 1 / (rank + 1)).
+W_TERMS, W_EMBED, W_TYPE, W_DEFINITION, W_RANK = 1.0, 0.8, 0.25, 0.15, 0.2
+#: Sentences embedded per answer: the best by the cheap scores (terms, type, rank) only.
+EMBED_CAP = 4
+#: Characters of a sentence embedded, Latin and CJK text (a long run-together line is judged by its start; a CJK
+#: character is about one word piece, a Latin one about a quarter).
+EMBED_CHARS, EMBED_CJK_CHARS = 200, 64
+
+
+@dataclass(frozen=True)
+class Question:
+    """The content terms of a question and the type of answer it asks for."""
+
+    terms: frozenset
+    answer_type: str
+
+
+_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|s)$")
+_IRREGULAR = {"wrote": "writ", "written": "writ", "writes": "writ", "write": "writ", "writer": "writ", "hidden": "hid",
+              "hide": "hid", "made": "mak", "make": "mak", "makes": "mak", "built": "build", "won": "win", "wins": "win"}
+#: A Markdown heading or a man-page section heading opening a sentence ("## How a turn flows", "NAME ls - list ...",
+#: "SYNOPSIS ..."): a title, not an answer.
+_HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s")
+#: What a heading or a fragment (under 12 characters) loses: it names the topic, it does not answer.
+HEADING_PENALTY = 1.0
+
+
+def stem(word: str) -> str:
+    """A light English stem: a few irregular verbs, then one of -ing, -ed, -s cut after three letters."""
+    return _IRREGULAR.get(word) or _SUFFIX.sub("", word)
+
+
+def terms_of(text: str) -> List[str]:
+    """Lower-cased, stemmed content words (stop words dropped) and, for Chinese, character bigrams (single characters of a
+    one-character run)."""
+    out = [w.lower().strip(".") for w in _WORD.findall(text)]
+    out = [stem(w) for w in out if w and w not in STOP_WORDS]
+    for run in _CJK_RUN.findall(text):
+        out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    return out
+
+
+def answer_type(question: str) -> str:
+    """``who``, ``when``, ``where``, ``count``, ``how-to``, ``definition`` or ``other`` (English and Chinese cues)."""
+    for kind, pattern in _TYPE_RULES:
+        if pattern.search(question):
+            return kind
+    return OTHER
+
+
+def question_of(text: str) -> Question:
+    """The :class:`Question` of ``text``: its content terms less Chinese question words, and its answer type."""
+    terms = frozenset(t for t in terms_of(text) if not any(q in t for q in ZH_QUESTION_TERMS))
+    return Question(terms, answer_type(text))
+
+
+def _without(text: str, terms: frozenset) -> str:
+    return " ".join(w for w in text.split() if w.lower().strip(".,;:!?()\"'") not in terms)
+
+
+def type_evidence(question: Question, text: str) -> bool:
+    """Whether ``text`` holds evidence of the answer type (a year for ``when``, a number for ``count``, ...) beyond
+    the question's own words."""
+    pattern = _FEATURES.get(question.answer_type)
+    if pattern is None:
+        return False
+    rest = _without(text, question.terms)
+    for term in question.terms:  # Chinese terms are not space-separated
+        if not term.isascii():
+            rest = rest.replace(term, " ")
+    return pattern.search(rest) is not None
+
+
+def cheap_scores(question: Question, candidates: Sequence[Sentence]) -> List[float]:
+    """Per sentence: the IDF-weighted share of the question's terms it holds, answer-type evidence, a definition-line
+    bonus for how-to and definition questions, and the rank of its passage."""
+    sets = [frozenset(terms_of(s.text)) for s in candidates]
+    n = len(candidates)
+    weight = {t: math.log(1 + n / (1 + sum(t in s for s in sets))) for t in question.terms}
+    total = sum(weight.values())
+    scores = []
+    for s, terms in zip(candidates, sets):
+        overlap = sum(w for t, w in weight.items() if t in terms or (not t.isascii() and t in s.text)) / total if total else 0.0
+        score = W_TERMS * overlap + W_RANK / (s.chunk + 1)
+        if overlap and type_evidence(question, s.text):
+            score += W_TYPE
+        if question.answer_type in (HOW_TO, DEFINITION, OTHER) and DEFINITION_LINE.match(s.text):
+            score += W_DEFINITION
+        if len(s.text) < 12 or _HEADING.match(s.text):
+            score -= HEADING_PENALTY
+        scores.append(score)
+    return scores
+
+
+def embed_text(text: str) -> str:
+    """The start of ``text`` that is embedded: :data:`EMBED_CHARS` characters, :data:`EMBED_CJK_CHARS` for CJK."""
+    cjk = sum(1 for ch in text[:EMBED_CHARS] if "\u3400" <= ch <= "\u9fff")
+    return text[: EMBED_CJK_CHARS if cjk * 4 > len(text[:EMBED_CHARS]) else EMBED_CHARS]
+
+
+def shortlist(scores: Sequence[float], cap: int = EMBED_CAP, reserved: Sequence[int] = ()) -> List[int]:
+    """Indexes of the ``cap`` best cheap scores, best first (ties in document order), of which up to half are the
+    best of ``reserved`` (definition lines for a how-to question: their words rarely repeat the question's)."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    keep = set(sorted(reserved, key=lambda i: (-scores[i], i))[: cap // 2])
+    out = [i for i in order if i in keep]
+    out += [i for i in order if i not in keep][: cap - len(out)]
+    return sorted(out, key=lambda i: (-scores[i], i))
+
+
+def definition_lines(question: Question, candidates: Sequence[Sentence]) -> List[int]:
+    """Indexes of the definition lines among ``candidates`` when ``question`` asks how to, what is, or other."""
+    if question.answer_type not in (HOW_TO, DEFINITION, OTHER):
+        return []
+    return [i for i, s in enumerate(candidates) if DEFINITION_LINE.match(s.text)]
+
+
+#: A sentence is quoted only when its score is at least this share of the best sentence's: an answer does not pad
+#: itself with sentences of unrelated passages.
+KEEP_SHARE = 0.6
+
+
+def near_best(scores: Sequence[float], share: float = KEEP_SHARE) -> List[int]:
+    """Indexes of ``scores`` at least ``share`` of the best (all of them when the best is not positive)."""
+    best = max(scores, default=0.0)
+    return [i for i, s in enumerate(scores) if best <= 0 or s >= share * best]
+
+
+def with_neighbour(candidates: Sequence[Sentence], chosen: Sequence[int]) -> List[int]:
+    """``chosen`` (best first) plus, when the best starts with a pronoun ("It was ..."), the sentence before it in
+    the same passage, so the quote says what "it" is."""
+    out = list(chosen)
+    if not out or not _PRONOUN_START.match(candidates[out[0]].text):
+        return out
+    best = candidates[out[0]]
+    for i, s in enumerate(candidates):
+        if s.chunk == best.chunk and s.position == best.position - 1 and i not in out:
+            out.append(i)
+    return out

@@ -23,8 +23,8 @@ def synth(embed_model):
 def test_picks_the_closest_sentences_in_document_order_with_markers(synth):
     response = synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS))
     assert response.response == (
-        "The Eiffel Tower is in Paris. It was finished in 1889. [1] The Eiffel Tower is 330 metres tall. [3]"
-    )
+        "The Eiffel Tower is in Paris. [1] The Eiffel Tower is 330 metres tall. [3]"
+    )  # "It was finished in 1889." scores under 0.6 of the best: not quoted
     assert response.metadata["citations"] == [
         {"marker": 1, "node_id": "n0", "source_index": 0},
         {"marker": 3, "node_id": "n2", "source_index": 2},
@@ -33,15 +33,62 @@ def test_picks_the_closest_sentences_in_document_order_with_markers(synth):
     assert [n.node.node_id for n in response.source_nodes] == ["n0", "n1", "n2"]
 
 
-def test_scores_follow_the_embedding_model(embed_model):
-    """The chosen sentence is the one the model ranks highest, computed here independently."""
-    sentences = [s for t in TEXTS for s in __import__("re").split(r"(?<=\.) ", t)]
+LS_PAGE = [
+    "NAME ls - list directory contents\n\nSYNOPSIS ls [OPTION]... [FILE]...\n\n"
+    "DESCRIPTION List information about the FILEs (the current directory by default).\n\n"
+    "-a, --all\n      do not ignore entries starting with .\n\n"
+    "-A, --almost-all\n      do not list implied . and ..\n\n"
+    "-l     use a long listing format",
+    "Written by Richard M. Stallman and David MacKenzie.",
+]
+
+
+def _man_page(name: str) -> str:
+    import shutil
+    import subprocess
+
+    if shutil.which("man") is None or shutil.which("col") is None:
+        pytest.skip("man and col are needed to render a man page")
+    text = subprocess.run(f"MANWIDTH=80 man {name} | col -bx", shell=True, capture_output=True, text=True).stdout
+    if "--all" not in text:
+        pytest.skip(f"no man page for {name}")
+    return text
+
+
+@pytest.mark.xfail(strict=True, reason="'hidden files' shares no word with 'entries starting with .' and MiniLM does "
+                   "not rank that line first: a known miss, reported")
+def test_a_how_to_question_on_the_ls_man_page_gets_the_option_line(embed_model):
+    """A newcomer's case: the chunk holding ``-a, --all`` answered "NAME ls - list directory contents"."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    chunks = SentenceSplitter(chunk_size=700, chunk_overlap=50).split_text(_man_page("ls"))[:2]
+    response = Extractive(embed_model).synthesize("How do I list hidden files with ls?", make_nodes(chunks))
+    assert not response.response.startswith("NAME")
+    assert "-a, --all do not ignore entries starting with ." in response.response
+
+
+def test_a_who_question_gets_the_names_and_an_initial_does_not_split(embed_model):
+    response = Extractive(embed_model, max_sentences=1).synthesize("Who wrote ls?", make_nodes(LS_PAGE))
+    assert response.response == "Written by Richard M. Stallman and David MacKenzie. [2]"
+
+
+def test_a_pronoun_brings_the_sentence_before_it(embed_model):
+    response = Extractive(embed_model, max_sentences=1).synthesize(
+        "When was it finished?", make_nodes(TEXTS)
+    )
+    assert response.response == "The Eiffel Tower is in Paris. It was finished in 1889. [1]"
+
+
+def test_embed_cap_one_keeps_the_best_cheap_score(embed_model):
+    """With one sentence embedded the answer is the sentence the term, type and rank scores put first."""
+    from llama_index_convrag.synthesizers import sentences as S
+
     query = "When did Mount Fuji last erupt?"
-    q = embed_model.get_query_embedding(query)
-    vectors = embed_model.get_text_embedding_batch(sentences)
-    best = max(range(len(sentences)), key=lambda i: sum(a * b for a, b in zip(q, vectors[i])))
-    response = Extractive(embed_model, max_sentences=1).synthesize(query, make_nodes(TEXTS))
-    assert response.response == f"{sentences[best]} [2]"
+    candidates = S.sentences_of(TEXTS)
+    best = S.shortlist(S.cheap_scores(S.question_of(query), candidates), 1)[0]
+    response = Extractive(embed_model, max_sentences=3, embed_cap=1).synthesize(query, make_nodes(TEXTS))
+    assert best == 4
+    assert response.response == "Mount Fuji is the highest mountain in Japan. It last erupted in 1707. [2]"
 
 
 def test_token_limit_and_sentence_limit(embed_model):
@@ -51,10 +98,7 @@ def test_token_limit_and_sentence_limit(embed_model):
     )
     chosen = response.response
     assert "very very" not in chosen  # the long best sentence does not fit in 30 tokens
-    assert chosen.startswith("The Eiffel Tower is 330 metres tall. [3]") or chosen.endswith(
-        "The Eiffel Tower is 330 metres tall. [3]"
-    )
-    assert chosen.count("[") == 2
+    assert chosen == "The Eiffel Tower is 330 metres tall. [3]"  # the others score under 0.6 of the best
 
 
 def test_chinese_sentences_are_split_and_cited(embed_model):
@@ -62,7 +106,7 @@ def test_chinese_sentences_are_split_and_cited(embed_model):
     response = Extractive(embed_model, max_sentences=1).synthesize("What is the capital of China?", nodes)
     assert response.response == "The capital of China is Beijing. [2]"
     one_chinese = Extractive(embed_model, max_sentences=2).synthesize("北京", make_nodes(["北京是中国的首都。长城很长！"]))
-    assert one_chinese.response == "北京是中国的首都。长城很长！ [1]"
+    assert one_chinese.response == "北京是中国的首都。 [1]"  # 长城很长！ shares nothing with the question
 
 
 def test_metadata_is_not_quoted(embed_model):
@@ -114,6 +158,7 @@ def test_registered_and_default_embed_model_is_local():
         ({"max_sentences": 0}, "max_sentences must be an int >= 1, got 0"),
         ({"max_tokens": 0}, "max_tokens must be None or an int >= 1, got 0"),
         ({"citations": False}, "always cite their sources"),
+        ({"embed_cap": 0}, "embed_cap must be None or an int >= 1, got 0"),
     ],
 )
 def test_bad_options_are_named(embed_model, kwargs, message):

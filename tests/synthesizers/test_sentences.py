@@ -1,12 +1,24 @@
+import math
+
 import pytest
 
 from llama_index_convrag.synthesizers.sentences import (
     Sentence,
+    answer_type,
+    cheap_scores,
     compose,
     cosine,
+    definition_lines,
+    embed_text,
+    near_best,
+    question_of,
     select,
     sentences_of,
+    shortlist,
     split_sentences,
+    terms_of,
+    type_evidence,
+    with_neighbour,
 )
 
 
@@ -21,6 +33,8 @@ from llama_index_convrag.synthesizers.sentences import (
         ("hard\nwrapped line. Next", ["hard wrapped line.", "Next"]),
         ("Title\n\nBody text", ["Title", "Body text"]),
         ("Wow!!! Really?!", ["Wow!!!", "Really?!"]),
+        ("By Richard M. Stallman. Done", ["By Richard M. Stallman.", "Done"]),
+        ("On Thursday, Nov. 12, 2020. Then", ["On Thursday, Nov. 12, 2020.", "Then"]),
         ("...  \n\n -- ", []),
         ("", []),
     ],
@@ -64,3 +78,91 @@ def test_compose_document_order_one_marker_per_run():
 def test_compose_joins_chinese_without_spaces():
     assert compose([Sentence(0, 1, "长城很长！"), Sentence(0, 0, "北京是首都。")]) == "北京是首都。长城很长！ [1]"
     assert compose([]) == ""
+
+
+def test_terms_drop_stop_words_stem_and_use_chinese_bigrams():
+    assert terms_of("How do I list the hidden files with ls -a?") == ["list", "hid", "file", "ls", "-a"]
+    assert terms_of("中超冠军") == ["中超", "超冠", "冠军"]
+    assert terms_of("谁") == ["谁"]
+    assert terms_of("Who wrote it? Written by listing things") == ["writ", "writ", "list", "thing"]
+
+
+@pytest.mark.parametrize(
+    "question, kind",
+    [
+        ("Who acquired WhatsApp?", "who"),
+        ("When was Splatoon 2 released?", "when"),
+        ("Super Bowl 2021 location", "where"),
+        ("How many people live in Paris?", "count"),
+        ("How do I list hidden files with ls?", "how-to"),
+        ("What is a hard link?", "definition"),
+        ("Tell me about tar", "other"),
+        ("2020赛季中超冠军是谁", "who"),
+        ("首趟RCEP班列什么时候开出", "when"),
+        ("北京有多少人口", "count"),
+        ("如何安装", "how-to"),
+    ],
+)
+def test_answer_type(question, kind):
+    assert answer_type(question) == kind
+
+
+def test_question_terms_leave_out_chinese_question_words():
+    assert question_of("冠军是谁").terms == frozenset({"冠军"})
+    assert question_of("Who acquired WhatsApp?") == question_of("who ACQUIRED whatsapp")
+
+
+def test_type_evidence_is_beyond_the_question_words():
+    when = question_of("When did the 2021 Super Bowl take place?")
+    assert type_evidence(when, "It took place on February 7, 2021.")
+    assert not type_evidence(when, "The 2021 Super Bowl was big.")  # the only year is the question's own
+    assert type_evidence(question_of("Who acquired WhatsApp?"), "WhatsApp was bought by Facebook.")
+    assert not type_evidence(question_of("Who acquired WhatsApp?"), "whatsapp was bought.")
+    assert type_evidence(question_of("How do I list hidden files?"), "-a, --all do not ignore entries")
+
+
+def test_cheap_scores_weigh_rare_question_terms_rank_and_definition_lines():
+    candidates = sentences_of([
+        "Hidden files start with a dot. Files are shown.",
+        "-a, --all do not ignore entries starting with .",
+    ])
+    question = question_of("How do I list hidden files?")
+    scores = cheap_scores(question, candidates)
+    # weights log(1 + 3 / (1 + df)): "hidden" in 1 sentence, "files" in 2, "list" in none
+    hidden, files, list_ = math.log(1 + 3 / 2), math.log(1 + 3 / 3), math.log(1 + 3)
+    total = hidden + files + list_
+    assert scores == pytest.approx([
+        (hidden + files) / total + 0.2,
+        files / total + 0.2,
+        0.15 + 0.2 / 2,  # no shared term: the definition-line bonus and rank 2 only
+    ])
+    assert shortlist(scores, 2) == [0, 1]
+    assert definition_lines(question, candidates) == [2]
+    assert definition_lines(question_of("Who wrote it?"), candidates) == []
+
+
+def test_shortlist_ties_in_document_order_and_reserves_half_for_definition_lines():
+    assert shortlist([0.5, 0.9, 0.5, 0.1], 3) == [1, 0, 2]
+    assert shortlist([0.5, 0.9, 0.5, 0.1, 0.2], 4, reserved=[3, 4]) == [1, 0, 4, 3]
+    assert shortlist([0.5, 0.9, 0.5, 0.1, 0.2], 3, reserved=[3, 4]) == [1, 0, 4]
+
+
+def test_with_neighbour_adds_the_sentence_a_pronoun_points_to():
+    candidates = sentences_of(["The Eiffel Tower is in Paris. It was finished in 1889.", "It rains."])
+    assert with_neighbour(candidates, [1]) == [1, 0]
+    assert with_neighbour(candidates, [0, 1]) == [0, 1]
+    assert with_neighbour(candidates, [2]) == [2]  # first of its passage: nothing before it
+    assert with_neighbour(candidates, []) == []
+
+
+def test_embed_text_cuts_long_sentences():
+    assert embed_text("a" * 500) == "a" * 200
+    assert embed_text("长" * 500) == "长" * 64
+    assert embed_text("short") == "short"
+
+
+def test_near_best_keeps_scores_within_the_share_of_the_best():
+    assert near_best([1.0, 0.59, 0.6, 0.9]) == [0, 2, 3]
+    assert near_best([0.2, 0.1], share=0.4) == [0, 1]
+    assert near_best([-0.5, -1.0]) == [0, 1]  # no positive best: nothing to compare with
+    assert near_best([]) == []

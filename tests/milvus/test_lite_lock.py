@@ -1,0 +1,79 @@
+"""The single-writer lock of a Milvus Lite file: ``<file>.lock`` held with fcntl.flock before Lite starts."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from llama_index_convrag.milvus.client import LiteFileBusyError, acquire_lite_lock, lite_lock_path
+
+CHILD = """
+import sys, time
+from llama_index_convrag.milvus.client import LiteFileBusyError, acquire_lite_lock
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+try:
+    acquire_lite_lock(sys.argv[1])
+except LiteFileBusyError as exc:
+    print("BUSY", exc.pid, flush=True)
+    print(exc, file=sys.stderr, flush=True)
+    sys.exit(8)
+print("HELD", flush=True)
+time.sleep(1.5)
+"""
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def test_lock_path_is_beside_the_file(tmp_path):
+    assert lite_lock_path(str(tmp_path / "x.db")) == tmp_path / "x.db.lock"
+
+
+@pytest.mark.parametrize("pair", range(8))
+def test_two_processes_started_together_one_holds_the_other_names_it(tmp_path, pair):
+    db = str(tmp_path / f"pair{pair}.db")
+    start = time.time() + 1.0
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, db, repr(start)], stdout=subprocess.PIPE, text=True,
+                              env=_env()) for _ in range(2)]
+    outs = [p.communicate(timeout=60)[0].split() for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 8]
+    holder = procs[[p.returncode for p in procs].index(0)]
+    busy = outs[[p.returncode for p in procs].index(8)]
+    assert busy == ["BUSY", str(holder.pid)]
+    assert (tmp_path / f"pair{pair}.db.lock").read_text() == str(holder.pid)
+
+
+def test_a_second_take_in_the_same_process_is_a_no_op_and_a_holder_blocks_others(tmp_path):
+    db = str(tmp_path / "mine.db")
+    acquire_lite_lock(db)
+    acquire_lite_lock(db)  # held already: no error
+    out = subprocess.run([sys.executable, "-c", CHILD, db, "0"], capture_output=True, text=True, env=_env())
+    assert out.returncode == 8
+    assert out.stdout.split() == ["BUSY", str(os.getpid())]
+    assert out.stderr.strip() == (f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}, lock "
+                                  f"{db + '.lock'!r}); Milvus Lite allows one process per file")
+
+
+def test_cli_exits_8_naming_the_holder_of_the_flock(capsys, tmp_path):
+    """The flock alone (Milvus Lite not started by the holder) makes ``ingest`` exit 8 naming the holder's pid."""
+    from llama_index_convrag.cli import main
+
+    db = str(tmp_path / "x.db")
+    holder = subprocess.Popen([sys.executable, "-c", CHILD.replace("time.sleep(1.5)", "sys.stdin.read()"), db, "0"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert holder.stdout.readline().strip() == "HELD"
+        (tmp_path / "a.txt").write_text("hello")
+        code = main(["ingest", str(tmp_path / "a.txt"), "--uri", db])
+        err = capsys.readouterr().err
+        assert code == 8
+        assert f"is in use by another process (pid {holder.pid}, lock {db + '.lock'!r})" in err
+    finally:
+        holder.stdin.close()
+        holder.wait()
