@@ -187,7 +187,8 @@ def main() -> int:
     from tests.serve.server_app import create
 
     state = create().state.serve
-    server = Server(work / "http").wait(300)
+    # the same paced LLM as in-process: the fixture's own default (20 ms per token) must not apply here
+    server = Server(work / "http", env={"CONVRAG_TEST_TOKEN_DELAY": os.environ["CONVRAG_TEST_TOKEN_DELAY"]}).wait(300)
     rows = []
     try:
         for n in levels:
