@@ -19,7 +19,10 @@ from tests.serve.conftest import Server, free_port
 from tests.serve.server_app import DOCS
 from tests.storage.conversation.conftest import PostgresServer, postgres_server  # noqa: F401 - fixture
 
-MILVUS_SERVER = ("import sys, time\nfrom milvus_lite.server import Server\ns = Server(sys.argv[1], address=sys.argv[2])\n"
+MILVUS_SERVER = ("import sys, time\n"
+                 "from llama_index_convrag.milvus.pkg_resources_shim import ensure_pkg_resources\n"
+                 "ensure_pkg_resources()  # milvus-lite 2.5.1 imports pkg_resources, absent from newer setuptools\n"
+                 "from milvus_lite.server import Server\ns = Server(sys.argv[1], address=sys.argv[2])\n"
                  "assert s.init() and s.start()\nprint('up', flush=True)\nwhile True: time.sleep(1)\n")
 
 
@@ -33,7 +36,8 @@ def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     line = proc.stdout.readline() if proc.stdout is not None else b""
     if b"up" not in line:
         proc.kill()
-        pytest.skip(f"milvus-lite could not serve on a TCP port: {line!r}")
+        rest = proc.stdout.read().decode(errors="replace")[-2000:] if proc.stdout is not None else ""
+        pytest.fail(f"milvus-lite could not serve on a TCP port: {line!r} {rest}")
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=20)
