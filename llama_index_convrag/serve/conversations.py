@@ -1,12 +1,14 @@
 """The conversation API: conversations, their messages (a streamed turn), citations, turn records, versions,
-regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool)."""
+regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool);
+the async ones that start a turn do their store reads in the thread pool too, never on the event loop."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, Dict, List, Optional
+from typing import Any, AsyncGenerator, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
@@ -124,7 +126,7 @@ async def post_message(conversation_id: str, body: NewMessage, request: Request,
                        user: str = Depends(current_user)) -> Response:
     state = _state(request)
     check_question(state, body.content)
-    owned_conversation(state, conversation_id, user)
+    await run_in_threadpool(owned_conversation, state, conversation_id, user)  # store I/O: off the event loop
     return await _turn(state, conversation_id, body.content, body.stream)
 
 
@@ -170,21 +172,29 @@ def get_versions(message_id: str, request: Request, user: str = Depends(current_
 async def regenerate(message_id: str, body: Regenerate, request: Request,
                      user: str = Depends(current_user)) -> Response:
     state = _state(request)
+    message, latest_user = await run_in_threadpool(_regeneration_target, state, message_id, user)
+    if message.status == "pending":  # with the claim held, no turn is answering it: a worker died mid-turn
+        await claim(state, message.conversation_id)
+        try:
+            await run_in_threadpool(state.store.finalize_message, message_id, content=message.content,
+                                    status="error", error=ABANDONED_ERROR)
+        finally:
+            await run_in_threadpool(state.store.release_turn, message.conversation_id)
+    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user)
+
+
+def _regeneration_target(state: ServeState, message_id: str, user: str) -> Tuple[Message, Message]:
+    """``(the answer, the user message it replies to)``; 404 for another user's id, 400 unless it is the newest
+    answer of its conversation (store reads: called in the thread pool)."""
     message = owned_message(state, message_id, user)
-    messages = state.store.get_conversation(message.conversation_id)
     if message.role != "assistant" or message.reply_to is None:
         raise APIError(400, "not_regenerable", f"message {message_id!r} is not an assistant answer", "message_id")
+    messages = state.store.get_conversation(message.conversation_id)
     latest_user = next((m for m in reversed(messages) if m.role == "user"), None)
     if latest_user is None or latest_user.id != message.reply_to or message.superseded_by is not None:
         raise APIError(400, "not_regenerable", f"only the newest answer of a conversation can be regenerated; "
                                                f"{message_id!r} is not it", "message_id")
-    if message.status == "pending":  # with the claim held, no turn is answering it: a worker died mid-turn
-        await claim(state, message.conversation_id)
-        try:
-            state.store.finalize_message(message_id, content=message.content, status="error", error=ABANDONED_ERROR)
-        finally:
-            state.store.release_turn(message.conversation_id)
-    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user)
+    return message, latest_user
 
 
 @router.post("/messages/{message_id}/feedback")
