@@ -179,7 +179,7 @@ def _connect_with_retry(target: Any, timeout: float) -> Any:
 
 def connect(uri: Optional[str]) -> Any:
     """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
-    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus, resolve_milvus
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, resolve_milvus
 
     try:
         target = resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from llama_index_convrag.milvus.client import LiteFileBusyError, acquire_lite_lock, lite_lock_path
+from llama_index_convrag.milvus.client import acquire_lite_lock, lite_lock_path
 
 CHILD = """
 import sys, time
