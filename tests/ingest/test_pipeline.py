@@ -1,4 +1,9 @@
 import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -6,6 +11,7 @@ import pytest
 
 from llama_index_convrag.ingest.pipeline import Ingestor, chunk_id, collect_files, ingest
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from tests.conftest import cosine
 
 LONG = " ".join(f"Sentence number {i} talks about topic {i % 7} in some detail." for i in range(24))
 
@@ -52,6 +58,11 @@ def test_ingest_then_reingest_is_idempotent_and_reports_unsupported(docs, milvus
     assert html["text"] == "Cats & kittens purr." and html["metadata"]["title"] == "Cats"
     for r in milvus_client.query(collection_name, filter='id != ""', output_fields=["doc_id", "metadata"]):
         assert r["id"] == chunk_id(r["doc_id"], r["metadata"]["content_hash"], r["metadata"]["chunk"])
+    # a chunk's previous / next links name its neighbours' ids (not the splitter's random ones): rows are reproducible
+    by_chunk = {r["metadata"]["chunk"]: r for r in milvus_client.query(
+        collection_name, filter=f'doc_id == "{long_chunks[0]["doc_id"]}"', output_fields=["metadata", "_node_content"])}
+    links = json.loads(by_chunk[1]["_node_content"])["relationships"]
+    assert (links["2"]["node_id"], links["3"]["node_id"]) == (by_chunk[0]["id"], by_chunk[2]["id"])
     json.loads(first.to_json())
     assert "3 added" in str(first) and "1 unsupported" in str(first) and "1 failed" in str(first)
 
@@ -99,9 +110,9 @@ class QueryCounter:
 
 def test_change_detection_asks_once_per_window_of_files(tmp_path, milvus_client, collection_name, embed_model,
                                                         monkeypatch):
-    from llama_index_convrag.ingest import pipeline
+    from llama_index_convrag.ingest import changes
 
-    monkeypatch.setattr(pipeline, "LOOKUP_WINDOW", 4)
+    monkeypatch.setattr(changes, "LOOKUP_WINDOW", 4)
     root = tmp_path / "many"
     root.mkdir()
     for i in range(10):
@@ -120,9 +131,9 @@ def test_change_detection_asks_once_per_window_of_files(tmp_path, milvus_client,
 
 def test_documents_past_the_query_limit_are_counted_by_milvus(tmp_path, milvus_client, collection_name,
                                                                embed_model, monkeypatch):
-    from llama_index_convrag.ingest import pipeline
+    from llama_index_convrag.ingest import changes
 
-    monkeypatch.setattr(pipeline, "QUERY_LIMIT", 3)  # long.txt alone has more chunks than one query returns
+    monkeypatch.setattr(changes, "QUERY_LIMIT", 3)  # long.txt alone has more chunks than one query returns
     root = tmp_path / "limit"
     root.mkdir()
     (root / "long.txt").write_text(LONG)
@@ -202,50 +213,67 @@ def test_a_model_without_a_stated_window_is_warned_about(tmp_path, milvus_client
 
 # --- interruption and progress ---------------------------------------------------------------------------------
 class SigintAtCall:
-    """Sends SIGINT to this process during the N-th embedding call of the real model (as Ctrl-C would)."""
+    """Sends SIGINT to this process during the N-th embedding call of the real model (as Ctrl-C would), then waits
+    until the ingestor has seen it (the handler runs on the main thread, while this call runs on an embedding thread).
+    """
 
     def __init__(self, model: Any, at_call: int) -> None:
         self.model, self.at_call, self.calls = model, at_call, 0
         self.embed_batch_size = 2
+        self.ingestor: Any = None
+        self._lock = threading.Lock()
 
     def get_text_embedding_batch(self, texts: list, **kw: Any) -> list:
-        import os
-        import signal
-
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
+            call = self.calls
         vectors = self.model.get_text_embedding_batch(texts)
-        if self.calls == self.at_call:
+        if call == self.at_call:
             os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 60
+            while not self.ingestor.stop_requested and time.monotonic() < deadline:
+                time.sleep(0.01)
         return vectors
 
     def get_text_embedding(self, text: str) -> list:
         return self.model.get_text_embedding(text)
 
 
-@pytest.mark.parametrize("at_call", [1, 3])
+@pytest.mark.parametrize("at_call, concurrency", [(1, 1), (3, 1), (1, 3), (3, 3)])
 def test_sigint_stops_at_the_next_sub_batch_and_rerun_resumes(docs, milvus_client, collection_name, embed_model,
-                                                              at_call):
+                                                              at_call, concurrency, caplog):
     from llama_index_convrag.ingest.progress import IngestInterrupted
 
     interrupting = SigintAtCall(embed_model, at_call)
-    with pytest.raises(IngestInterrupted) as info:
-        run(docs, milvus_client, collection_name, interrupting)
-    assert interrupting.calls == at_call  # no embedding call after the signal
+    interrupting.ingestor = Ingestor.from_defaults(collection_name=collection_name, client=milvus_client,
+                                                   embed_model=interrupting, chunk_size=64, chunk_overlap=8,
+                                                   batch_size=4, embed_concurrency=concurrency)
+    with caplog.at_level("WARNING"), pytest.raises(IngestInterrupted) as info:
+        interrupting.ingestor.run([docs])
+    assert "interrupted" not in caplog.text  # the caller prints the report it gets: a warning would say it twice
+    # no embedding call starts after the signal; calls already under way on other threads finish
+    assert at_call <= interrupting.calls <= at_call + concurrency - 1
     report = info.value.report
     assert report.interrupted and report.chunks == len(rows(milvus_client, collection_name))
-    assert report.incomplete and not set(report.incomplete) & set(report.added)
-    assert "re-run the same command to resume" in str(report)
+    stored = Counter(r["doc_id"] for r in rows(milvus_client, collection_name))
+    # the summary is true: partly stored = some chunks stored, not all; the others read count as not stored
+    assert report.incomplete == sorted(d for d, n in stored.items() if d not in report.added)
+    assert not set(report.incomplete) & set(report.added)
+    assert all(stored[d] == next(r for r in rows(milvus_client, collection_name) if r["doc_id"] == d)["metadata"][
+        "chunk_count"] for d in report.added)
+    assert "re-run the same command to resume" in str(report) and f"interrupted after {report.total_seconds:.1f} s" \
+        in str(report) and report.total_seconds > 0
     assert report.not_reached + len(report.incomplete) + len(report.added) + len(report.unsupported) \
         + len(report.failed) == 5
 
     resumed = run(docs, milvus_client, collection_name, embed_model)
     assert sorted(resumed.unchanged) == sorted(report.added)
     assert set(report.incomplete) <= set(resumed.added) | set(resumed.updated)
-    stored = rows(milvus_client, collection_name)
-    assert len(stored) == len({r["id"] for r in stored}) == resumed.chunks + sum(
-        1 for r in stored if r["doc_id"] in report.added)
-    for doc_id in {r["doc_id"] for r in stored}:
-        chunks = [r for r in stored if r["doc_id"] == doc_id]
+    stored_rows = rows(milvus_client, collection_name)
+    assert len(stored_rows) == len({r["id"] for r in stored_rows}) == resumed.chunks + sum(
+        1 for r in stored_rows if r["doc_id"] in report.added)
+    for doc_id in {r["doc_id"] for r in stored_rows}:
+        chunks = [r for r in stored_rows if r["doc_id"] == doc_id]
         assert len(chunks) == chunks[0]["metadata"]["chunk_count"]
 
 
@@ -256,3 +284,56 @@ def test_progress_lines_count_files_and_chunks(docs, milvus_client, collection_n
     report = run(docs, milvus_client, collection_name, embed_model, progress_every=1e-9, progress_stream=stream)
     last = stream.getvalue().splitlines()[-1]
     assert last.startswith(f"ingest: 5/5 files read, {report.chunks} chunks stored (")
+
+
+# --- the overlapped stages store what the sequential path stores -----------------------------------------------
+def all_rows(client: Any, name: str) -> dict:
+    got = client.query(name, filter='id != ""', output_fields=["*"], limit=16384)
+    return {r["id"]: {k: v for k, v in r.items() if k != "sparse_embedding"} for r in got}
+
+
+def test_concurrent_embedding_and_reader_processes_store_the_same_rows_as_the_sequential_path(
+        tmp_path, milvus_client, collection_name, openai_server, embed_model):
+    """Against the OpenAI-compatible server (real HTTP, the real model behind it): 4 requests in flight and 2 reader
+    processes store exactly the rows of one request at a time read in this thread; a changed file, a vanished one,
+    unsupported and failed files are reported alike."""
+    from llama_index.embeddings.openai import OpenAIEmbedding
+
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    for i in range(30):
+        text = " ".join(f"File {i} sentence {j} is about topic {(i + j) % 9} and more words." for j in range(i % 7 + 1))
+        (root / ("sub" if i % 3 else ".") / f"f{i:02d}.txt").write_text(text)
+    (root / "gone.md").write_text("# Gone\n\nThis file will vanish before the second run.")
+    (root / "photo.png").write_bytes(b"\x89PNG")
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4")
+    model = OpenAIEmbedding(model_name="text-embedding-3-small", api_key="x", api_base=openai_server.base_url,
+                            embed_batch_size=5)
+    names = {"seq": collection_name, "par": collection_name + "_par"}
+    settings = {"seq": {"embed_concurrency": 1, "read_workers": 0}, "par": {"embed_concurrency": 4, "read_workers": 2}}
+    try:
+        def both(**kw: Any) -> dict:
+            return {k: ingest([root], client=milvus_client, collection_name=names[k], embed_model=model,
+                              chunk_size=32, chunk_overlap=4, batch_size=7, **settings[k], **kw) for k in names}
+
+        first = both()
+        (root / "sub" / "f01.txt").write_text("File 1 now talks about giraffes only.")
+        (root / "gone.md").unlink()
+        second = both(delete_missing=True)
+        for reports in (first, second):
+            seq, par = (reports[k].to_dict() for k in ("seq", "par"))
+            for key in ("added", "updated", "unchanged", "deleted", "unsupported", "failed", "chunks", "over_window"):
+                assert seq[key] == par[key], key
+        assert first["par"].chunks > 40 and len(first["par"].added) == 31
+        assert [Path(p).name for p in second["par"].updated] == ["f01.txt"]
+        assert [Path(p).name for p in second["par"].deleted] == ["gone.md"]
+        seq_rows, par_rows = (all_rows(milvus_client, names[k]) for k in ("seq", "par"))
+        assert seq_rows == par_rows  # ids, document ids, text, metadata, LlamaIndex's node fields, vectors
+        # and each vector is the model's vector of its own text (no batch got another batch's vectors)
+        sample = sorted(par_rows)[:: max(1, len(par_rows) // 12)]
+        expected = embed_model.embed([par_rows[i]["text"] for i in sample])
+        for i, vec in zip(sample, expected):
+            assert cosine(par_rows[i]["embedding"], vec) > 0.9999
+    finally:
+        if milvus_client.has_collection(names["par"]):
+            milvus_client.drop_collection(names["par"])
