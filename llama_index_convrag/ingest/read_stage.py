@@ -30,12 +30,20 @@ Task = Tuple[Path, Optional[str]]
 _worker_splitter: Optional[NodeParser] = None
 
 
+def load_splitter(data: bytes) -> NodeParser:
+    """A splitter from :func:`pickle_splitter`, in another process.
+
+    LlamaIndex's default tokenizer loads its tiktoken encoding from files bundled with llama-index-core; loaded
+    first, the pickled splitter's encoding is found in tiktoken's registry instead of being downloaded.
+    """
+    get_tokenizer()
+    splitter: NodeParser = pickle.loads(data)
+    return splitter
+
+
 def _start_worker(splitter_bytes: bytes) -> None:
     global _worker_splitter
-    # LlamaIndex's default tokenizer loads its tiktoken encoding from files bundled with llama-index-core; loaded
-    # first, the pickled splitter's encoding is found in tiktoken's registry instead of being downloaded
-    get_tokenizer()
-    _worker_splitter = pickle.loads(splitter_bytes)
+    _worker_splitter = load_splitter(splitter_bytes)
 
 
 def _prepare_in_worker(path: Path, stored_hash: Optional[str]) -> PreparedFile:

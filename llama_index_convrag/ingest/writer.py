@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
+from llama_index.core.schema import BaseNode
 from pymilvus import MilvusClient
 
 from llama_index_convrag.ingest.embed_stage import EmbeddedBatch
@@ -24,14 +25,19 @@ from llama_index_convrag.milvus.schema import CollectionSpec, llamaindex_fields
 _DONE = object()
 
 
+def base_row(spec: CollectionSpec, node: BaseNode, text: str) -> Dict[str, Any]:
+    """A chunk's row in our layout without its vectors: primary key, document id, text, metadata, LlamaIndex's
+    node fields."""
+    return {spec.primary_field: node.node_id, spec.doc_id_field: node.ref_doc_id, spec.text_field: text,
+            spec.metadata_field: dict(node.metadata), **llamaindex_fields(node)}
+
+
 def batch_rows(spec: CollectionSpec, batch: EmbeddedBatch) -> List[Dict[str, Any]]:
-    """Milvus rows of ``batch`` in our layout (primary key, document id, text, metadata, vectors, LlamaIndex's
-    node fields)."""
+    """Milvus rows of ``batch``: :func:`base_row` plus one vector per dense field."""
     rows = []
     for i, n in enumerate(batch.nodes):
-        row = {spec.primary_field: n.node_id, spec.doc_id_field: n.ref_doc_id, spec.text_field: batch.texts[i],
-               spec.metadata_field: dict(n.metadata)}
-        row.update({name: vecs[i] for name, vecs in batch.vectors.items()}, **llamaindex_fields(n))
+        row = base_row(spec, n, batch.texts[i])
+        row.update({name: vecs[i] for name, vecs in batch.vectors.items()})
         rows.append(row)
     return rows
 

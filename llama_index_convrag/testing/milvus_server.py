@@ -1,0 +1,56 @@
+"""A Milvus server process for tests and benches: the embedded milvus-lite 2.5.1's own gRPC server on a TCP port.
+
+Unlike a Milvus Lite file, which one process opens, a server is reached by many processes at once (Ray workers,
+several ``convrag serve`` workers); clients connect with ``http://127.0.0.1:PORT``. Start with :meth:`start` or as
+a context manager; the database file lives in ``data_dir`` (a temporary folder when not given). The process is
+this Python running milvus-lite's ``Server``, not Milvus Lite 3.x's ``milvus-lite server`` command.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+from llama_index_convrag.testing.lite_server import LiteServer
+
+#: Run by ``python -c`` with the database file and the address: serves until terminated, prints "up" when ready.
+SERVE_SCRIPT = """
+import sys, time
+from llama_index_convrag.milvus.pkg_resources_shim import ensure_pkg_resources
+ensure_pkg_resources()  # milvus-lite 2.5.1 imports pkg_resources, absent from newer setuptools
+from milvus_lite.server import Server
+server = Server(sys.argv[1], address=sys.argv[2])
+if not (server.init() and server.start()):
+    sys.exit("milvus-lite server did not start")
+print("up", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+class MilvusLiteServer(LiteServer):
+    """``uri`` is ``http://127.0.0.1:PORT`` once started; stopping and the context manager are :class:`LiteServer`'s."""
+
+    def __init__(self, data_dir: Optional[Path] = None, *, port: Optional[int] = None) -> None:
+        super().__init__(Path(sys.executable), data_dir=data_dir, port=port)
+
+    def command(self, db_file: Path) -> List[str]:
+        return [str(self.executable), "-W", "ignore", "-c", SERVE_SCRIPT, str(db_file), f"127.0.0.1:{self.port}"]
+
+    def start(self) -> "MilvusLiteServer":
+        if self.data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="convrag-milvus-")
+            self.data_dir = Path(self._tmp.name)
+        proc = subprocess.Popen(self.command(self.data_dir / "milvus.db"), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        self._proc = proc
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if b"up" not in first:
+            rest = proc.stdout.read().decode(errors="replace")[-2000:]
+            self.stop()
+            raise RuntimeError(f"milvus-lite could not serve on port {self.port}: {first!r} {rest}")
+        return self

@@ -1,0 +1,123 @@
+"""ingest/distributed.py on a local Ray cluster of one machine (2 CPUs) against a real Milvus server process."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.ingest.distributed import DISTRIBUTED_EXTRA_HINT, import_ray, ingest_distributed
+from llama_index_convrag.ingest.pipeline import ingest
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
+from llama_index_convrag.milvus.schema import default_dense_index
+from llama_index_convrag.testing.milvus_server import MilvusLiteServer
+from tests.conftest import cosine
+
+OPTIONS = {"chunk_size": 48, "chunk_overlap": 8, "batch_size": 6,
+           "dense_index": default_dense_index(is_lite=True)}  # milvus-lite's engine serves: FLAT, no HNSW
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    ray = pytest.importorskip("ray", reason=f"the Ray engine's tests need {DISTRIBUTED_EXTRA_HINT}")
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusLiteServer]:
+    with MilvusLiteServer(tmp_path_factory.mktemp("milvus_server")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ray_corpus") / "docs"
+    (root / "sub").mkdir(parents=True)
+    for i in range(9):
+        text = " ".join(f"Document {i} sentence {j} is about topic {(i * j) % 5} in several words." for j in range(i + 1))
+        (root / ("sub" if i % 2 else ".") / f"d{i}.txt").write_text(text)
+    (root / "notes.md").write_text("# Notes\n\nMilvus supports BM25 full text search.")
+    (root / "photo.png").write_bytes(b"\x89PNG")
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4")
+    return root
+
+
+def stored(client: Any, name: str) -> dict:
+    rows = client.query(name, filter='id != ""', output_fields=["*"], limit=16384)
+    return {r["id"]: {k: v for k, v in r.items() if k != "sparse_embedding"} for r in rows}
+
+
+def test_the_ray_engine_stores_the_rows_of_the_single_process_path_and_skips_unchanged_files(
+        ray_cluster, milvus_server, corpus, embed_model):
+    target = MilvusTarget(uri=milvus_server.uri)
+    client = connect_milvus(target)
+    ray_report = ingest_distributed([corpus], collection_name="by_ray", target=target,
+                                    embed_factory=LocalMiniLMEmbedding, workers=2, **OPTIONS)
+    one_report = ingest([corpus], collection_name="by_one", target=target, client=client, embed_model=embed_model,
+                        **OPTIONS)
+    for key in ("added", "unsupported", "chunks"):
+        assert getattr(ray_report, key) == getattr(one_report, key), key
+    assert [Path(p).name for p, _ in ray_report.failed] == ["broken.pdf"] and len(ray_report.added) == 10
+    by_ray, by_one = stored(client, "by_ray"), stored(client, "by_one")
+    assert sorted(by_ray) == sorted(by_one) and len(by_ray) == ray_report.chunks > 10
+    for key, row in by_ray.items():
+        vector, other = row.pop("embedding"), by_one[key].pop("embedding")
+        assert row == by_one[key]  # id, document id, text, metadata, LlamaIndex's node fields
+        assert cosine(vector, other) > 0.9999  # the same model in other processes, batched differently
+
+    again = ingest_distributed([corpus], collection_name="by_ray", target=target, embed_factory=LocalMiniLMEmbedding,
+                               workers=2, **OPTIONS)
+    assert (again.added, again.updated, again.chunks, len(again.unchanged)) == ([], [], 0, 10)
+    # the engines take turns: what the single-process path stored is unchanged for the Ray engine
+    turn = ingest_distributed([corpus], collection_name="by_one", target=target, embed_factory=LocalMiniLMEmbedding,
+                              workers=1, **OPTIONS)
+    assert (turn.added, turn.chunks, len(turn.unchanged)) == ([], 0, 10)
+
+
+def test_a_changed_file_is_replaced_and_vanished_ones_are_removed_when_asked(ray_cluster, milvus_server, corpus,
+                                                                              tmp_path):
+    target = MilvusTarget(uri=milvus_server.uri)
+    client = connect_milvus(target)
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (root / name).write_text(f"File {name} talks about zebras and their stripes in detail. " * 12)
+    first = ingest_distributed([root], collection_name="changes", target=target, embed_factory=LocalMiniLMEmbedding,
+                               workers=2, **OPTIONS)
+    assert len(first.added) == 3
+    (root / "a.txt").write_text("Now a single sentence about giraffes.")
+    (root / "c.txt").unlink()
+    second = ingest_distributed([root], collection_name="changes", target=target, embed_factory=LocalMiniLMEmbedding,
+                                workers=2, delete_missing=True, **OPTIONS)
+    assert [Path(p).name for p in second.updated] == ["a.txt"] and [Path(p).name for p in second.unchanged] == \
+        ["b.txt"] and [Path(p).name for p in second.deleted] == ["c.txt"] and second.chunks == 1
+    rows = client.query("changes", filter='id != ""', output_fields=["doc_id", "text", "metadata"])
+    a_rows = [r for r in rows if r["doc_id"].endswith("/a.txt")]
+    assert [r["text"] for r in a_rows] == ["Now a single sentence about giraffes."]
+    assert sorted({Path(r["doc_id"]).name for r in rows}) == ["a.txt", "b.txt"]
+    for doc_id in {r["doc_id"] for r in rows}:
+        mine = [r for r in rows if r["doc_id"] == doc_id]
+        assert len(mine) == mine[0]["metadata"]["chunk_count"]
+
+
+def test_a_milvus_lite_file_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"needs a Milvus server URI \(http://HOST:PORT\), got the Milvus "
+                                                 r"Lite file '.*x\.db'"):
+        ingest_distributed([tmp_path], collection_name="c", target=MilvusTarget(uri=str(tmp_path / "x.db")),
+                           embed_factory=LocalMiniLMEmbedding)
+    with pytest.raises(ConfigurationError, match=r"unknown option\(s\) \['chunksize'\] for the Ray engine"):
+        ingest_distributed([tmp_path], collection_name="c", target=MilvusTarget(uri="http://127.0.0.1:1"),
+                           embed_factory=LocalMiniLMEmbedding, chunksize=3)
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: importing it raises ImportError
+    with pytest.raises(ConfigurationError, match=r'install it with pip install "llama-index-convrag\[distributed\]"'):
+        import_ray()
