@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, load_scifact  # noqa: E402
+from ingest_server import write_files  # noqa: E402
 
 from llama_index.core.schema import TextNode  # noqa: E402
 from pymilvus import MilvusClient  # noqa: E402
@@ -76,11 +76,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     n_files = 100 if args.quick else 400
     _, texts, _, _ = load_scifact()
-    work = OUT / "ingest_bench"
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "files").mkdir(parents=True)
-    for i, t in enumerate(texts[:n_files]):
-        (work / "files" / f"doc{i:05d}.txt").write_text(t, encoding="utf-8")
+    work = write_files(n_files, "ingest_bench")
     uri = str(work / "ingest.db")
     client = MilvusClient(uri)
     if args.server_rounds:

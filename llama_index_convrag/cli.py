@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk-overlap", type=_non_negative, default=None, help="token overlap (default 50)")
     p.add_argument("--analyzer", choices=ANALYZER_CHOICES, default=None,
                    help="BM25 analyzer of a new collection (default english; Milvus Lite 3.x servers: standard)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: this process (default); ray: Ray Data workers into a Milvus server (--uri http://...)")
+    p.add_argument("--workers", type=_positive, default=2, help="with --engine ray: tasks per stage (default 2)")
     _common(p)
 
     p = _sub(commands, "ask", "Ingest PATH (unchanged files are skipped), then answer a question and its "

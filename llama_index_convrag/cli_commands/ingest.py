@@ -84,6 +84,9 @@ def not_ingested_notes(report: Any) -> List[str]:
 
 def cmd_ingest(args: Any, out: Output) -> int:
     candidate_files(args.paths)  # before connecting: nothing is created when nothing can be ingested
+    if getattr(args, "engine", "local") == "ray":
+        from llama_index_convrag.cli_commands.ingest_ray import cmd_ingest_ray
+        return cmd_ingest_ray(args, out)
     target, client = connect(args.uri)
     model = embed_model()
     report = run_ingest(args.paths, client, target, args.collection, model, out,

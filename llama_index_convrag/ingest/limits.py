@@ -6,8 +6,9 @@
   a second run beside it only competes), :data:`DEFAULT_EMBED_CONCURRENCY` for any other model (an embedding server
   answers several requests at once; one at a time leaves it idle while this process reads, parses and inserts).
 * ``read_workers``: reading and splitting run in worker processes (Python's GIL would otherwise serialise them with
-  response parsing and inserts) when the model is not in-process and the run has at least
-  :data:`PROCESS_MIN_FILES` files; otherwise in this process (starting processes costs more than small runs gain).
+  response parsing and inserts) when the model is not in-process, the run has at least :data:`PROCESS_MIN_FILES`
+  files and the machine has at least :data:`PROCESS_MIN_CPUS` cores; otherwise in this process, beside the
+  embedding threads (starting and feeding processes costs more than small runs or a busy machine gain).
 
 Memory stays bounded: at most ``read_ahead`` files are read ahead of embedding, ``embed_concurrency`` batches are
 being embedded and ``write_queue`` embedded batches wait for the writer.
@@ -23,15 +24,18 @@ from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.errors import ConfigurationError
 
 DEFAULT_EMBED_CONCURRENCY = 4
-#: Runs with fewer files read and split in this process.
-PROCESS_MIN_FILES = 64
+#: Runs with fewer files, or on fewer cores, read and split in this process.
+PROCESS_MIN_FILES = 2000
+PROCESS_MIN_CPUS = 4
 DEFAULT_READ_AHEAD = 64
 DEFAULT_WRITE_QUEUE = 4
 
 
 def default_read_workers() -> int:
-    """One reader process per core beyond the one this process needs, at least one, at most four."""
-    return max(1, min(4, (os.cpu_count() or 2) - 1))
+    """Reader processes for a large run: 0 below :data:`PROCESS_MIN_CPUS` cores, else one per core beyond two (this
+    process and the database's), at most four."""
+    cpus = os.cpu_count() or 1
+    return 0 if cpus < PROCESS_MIN_CPUS else min(4, cpus - 2)
 
 
 def computes_in_process(embed_model: Any) -> bool:

@@ -44,6 +44,7 @@ class MilvusLiteServer(LiteServer):
         if self.data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="convrag-milvus-")
             self.data_dir = Path(self._tmp.name)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(self.command(self.data_dir / "milvus.db"), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT)
         self._proc = proc

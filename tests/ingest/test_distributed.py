@@ -121,3 +121,19 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: importing it raises ImportError
     with pytest.raises(ConfigurationError, match=r'install it with pip install "llama-index-convrag\[distributed\]"'):
         import_ray()
+
+
+def test_convrag_ingest_engine_ray(ray_cluster, milvus_server, corpus, tmp_path, capsys):
+    """The CLI entry: the engine's report as JSON; a Lite file is a usage error naming the server form."""
+    import json
+
+    from llama_index_convrag.cli import main
+
+    code = main(["ingest", str(corpus), "--engine", "ray", "--workers", "1", "--uri", milvus_server.uri,
+                 "--collection", "by_ray", "--chunk-size", "48", "--chunk-overlap", "8", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 3  # broken.pdf failed: the others are stored, the exit code says not all were
+    assert len(report["unchanged"]) == 10 and [Path(f["path"]).name for f in report["failed"]] == ["broken.pdf"]
+    code = main(["ingest", str(corpus), "--engine", "ray", "--uri", str(tmp_path / "x.db")])
+    assert code == 2 and "needs a Milvus server URI (http://HOST:PORT)" in capsys.readouterr().err
+    assert not (tmp_path / "x.db").exists()
