@@ -10,12 +10,13 @@ cost, and no model work.
   into Milvus Lite) with one request in flight, with the defaults, and with ``--concurrency`` requests and
   ``--readers`` reader processes.
 * ``--distributed``: into a Milvus server (milvus-lite 2.5.1's gRPC server as a process), the single-process server
-  path beside the Ray engine with 1 and 2 workers on a local cluster (after one warm-up run, not counted).
+  path beside the Ray engine with 1 and 2 workers on a local cluster (each after a warm-up run, not counted).
 
 Peak memory is the highest sum of resident memory sampled every 100 ms: this process and its reader processes (the
 embedding server and Milvus are left out), and for Ray also every Ray process on the machine.
 
-    PYTHONPATH=$PWD python bench/ingest_server.py [--quick] [--files N] [--rounds R] [--distributed]
+    PYTHONPATH=$PWD python bench/ingest_server.py [--quick] [--files N] [--per-file K] [--delay S] [--rounds R]
+        [--concurrency C] [--readers W] [--distributed]
 """
 
 from __future__ import annotations
@@ -155,14 +156,16 @@ def ceiling(model: Any, texts: Sequence[str], concurrency: int) -> float:
     return len(texts) / (time.perf_counter() - t0)
 
 
-def write_files(n: int, name: str = "ingest_server") -> Path:
-    """``OUT/name``, emptied, with the first ``n`` SciFact abstracts as ``files/docNNNNN.txt``."""
+def write_files(n: int, name: str = "ingest_server", per_file: int = 1) -> Path:
+    """``OUT/name``, emptied, with the first ``n`` SciFact abstracts in ``files/docNNNNN.txt``, ``per_file`` to a
+    file (blank-line separated)."""
     _, texts, _, _ = load_scifact()
     root = OUT / name
     shutil.rmtree(root, ignore_errors=True)
     (root / "files").mkdir(parents=True)
-    for i, t in enumerate(texts[:n]):
-        (root / "files" / f"doc{i:05d}.txt").write_text(t, encoding="utf-8")
+    for i in range(0, n, per_file):
+        (root / "files" / f"doc{i:05d}.txt").write_text("\n\n".join(texts[i : min(n, i + per_file)]),
+                                                        encoding="utf-8")
     return root
 
 
@@ -220,31 +223,32 @@ def distributed_section(root: Path, base_url: str, skip: List[int]) -> None:
     from llama_index_convrag.testing.milvus_server import MilvusLiteServer
 
     cpus = psutil.cpu_count() or 2
-    ray.init(num_cpus=cpus, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     factory = partial(client_model, base_url)
     options = {"dense_index": default_dense_index(is_lite=True)}  # milvus-lite's engine serves: FLAT
     everything: Callable[[psutil.Process], bool] = lambda p: p.pid not in skip and "milvus" not in p.name().lower()
+    files = sorted((root / "files").iterdir())
+    warm = root / "warm"  # two read windows: both Ray workers start, import, build the model before timing
+    warm.mkdir()
+    for f in files[: 2 * 64 + 10]:
+        shutil.copy(f, warm / f.name)
     with MilvusLiteServer(root / "milvus_server") as server:
         target = MilvusTarget(uri=server.uri)
         client = connect_milvus(target)
         model = factory()
-        warm = root / "warm"
-        warm.mkdir()
-        for f in sorted((root / "files").iterdir())[:20]:
-            shutil.copy(f, warm / f.name)
-        ingest_distributed([warm], collection_name="ray_warm_up", target=target, embed_factory=factory, workers=2,
-                           **options)
         ingest([warm], collection_name="one_warm_up", target=target, client=client, embed_model=model, **options)
         rows = [timed_ingest("single process, default stages", lambda: ingest(
             [root / "files"], collection_name="one", target=target, client=client, embed_model=model, **options),
-            readers_only(skip))]
+            readers_only(skip))]  # before Ray starts: its processes are not this run's
+        ray.init(num_cpus=cpus, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        ingest_distributed([warm], collection_name="ray_warm_up", target=target, embed_factory=factory, workers=2,
+                           **options)
         for workers in (1, 2):
             rows.append(timed_ingest(f"Ray Data, {workers} worker(s)", lambda workers=workers: ingest_distributed(
                 [root / "files"], collection_name=f"ray{workers}", target=target, embed_factory=factory,
                 workers=workers, **options), everything))
-    ray.shutdown()
+        ray.shutdown()
     base = rows[0]["chunks_per_s"]
-    print(f"\nRay: local cluster of {cpus} CPUs; peak MB counts the driver and every Ray process\n")
+    print(f"\nRay: local cluster of {cpus} CPUs, warmed up; peak MB counts the driver and every Ray process\n")
     print("| run | chunks | s | chunks/s | x of single process | peak MB |\n|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['run']} | {row['chunks']} | {row['seconds']:.2f} | {row['chunks_per_s']:.0f} | "
@@ -259,12 +263,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--delay", type=float, default=0.02, help="server seconds per request (default 0.02)")
     ap.add_argument("--concurrency", type=int, default=4, help="requests at once for the second ceiling and run")
     ap.add_argument("--readers", type=int, default=1, help="reader processes of the third run (default 1)")
+    ap.add_argument("--per-file", type=int, default=1, help="abstracts per file (default 1: one chunk per file)")
     ap.add_argument("--distributed", action="store_true", help="instead: single process vs the Ray engine")
     args = ap.parse_args(argv)
     n = args.files if args.files is not None else (100 if args.quick else 400)
-    root = write_files(n)
+    root = write_files(n, per_file=args.per_file)
     load = os.getloadavg()[0]
-    print(f"{n} SciFact abstracts as .txt; embedding server in its own process, {args.delay * 1000:.0f} ms per "
+    print(f"{n} SciFact abstracts as .txt, {args.per_file} per file; embedding server in its own process, {args.delay * 1000:.0f} ms per "
           f"request of up to 128 texts; {psutil.cpu_count()} cores, load average {load:.1f} at the start"
           + (" (a loaded machine: compare the rows of one run)" if load > 1 else ""))
     with embedding_server(args.delay) as base_url:

@@ -15,10 +15,14 @@ _EXPORTS: Dict[str, str] = {
     "ingest": "pipeline",
     "Ingestor": "pipeline",
     "IngestReport": "pipeline",
+    "PipelineLimits": "limits",
+    "ingest_distributed": "distributed",
 }
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.ingest.distributed import ingest_distributed
+    from llama_index_convrag.ingest.limits import PipelineLimits
     from llama_index_convrag.ingest.pipeline import IngestReport, Ingestor, ingest
