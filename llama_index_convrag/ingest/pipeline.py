@@ -169,11 +169,6 @@ class Ingestor:
                    show_progress=show_progress, progress_every=progress_every, progress_stream=progress_stream,
                    limits=limits)
 
-    @property
-    def stop_requested(self) -> bool:
-        """Whether a stop (Ctrl-C) was requested during the current or last run."""
-        return self._stop.requested
-
     # -- collection state -------------------------------------------------------------------------------------
     def _stored_hashes(self, doc_ids: Sequence[str]) -> Dict[str, Optional[str]]:
         """The stored content hash of each of ``doc_ids`` in one query (see :mod:`.changes`)."""

@@ -212,15 +212,24 @@ def test_a_model_without_a_stated_window_is_warned_about(tmp_path, milvus_client
 
 
 # --- interruption and progress ---------------------------------------------------------------------------------
+def _pending_stop() -> Any:
+    """The StopRequest that the installed SIGINT handler (``progress.stop_on_sigint``) sets, if one is installed."""
+    from llama_index_convrag.ingest.progress import StopRequest
+
+    handler = signal.getsignal(signal.SIGINT)
+    for cell in getattr(handler, "__closure__", None) or ():
+        if isinstance(cell.cell_contents, StopRequest):
+            return cell.cell_contents
+    return None
+
+
 class SigintAtCall:
     """Sends SIGINT to this process during the N-th embedding call of the real model (as Ctrl-C would), then waits
-    until the ingestor has seen it (the handler runs on the main thread, while this call runs on an embedding thread).
-    """
+    until the handler has run (it runs on the main thread; this call may run on an embedding thread)."""
 
     def __init__(self, model: Any, at_call: int) -> None:
         self.model, self.at_call, self.calls = model, at_call, 0
         self.embed_batch_size = 2
-        self.ingestor: Any = None
         self._lock = threading.Lock()
 
     def get_text_embedding_batch(self, texts: list, **kw: Any) -> list:
@@ -229,9 +238,10 @@ class SigintAtCall:
             call = self.calls
         vectors = self.model.get_text_embedding_batch(texts)
         if call == self.at_call:
+            stop = _pending_stop()
             os.kill(os.getpid(), signal.SIGINT)
             deadline = time.monotonic() + 60
-            while not self.ingestor.stop_requested and time.monotonic() < deadline:
+            while stop is not None and not stop.requested and time.monotonic() < deadline:
                 time.sleep(0.01)
         return vectors
 
@@ -245,11 +255,8 @@ def test_sigint_stops_at_the_next_sub_batch_and_rerun_resumes(docs, milvus_clien
     from llama_index_convrag.ingest.progress import IngestInterrupted
 
     interrupting = SigintAtCall(embed_model, at_call)
-    interrupting.ingestor = Ingestor.from_defaults(collection_name=collection_name, client=milvus_client,
-                                                   embed_model=interrupting, chunk_size=64, chunk_overlap=8,
-                                                   batch_size=4, embed_concurrency=concurrency)
     with caplog.at_level("WARNING"), pytest.raises(IngestInterrupted) as info:
-        interrupting.ingestor.run([docs])
+        run(docs, milvus_client, collection_name, interrupting, embed_concurrency=concurrency)
     assert "interrupted" not in caplog.text  # the caller prints the report it gets: a warning would say it twice
     # no embedding call starts after the signal; calls already under way on other threads finish
     assert at_call <= interrupting.calls <= at_call + concurrency - 1
