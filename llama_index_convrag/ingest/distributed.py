@@ -31,7 +31,6 @@ from typing import Any, Callable, Dict, List, Mapping, Sequence, Union
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.node_parser import NodeParser
-from llama_index.core.schema import MetadataMode
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.ingest import changes
@@ -42,7 +41,7 @@ from llama_index_convrag.ingest.prepare import prepare_file
 from llama_index_convrag.ingest.progress import StopRequest
 from llama_index_convrag.ingest.read_stage import load_splitter, pickle_splitter
 from llama_index_convrag.ingest.report import IngestReport
-from llama_index_convrag.ingest.writer import base_row, delete_document
+from llama_index_convrag.ingest.writer import delete_document
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
 from llama_index_convrag.milvus.schema import CollectionSpec
 
@@ -105,13 +104,12 @@ def read_files(batch: Mapping[str, np.ndarray], job: _Job) -> Dict[str, np.ndarr
     stored = changes.stored_hashes(client, job.collection_name, job.spec, [p.as_posix() for p in paths])
     out: Dict[str, List[Any]] = {k: [] for k in (*OUTCOME_COLUMNS, "text", "row")}
     for path in paths:
-        prepared = prepare_file(path, stored[path.as_posix()], splitter)
+        prepared = prepare_file(path, stored[path.as_posix()], splitter, job.spec, keep_nodes=False)
         if prepared.outcome == "updated":
             delete_document(client, job.collection_name, job.spec, prepared.doc_id)
-        _append(out, prepared.doc_id, prepared.outcome, prepared.reason, len(prepared.nodes), "", "")
-        for node in prepared.nodes:
-            text = node.get_content(metadata_mode=MetadataMode.NONE)
-            _append(out, prepared.doc_id, "chunk", "", 0, text, json.dumps(base_row(job.spec, node, text)))
+        _append(out, prepared.doc_id, prepared.outcome, prepared.reason, len(prepared.chunks), "", "")
+        for chunk in prepared.chunks:
+            _append(out, prepared.doc_id, "chunk", "", 0, chunk.text, json.dumps(chunk.row))
     return {k: np.array(v, dtype=np.int64 if k == "expected" else object) for k, v in out.items()}
 
 

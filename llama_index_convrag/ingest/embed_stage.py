@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode
 
 from llama_index_convrag.embeddings.windows import count_over_window
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.ingest.prepare import Chunk
 from llama_index_convrag.ingest.progress import StopRequest
 
 #: Extra dense fields: field name -> text of a chunk to embed into it (e.g. the title).
@@ -28,10 +29,9 @@ FieldText = Callable[[BaseNode], str]
 
 @dataclass
 class EmbeddedBatch:
-    """One batch ready to store: its chunks, their texts, vectors per dense field, and what embedding it cost."""
+    """One batch ready to store: its chunks, vectors per dense field, and what embedding it cost."""
 
-    nodes: List[BaseNode]
-    texts: List[str]
+    chunks: List[Chunk]
     vectors: Dict[str, List[List[float]]]
     seconds: float
     window: Optional[int]
@@ -50,26 +50,33 @@ def embed_texts(embed_model: BaseEmbedding, texts: Sequence[str], stop: StopRequ
 
 
 def embed_batch(embed_model: BaseEmbedding, dense_fields: Sequence[str], field_texts: Mapping[str, FieldText],
-                nodes: List[BaseNode], stop: StopRequest) -> Optional[EmbeddedBatch]:
-    """Embed ``nodes`` into the first of ``dense_fields`` (their text, no metadata) and each extra field (its text
-    function); ``None`` when a stop was requested before the batch was done."""
+                chunks: List[Chunk], stop: StopRequest) -> Optional[EmbeddedBatch]:
+    """Embed ``chunks`` into the first of ``dense_fields`` (their text) and each extra field (its text function of
+    the chunk's node); ``None`` when a stop was requested before the batch was done."""
     t0 = time.perf_counter()
-    texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+    texts = [c.text for c in chunks]
     window, over = count_over_window(embed_model, texts)
     vectors: Dict[str, List[List[float]]] = {}
     for name, field_batch in [(dense_fields[0], texts),
-                              *[(name, [fn(n) for n in nodes]) for name, fn in field_texts.items()]]:
+                              *[(name, [fn(_node(c)) for c in chunks]) for name, fn in field_texts.items()]]:
         embedded = embed_texts(embed_model, field_batch, stop)
         if embedded is None:
             return None
         vectors[name] = embedded
-    return EmbeddedBatch(nodes, texts, vectors, time.perf_counter() - t0, window, over)
+    return EmbeddedBatch(chunks, vectors, time.perf_counter() - t0, window, over)
+
+
+def _node(chunk: Chunk) -> BaseNode:
+    if chunk.node is None:
+        raise ConfigurationError("extra dense fields are computed from chunks made in this process: "
+                                 "read_workers must be 0 with extra_dense_fields")
+    return chunk.node
 
 
 class EmbedStage:
     """Up to ``concurrency`` batches embedded at once on threads; finished batches come back in submission order."""
 
-    def __init__(self, embed: Callable[[List[BaseNode]], Optional[EmbeddedBatch]], *, concurrency: int) -> None:
+    def __init__(self, embed: Callable[[List[Chunk]], Optional[EmbeddedBatch]], *, concurrency: int) -> None:
         if concurrency < 1:
             raise ConfigurationError(f"embed_concurrency must be >= 1, got {concurrency!r}")
         self.embed = embed
@@ -77,8 +84,8 @@ class EmbedStage:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="convrag-embed")
         self._in_flight: Deque[Future] = deque()
 
-    def submit(self, nodes: List[BaseNode]) -> List[Optional[EmbeddedBatch]]:
-        """Start embedding ``nodes``; first waits for the oldest batch while ``concurrency`` are in flight.
+    def submit(self, chunks: List[Chunk]) -> List[Optional[EmbeddedBatch]]:
+        """Start embedding ``chunks``; first waits for the oldest batch while ``concurrency`` are in flight.
 
         Returns the batches finished in order so far (``None`` for one stopped by a stop request); an embedding
         error is raised here.
@@ -86,7 +93,7 @@ class EmbedStage:
         done = []
         while len(self._in_flight) >= self.concurrency:
             done.append(self._in_flight.popleft().result())
-        self._in_flight.append(self._pool.submit(self.embed, nodes))
+        self._in_flight.append(self._pool.submit(self.embed, chunks))
         while self._in_flight and self._in_flight[0].done():
             done.append(self._in_flight.popleft().result())
         return done

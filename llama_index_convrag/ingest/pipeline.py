@@ -12,10 +12,11 @@
 * The embedding model's window is read from the model (``max_input_tokens``, never assumed): chunks longer than it
   are counted in ``IngestReport.over_window`` and logged as a warning (their dense vector sees only the first
   ``embed_window`` tokens; BM25 sees the whole chunk). A model that states no window is warned about once.
-* The stages overlap (:mod:`~llama_index_convrag.ingest.limits` bounds each): files are read and split ahead
-  (:mod:`~llama_index_convrag.ingest.read_stage`, worker processes for large runs against a server), several
-  batches are embedded at once (:mod:`~llama_index_convrag.ingest.embed_stage`), and one writer thread inserts the
-  batches in order (:mod:`~llama_index_convrag.ingest.writer`). The rows stored do not depend on these bounds.
+* The stages overlap (:mod:`~llama_index_convrag.ingest.limits` bounds each): files are read and split while
+  batches are embedded (:mod:`~llama_index_convrag.ingest.read_stage`; in worker processes when asked), several
+  batches are embedded at once against a server (:mod:`~llama_index_convrag.ingest.embed_stage`), and one writer
+  thread inserts the batches in order (:mod:`~llama_index_convrag.ingest.writer`). The rows stored do not depend on
+  these bounds.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, Pa
 from llama_index_convrag.ingest import changes
 from llama_index_convrag.ingest.embed_stage import EmbeddedBatch, EmbedStage, FieldText, embed_batch
 from llama_index_convrag.ingest.limits import PipelineLimits
-from llama_index_convrag.ingest.prepare import PreparedFile, chunk_id, file_chunks, file_hash  # noqa: F401
+from llama_index_convrag.ingest.prepare import Chunk, PreparedFile, chunk_id, file_chunks, file_hash  # noqa: F401
 from llama_index_convrag.ingest.progress import (IngestInterrupted, Progress, StopRequest, make_progress,
                                                  stop_on_sigint)
 from llama_index_convrag.ingest.read_stage import ReadStage, Task
@@ -204,7 +205,7 @@ class Ingestor:
         progress = make_progress(files, show_bar=self.show_progress, lines_every=self.progress_every,
                                  stream=self.progress_stream)
         self._stop = StopRequest()
-        limits = self.limits.resolved(self.embed_model, len(files))
+        limits = self.limits.resolved(self.embed_model, needs_nodes=bool(self.field_texts))
         writer = BatchWriter(self.client, self.collection_name, self.spec, queue_size=limits.write_queue,
                              on_stored=progress.chunks_stored)
         expected: Dict[str, int] = {}
@@ -231,18 +232,18 @@ class Ingestor:
                       writer: BatchWriter, expected: Dict[str, int]) -> None:
         """Read, split, embed and hand ``files`` to the writer until done or a stop is requested; ``expected``
         receives the chunk count of each document read."""
-        embedder = EmbedStage(lambda nodes: embed_batch(self.embed_model, self.spec.dense_fields, self.field_texts,
-                                                        nodes, self._stop), concurrency=limits.embed_concurrency)
-        pending: List[BaseNode] = []
+        embedder = EmbedStage(lambda chunks: embed_batch(self.embed_model, self.spec.dense_fields, self.field_texts,
+                                                         chunks, self._stop), concurrency=limits.embed_concurrency)
+        pending: List[Chunk] = []
         try:
-            with ReadStage(self.splitter, workers=limits.read_workers, ahead=limits.read_ahead) as reader, \
+            with ReadStage(self.splitter, self.spec, workers=limits.read_workers, ahead=limits.read_ahead) as reader, \
                     contextlib.closing(reader.map(self._tasks(files))) as prepared_files:
                 for prepared in prepared_files:
                     if self._stop.requested:
                         return
                     self._record(prepared, report, writer, expected)
-                    progress.file_read(prepared.doc_id, prepared.size, len(prepared.nodes))
-                    pending.extend(prepared.nodes)
+                    progress.file_read(prepared.doc_id, prepared.size, len(prepared.chunks))
+                    pending.extend(prepared.chunks)
                     while len(pending) >= self.batch_size:
                         head, pending = pending[: self.batch_size], pending[self.batch_size :]
                         if not self._hand_over(embedder.submit(head), report, writer):
@@ -267,7 +268,7 @@ class Ingestor:
             logger.warning("failed %s: %s", doc_id, prepared.reason)
         else:
             (report.updated if outcome == "updated" else report.added).append(doc_id)
-            expected[doc_id] = len(prepared.nodes)
+            expected[doc_id] = len(prepared.chunks)
             if outcome == "updated":
                 writer.replace(doc_id)
 

@@ -10,16 +10,27 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from llama_index.core.node_parser import NodeParser
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
-from llama_index_convrag.milvus.schema import HIDDEN_METADATA_KEYS
+from llama_index_convrag.milvus.schema import HIDDEN_METADATA_KEYS, CollectionSpec, llamaindex_fields
 
 #: What became of a file: its chunks are to be stored (``added`` / ``updated``), or it was skipped.
 OUTCOMES = ("added", "updated", "unchanged", "unsupported", "failed")
+
+
+@dataclass
+class Chunk:
+    """One chunk ready to embed and store: its text (embedded and stored as is, without metadata), its row in our
+    layout without vectors, and its node when it was made in this process (extra dense fields read it)."""
+
+    doc_id: str
+    text: str
+    row: Dict[str, Any]
+    node: Optional[BaseNode] = None
 
 
 @dataclass
@@ -30,8 +41,23 @@ class PreparedFile:
     outcome: str
     size: int = 0
     content_hash: str = ""
-    nodes: List[BaseNode] = field(default_factory=list)
+    chunks: List[Chunk] = field(default_factory=list)
     reason: str = ""
+
+
+def base_row(spec: CollectionSpec, node: BaseNode, text: str) -> Dict[str, Any]:
+    """A chunk's row in our layout without its vectors: primary key, document id, text, metadata, LlamaIndex's
+    node fields."""
+    return {spec.primary_field: node.node_id, spec.doc_id_field: node.ref_doc_id, spec.text_field: text,
+            spec.metadata_field: dict(node.metadata), **llamaindex_fields(node)}
+
+
+def to_chunks(spec: CollectionSpec, nodes: List[BaseNode], keep_nodes: bool) -> List[Chunk]:
+    out = []
+    for n in nodes:
+        text = n.get_content(metadata_mode=MetadataMode.NONE)
+        out.append(Chunk(str(n.ref_doc_id), text, base_row(spec, n, text), n if keep_nodes else None))
+    return out
 
 
 def file_hash(path: Path) -> str:
@@ -75,8 +101,10 @@ def file_chunks(path: Path, doc_id: str, content_hash: str, splitter: NodeParser
     return nodes
 
 
-def prepare_file(path: Path, stored_hash: Optional[str], splitter: NodeParser) -> PreparedFile:
-    """Hash ``path``; skip it when ``stored_hash`` equals the hash, else read and split it.
+def prepare_file(path: Path, stored_hash: Optional[str], splitter: NodeParser, spec: CollectionSpec, *,
+                 keep_nodes: bool = True) -> PreparedFile:
+    """Hash ``path``; skip it when ``stored_hash`` equals the hash, else read and split it into :class:`Chunk`s
+    (``keep_nodes=False``: without their nodes, which are costly to send to another process).
 
     ``stored_hash`` is ``None`` for a file not stored yet (``added``) and ``""`` for one stored incompletely (it is
     redone, ``updated``). A file without a reader is ``unsupported``; one the parser or the file system failed on
@@ -94,4 +122,4 @@ def prepare_file(path: Path, stored_hash: Optional[str], splitter: NodeParser) -
     except (OSError, ValueError) as exc:
         return PreparedFile(doc_id, "failed", size=size, reason=f"{type(exc).__name__}: {exc}")
     return PreparedFile(doc_id, "added" if stored_hash is None else "updated", size=size, content_hash=digest,
-                        nodes=nodes)
+                        chunks=to_chunks(spec, nodes, keep_nodes))

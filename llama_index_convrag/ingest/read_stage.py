@@ -4,7 +4,8 @@
 and yields the results in the order of the tasks. With ``workers=0`` each file is prepared when the consumer asks for
 it; with ``workers>=1`` up to ``ahead`` files are prepared at once in a process pool. Worker processes are forked from
 a ``forkserver`` (a fresh interpreter that has imported this module once), never from this multi-threaded process,
-and receive the splitter once, pickled, when they start.
+receive the splitter once, pickled, when they start, and send back chunks as rows (texts, metadata, LlamaIndex's node
+fields built there), without their nodes.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from llama_index.core.utils import get_tokenizer
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.ingest.prepare import PreparedFile, prepare_file
+from llama_index_convrag.milvus.schema import CollectionSpec
 
 #: One file to prepare: its path and the content hash stored for it (see ``prepare_file``).
 Task = Tuple[Path, Optional[str]]
 
 _worker_splitter: Optional[NodeParser] = None
+_worker_spec: Optional[CollectionSpec] = None
 
 
 def load_splitter(data: bytes) -> NodeParser:
@@ -41,14 +44,14 @@ def load_splitter(data: bytes) -> NodeParser:
     return splitter
 
 
-def _start_worker(splitter_bytes: bytes) -> None:
-    global _worker_splitter
-    _worker_splitter = load_splitter(splitter_bytes)
+def _start_worker(splitter_bytes: bytes, spec: CollectionSpec) -> None:
+    global _worker_splitter, _worker_spec
+    _worker_splitter, _worker_spec = load_splitter(splitter_bytes), spec
 
 
 def _prepare_in_worker(path: Path, stored_hash: Optional[str]) -> PreparedFile:
-    assert _worker_splitter is not None, "worker started without a splitter"
-    return prepare_file(path, stored_hash, _worker_splitter)
+    assert _worker_splitter is not None and _worker_spec is not None, "worker started without a splitter"
+    return prepare_file(path, stored_hash, _worker_splitter, _worker_spec, keep_nodes=False)
 
 
 class _QuietPickleNotes(logging.Filter):
@@ -75,10 +78,11 @@ def pickle_splitter(splitter: NodeParser) -> bytes:
 class ReadStage:
     """Prepared files in task order; use as a context manager (it owns the worker processes)."""
 
-    def __init__(self, splitter: NodeParser, *, workers: int, ahead: int) -> None:
+    def __init__(self, splitter: NodeParser, spec: CollectionSpec, *, workers: int, ahead: int) -> None:
         if workers < 0 or ahead < 1:
             raise ConfigurationError(f"workers must be >= 0 and ahead >= 1, got {workers!r} and {ahead!r}")
         self.splitter = splitter
+        self.spec = spec
         self.workers = workers
         self.ahead = ahead
         self._pool: Optional[ProcessPoolExecutor] = None
@@ -88,7 +92,7 @@ class ReadStage:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload([__name__])
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_start_worker,
-                                             initargs=(pickle_splitter(self.splitter),))
+                                             initargs=(pickle_splitter(self.splitter), self.spec))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -100,7 +104,7 @@ class ReadStage:
         """Prepare each task's file; results in task order. Stopping iteration early cancels what was not started."""
         if self._pool is None:
             for path, stored in tasks:
-                yield prepare_file(path, stored, self.splitter)
+                yield prepare_file(path, stored, self.splitter, self.spec)
             return
         pending: Deque[Future] = deque()
         with contextlib.ExitStack() as cleanup:

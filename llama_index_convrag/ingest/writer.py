@@ -15,28 +15,20 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
-from llama_index.core.schema import BaseNode
 from pymilvus import MilvusClient
 
 from llama_index_convrag.ingest.embed_stage import EmbeddedBatch
 from llama_index_convrag.milvus.filters import quote_string
-from llama_index_convrag.milvus.schema import CollectionSpec, llamaindex_fields
+from llama_index_convrag.milvus.schema import CollectionSpec
 
 _DONE = object()
 
 
-def base_row(spec: CollectionSpec, node: BaseNode, text: str) -> Dict[str, Any]:
-    """A chunk's row in our layout without its vectors: primary key, document id, text, metadata, LlamaIndex's
-    node fields."""
-    return {spec.primary_field: node.node_id, spec.doc_id_field: node.ref_doc_id, spec.text_field: text,
-            spec.metadata_field: dict(node.metadata), **llamaindex_fields(node)}
-
-
-def batch_rows(spec: CollectionSpec, batch: EmbeddedBatch) -> List[Dict[str, Any]]:
-    """Milvus rows of ``batch``: :func:`base_row` plus one vector per dense field."""
+def batch_rows(batch: EmbeddedBatch) -> List[Dict[str, Any]]:
+    """Milvus rows of ``batch``: each chunk's row plus one vector per dense field."""
     rows = []
-    for i, n in enumerate(batch.nodes):
-        row = base_row(spec, n, batch.texts[i])
+    for i, c in enumerate(batch.chunks):
+        row = dict(c.row)
         row.update({name: vecs[i] for name, vecs in batch.vectors.items()})
         rows.append(row)
     return rows
@@ -96,12 +88,12 @@ class BatchWriter:
 
     def _store(self, batch: EmbeddedBatch) -> None:
         t = time.perf_counter()
-        counts = Counter(n.ref_doc_id for n in batch.nodes)
+        counts = Counter(c.doc_id for c in batch.chunks)
         for doc_id in counts:
             if doc_id in self._replace:
                 self._replace.discard(doc_id)
                 delete_document(self.client, self.collection_name, self.spec, doc_id)
-        self.client.insert(self.collection_name, batch_rows(self.spec, batch))
+        self.client.insert(self.collection_name, batch_rows(batch))
         self.insert_seconds += time.perf_counter() - t
         self.stored.update(counts)
         if self.on_stored is not None:

@@ -7,6 +7,10 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_convrag.ingest.embed_stage import EmbedStage, embed_batch, embed_texts
+from llama_index_convrag.ingest.prepare import to_chunks
+from llama_index_convrag.milvus.schema import default_spec
+
+SPEC = default_spec(1)
 from llama_index_convrag.ingest.progress import StopRequest
 
 
@@ -75,15 +79,19 @@ def test_texts_go_in_the_models_batch_size_and_a_stop_ends_between_sub_batches()
     assert embed_texts(model, ["a", "bb", "ccc"], stop) == [[1.0], [2.0], [3.0]]
     assert model.calls == [["a", "bb"], ["ccc"]]
     model = Recorder(stop, stop_after=1)
-    nodes = [TextNode(text=t) for t in ("a", "bb", "ccc")]
-    assert embed_batch(model, ["embedding"], {}, nodes, stop) is None and model.calls == [["a", "bb"]]
+    chunks = to_chunks(SPEC, [TextNode(text=t) for t in ("a", "bb", "ccc")], keep_nodes=False)
+    assert embed_batch(model, ["embedding"], {}, chunks, stop) is None and model.calls == [["a", "bb"]]
 
 
 def test_embed_batch_fills_each_dense_field():
     model = Recorder(StopRequest(), stop_after=0)
     nodes = [TextNode(text="abc", metadata={"title": "t"}), TextNode(text="de", metadata={"title": "tt"})]
-    batch = embed_batch(model, ["embedding", "title_embedding"], {"title_embedding": lambda n: n.metadata["title"]},
-                        nodes, StopRequest())
-    assert batch is not None and batch.texts == ["abc", "de"]
+    titles = {"title_embedding": lambda n: n.metadata["title"]}
+    batch = embed_batch(model, ["embedding", "title_embedding"], titles, to_chunks(SPEC, nodes, keep_nodes=True),
+                        StopRequest())
+    assert batch is not None and [c.text for c in batch.chunks] == ["abc", "de"]
     assert batch.vectors == {"embedding": [[3.0], [2.0]], "title_embedding": [[1.0], [2.0]]}
     assert batch.window is None and batch.over_window == 0 and batch.seconds >= 0
+    with pytest.raises(ValueError, match="read_workers must be 0 with extra_dense_fields"):
+        embed_batch(model, ["embedding", "title_embedding"], titles, to_chunks(SPEC, nodes, keep_nodes=False),
+                    StopRequest())

@@ -2,8 +2,7 @@
 
 import pytest
 
-from llama_index_convrag.ingest import limits
-from llama_index_convrag.ingest.limits import DEFAULT_EMBED_CONCURRENCY, PROCESS_MIN_FILES, PipelineLimits
+from llama_index_convrag.ingest.limits import DEFAULT_EMBED_CONCURRENCY, PipelineLimits
 
 
 class ServerModel:
@@ -17,22 +16,18 @@ def test_bad_bounds_are_refused_naming_the_value(name, value):
         PipelineLimits(**{name: value})
 
 
-def test_the_local_model_gets_one_request_and_no_reader_processes(embed_model, monkeypatch):
-    monkeypatch.setattr(limits.os, "cpu_count", lambda: 16)
-    got = PipelineLimits().resolved(embed_model, 10 * PROCESS_MIN_FILES)
-    assert (got.embed_concurrency, got.read_workers) == (1, 0)
-
-
-def test_a_server_model_gets_several_requests_and_processes_only_for_large_runs_on_enough_cores(monkeypatch):
-    monkeypatch.setattr(limits.os, "cpu_count", lambda: 16)
-    small = PipelineLimits().resolved(ServerModel(), PROCESS_MIN_FILES - 1)
-    large = PipelineLimits().resolved(ServerModel(), PROCESS_MIN_FILES)
-    assert (small.embed_concurrency, small.read_workers) == (DEFAULT_EMBED_CONCURRENCY, 0)
-    assert (large.embed_concurrency, large.read_workers) == (DEFAULT_EMBED_CONCURRENCY, 4)
-    monkeypatch.setattr(limits.os, "cpu_count", lambda: 2)
-    assert PipelineLimits().resolved(ServerModel(), PROCESS_MIN_FILES).read_workers == 0
+def test_the_local_model_gets_one_request_a_server_several_and_reading_stays_in_this_process(embed_model):
+    local, server = PipelineLimits().resolved(embed_model), PipelineLimits().resolved(ServerModel())
+    assert (local.embed_concurrency, local.read_workers) == (1, 0)
+    assert (server.embed_concurrency, server.read_workers) == (DEFAULT_EMBED_CONCURRENCY, 0)
 
 
 def test_given_bounds_are_kept():
-    got = PipelineLimits(embed_concurrency=7, read_workers=3, read_ahead=5, write_queue=2).resolved(ServerModel(), 1)
+    got = PipelineLimits(embed_concurrency=7, read_workers=3, read_ahead=5, write_queue=2).resolved(ServerModel())
     assert got == PipelineLimits(embed_concurrency=7, read_workers=3, read_ahead=5, write_queue=2)
+
+
+def test_extra_dense_fields_keep_reading_in_this_process():
+    assert PipelineLimits().resolved(ServerModel(), needs_nodes=True).read_workers == 0
+    with pytest.raises(ValueError, match="read_workers must be 0 with extra_dense_fields, got 2"):
+        PipelineLimits(read_workers=2).resolved(ServerModel(), needs_nodes=True)

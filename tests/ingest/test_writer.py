@@ -7,6 +7,7 @@ import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
 from llama_index_convrag.ingest.embed_stage import EmbeddedBatch
+from llama_index_convrag.ingest.prepare import to_chunks
 from llama_index_convrag.ingest.writer import BatchWriter
 from llama_index_convrag.milvus.schema import create_collection, default_spec
 
@@ -17,7 +18,8 @@ def batch(doc: str, ids: List[str]) -> EmbeddedBatch:
     nodes = [TextNode(id_=i, text=f"text {i}", metadata={"chunk": n},
                       relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc)})
              for n, i in enumerate(ids)]
-    return EmbeddedBatch(nodes, [n.text for n in nodes], {"embedding": [[1.0, 0.0]] * len(ids)}, 0.0, None, 0)
+    return EmbeddedBatch(to_chunks(SPEC, nodes, keep_nodes=False), {"embedding": [[1.0, 0.0]] * len(ids)}, 0.0, None,
+                         0)
 
 
 def ids_of(client: Any, name: str) -> List[str]:
