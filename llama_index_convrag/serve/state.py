@@ -44,3 +44,9 @@ class ServeState:
     limits: Limits = field(default_factory=Limits)
     documents: Optional[Any] = None
     model_name: str = "convrag"
+    #: text deltas that arrive within this many seconds of the last one sent go out together (one SSE frame)
+    stream_window_s: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.stream_window_s < 0:
+            raise ConfigurationError(f"stream_window_s must be >= 0, got {self.stream_window_s!r}")
