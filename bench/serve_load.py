@@ -269,6 +269,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     keys_store.close()
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {"CONVRAG_TEST_TOKEN_DELAY": token_delay, "CONVRAG_TEST_MAX_QUESTION": "2000", "PYTHONPATH": path}
+    if args.store_calls != "auto":
+        env["CONVRAG_TEST_STORE_ON_LOOP"] = "1" if args.store_calls == "loop" else "0"
     inproc = subprocess.Popen([sys.executable, __file__, "--role", "inproc"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, cwd=ROOT, text=True,
                               env={**os.environ, **env, "CONVRAG_TEST_DIR": str(work / "inproc")})
@@ -300,7 +302,8 @@ def orchestrate(args: argparse.Namespace) -> int:
         inproc.wait(timeout=60)
     load = os.getloadavg()[0]
     fast = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is not None]
-    print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store, Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
+    print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store "
+          f"(store calls: {args.store_calls}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
           f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its "
           f"first turn; load client in {args.clients} process(es), in-process baseline in its own process; medians "
           f"of {repeat} run(s); os.cpu_count()={os.cpu_count()}, load average {load:.1f} at the end (a shared "
@@ -334,6 +337,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency level (medians are printed)")
     parser.add_argument("--clients", type=int, default=1, help="load client processes")
     parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
+    parser.add_argument("--store-calls", choices=("auto", "loop", "threads"), default="auto",
+                        help="where the server's async routes make their store calls (auto: on the loop for SQLite)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
                         help=argparse.SUPPRESS)

@@ -1,6 +1,6 @@
 """The conversation API: conversations, their messages (a streamed turn), citations, turn records, versions,
 regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool);
-the async ones that start a turn do their store reads in the thread pool too, never on the event loop."""
+the async ones that start a turn make their store calls through ``ServeState.store_call``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
@@ -172,14 +171,14 @@ def get_versions(message_id: str, request: Request, user: str = Depends(current_
 async def regenerate(message_id: str, body: Regenerate, request: Request,
                      user: str = Depends(current_user)) -> Response:
     state = _state(request)
-    message, latest_user = await run_in_threadpool(_regeneration_target, state, message_id, user)
+    message, latest_user = await state.store_call(_regeneration_target, state, message_id, user)
     return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user,
                        claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
 
 
 def _abandon_pending(state: ServeState, message: Message) -> None:
     """A ``pending`` answer no turn is answering (the claim was free): a worker died mid-turn; finalise it ``error``
-    before its regeneration (called holding the claim, in the thread pool)."""
+    before its regeneration (called holding the claim, a store call)."""
     stored = state.store.get_message(message.id)
     if stored is not None and stored.status == "pending":
         state.store.finalize_message(message.id, content=stored.content, status="error", error=ABANDONED_ERROR)
@@ -187,7 +186,7 @@ def _abandon_pending(state: ServeState, message: Message) -> None:
 
 def _regeneration_target(state: ServeState, message_id: str, user: str) -> Tuple[Message, Message]:
     """``(the answer, the user message it replies to)``; 404 for another user's id, 400 unless it is the newest
-    answer of its conversation (store reads: called in the thread pool)."""
+    answer of its conversation (store reads: a store call)."""
     message = owned_message(state, message_id, user)
     if message.role != "assistant" or message.reply_to is None:
         raise APIError(400, "not_regenerable", f"message {message_id!r} is not an assistant answer", "message_id")

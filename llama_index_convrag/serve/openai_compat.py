@@ -12,7 +12,6 @@ from typing import Any, AsyncGenerator, Dict, Optional
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.serve.access import check_question, owned_conversation
 from llama_index_convrag.serve.auth import current_user
@@ -107,7 +106,7 @@ async def _complete(events: AsyncGenerator[Event, None], model: str) -> JSONResp
 async def chat_completions(body: ChatCompletionRequest, request: Request,
                            user: str = Depends(current_user)) -> Response:
     state: ServeState = request.app.state.serve
-    conversation_id, question = await run_in_threadpool(_prepare, state, body, user)
+    conversation_id, question = await state.store_call(_prepare, state, body, user)
     events = turn_events(state, await open_turn(state, conversation_id, question))
     if body.stream:
         return EventStreamResponse(_stream(coalesced(events, state.stream_window_s), body.model), headers=SSE_HEADERS)

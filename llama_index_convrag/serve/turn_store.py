@@ -1,9 +1,9 @@
 """The store a served turn's engine writes through.
 
-A served turn does its database work in two calls the server makes in its thread pool, so that the engine, running
-on the event loop, touches no database: :meth:`TurnStore.prepare` reads the conversation and stores the user message
-and the assistant placeholder (before retrieval: the ids reach the client at once); the engine's ``begin_turn`` then
-answers with that pair and its history read with that snapshot; the engine's ``finish_turn`` is held in memory until
+A served turn does its database work in two calls the server makes (``ServeState.store_call``), so that the engine,
+running on the event loop, touches no database in between: :meth:`TurnStore.prepare` reads the conversation and
+stores the user message and the assistant placeholder (before retrieval: the ids reach the client at once); the
+engine's ``begin_turn`` then answers with that pair and its history read with that snapshot; the engine's ``finish_turn`` is held in memory until
 :meth:`TurnStore.flush` writes it (or, when the engine never got that far, finalises the placeholder ``cancelled``).
 For a regeneration the answer becomes the next version of an existing user message instead of a new question.
 
@@ -47,7 +47,7 @@ class TurnStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    # --- the server's two calls (thread pool) -----------------------------------------------------------------
+    # --- the server's two calls (store calls) -----------------------------------------------------------------
     def prepare(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
         """Read the conversation, then store the turn (the user message and the placeholder): ``(user,
         placeholder)``. The engine's next ``begin_turn`` returns this pair and its history read this snapshot."""

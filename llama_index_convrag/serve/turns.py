@@ -1,10 +1,11 @@
 """One served turn as a stream of ``(event, data)`` pairs, shared by the conversation API and the OpenAI endpoint.
 
-:func:`open_turn` does the turn's first database work in one thread-pool call: the caller's check (ownership), the
+:func:`open_turn` does the turn's first database work in one store call (``ServeState.store_call``: in the
+thread pool, or on the loop for the SQLite store): the caller's check (ownership), the
 turn claim (one turn in flight per conversation, else 409) and storing the user message and the assistant placeholder
 (:meth:`~.turn_store.TurnStore.prepare`). :func:`turn_events` then yields ``start`` (the ids, before retrieval),
 ``retrieval`` when the engine hands back its stream, ``delta`` per piece of text, and last ``done`` or ``error``,
-after one more thread-pool call has written the answer and released the claim. The engine runs on the event loop and
+after one more store call has written the answer and released the claim. The engine runs on the event loop and
 touches no database in between. When the consumer stops (the client went away: the stream's task is cancelled) the
 engine's stream is closed, which finalises the message ``cancelled`` with the text so far (no text when the engine
 had not answered yet); the claim is released in every case.
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.serve.errors import APIError, error_body
 from llama_index_convrag.serve.models import citation_view
@@ -44,7 +44,7 @@ class OpenTurn:
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
                     check: Optional[Callable[[], None]] = None,
                     claimed: Optional[Callable[[], None]] = None) -> OpenTurn:
-    """In one thread-pool call: run ``check`` (it raises the route's 4xx), claim the conversation (409
+    """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx), claim the conversation (409
     ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
     turn."""
     opened: List[OpenTurn] = []
@@ -67,16 +67,16 @@ async def open_turn(state: ServeState, conversation_id: str, question: str, rege
         return opened[0]
 
     try:
-        return await run_in_threadpool(work)
+        return await state.store_call(work)
     except asyncio.CancelledError:  # the request went away while the thread ran: undo what it did
         if opened:
             with anyio.CancelScope(shield=True):
-                await run_in_threadpool(close_turn, state, opened[0])
+                await state.store_call(close_turn, state, opened[0])
         raise
 
 
 def close_turn(state: ServeState, turn: OpenTurn) -> Finished:
-    """Write the answer (or ``cancelled``) and release the claim (blocking: call it in the thread pool)."""
+    """Write the answer (or ``cancelled``) and release the claim (blocking: ``state.store_call`` it)."""
     try:
         return turn.store.flush()
     finally:
@@ -134,7 +134,7 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
             logger.info("turn failed in %s: %s", turn.conversation_id, e)
             failure = e
         try:
-            finished = await run_in_threadpool(close_turn, state, turn)
+            finished = await state.store_call(close_turn, state, turn)
         except Exception as e:
             logger.exception("could not store the turn of %s", turn.conversation_id)
             closed = True  # close_turn released the claim
@@ -162,7 +162,7 @@ async def _settle(state: ServeState, turn: OpenTurn, response: Any) -> None:
         if response is not None:
             await response.aclose()
     finally:
-        await run_in_threadpool(close_turn, state, turn)
+        await state.store_call(close_turn, state, turn)
 
 
 async def fold(events: AsyncGenerator[Event, None]) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
