@@ -11,7 +11,8 @@ with API keys own the conversations; after each turn a client reads one conversa
 Printed per concurrency (the median over the repeats), HTTP beside in-process: turn time p50 / p95, server overhead
 per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event (HTTP: the ``start`` event; in-process:
 the placeholder stored), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
-which also answers each conversation's creation and the cross-user read; in-process: the baseline process); then after the drain, read from the store file: user messages stored =
+which also answers each conversation's creation and the cross-user read; in-process: the baseline process; and the
+load client's); then after the drain, read from the store file: user messages stored =
 sent, messages left ``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.
 
     python bench/serve_load.py --quick          # 32 conversations x 2 turns, once
@@ -62,6 +63,7 @@ class Run:
     started: float = 0.0
     ended: float = 0.0
     cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
 
     @classmethod
     def merge(cls, runs: List["Run"]) -> "Run":
@@ -74,6 +76,7 @@ class Run:
             out.sent, out.disconnects = out.sent + r.sent, out.disconnects + r.disconnects
             out.errors_5xx += r.errors_5xx
             out.cross_reads_not_404 += r.cross_reads_not_404
+            out.client_cpu_s += r.client_cpu_s
         return out
 
     @property
@@ -144,10 +147,10 @@ async def http_load(url: str, indices: List[int], turns: int, keys: List[str], p
     limits = httpx.Limits(max_connections=len(indices) + 8, max_keepalive_connections=len(indices) + 8)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
         await asyncio.sleep(max(0.0, start_at - time.time()))
-        run.started = time.time()
+        run.started, cpu = time.time(), time.process_time()
         await asyncio.gather(*[http_conversation(client, i, turns, keys[i % len(keys)], ("", probe), run)
                                for i in indices])
-        run.ended = time.time()
+        run.ended, run.client_cpu_s = time.time(), time.process_time() - cpu
     return run
 
 
@@ -244,15 +247,16 @@ def figures(http: Run, inproc: Run) -> Dict[str, float]:
     ms["over_p50"], ms["over_p95"] = ms["turn_p50"] - ms["in_turn_p50"], ms["turn_p95"] - ms["in_turn_p95"]
     ms["tps"], ms["in_tps"] = http.turns_per_s, inproc.turns_per_s
     ms["cpu"], ms["in_cpu"] = 1000 * http.cpu_s / http.sent, 1000 * inproc.cpu_s / inproc.sent
+    ms["client_cpu"] = 1000 * http.client_cpu_s / http.sent
     return ms
 
 
 ROW = ("{n:>5} | {turn_p50:>7.1f} / {turn_p95:>7.1f} | {in_turn_p50:>6.1f} / {in_turn_p95:>6.1f} | "
        "{over_p50:>7.1f} / {over_p95:>7.1f} | {first_p50:>6.1f} / {first_p95:>6.1f} | {in_first_p50:>4.1f} / "
-       "{in_first_p95:>4.1f} | {tps:>6.1f} | {in_tps:>6.1f} | {cpu:>5.1f} | {in_cpu:>5.1f}")
+       "{in_first_p95:>4.1f} | {tps:>6.1f} | {in_tps:>6.1f} | {cpu:>5.1f} | {in_cpu:>5.1f} | {client_cpu:>5.1f}")
 HEADER = (f"{'conv':>5} | {'turn p50/p95 ms http':>17} | {'in-process':>15} | {'overhead p50/p95 ms':>17} | "
           f"{'first event ms http':>15} | {'in-proc':>11} | {'turns/s':>6} | {'in-proc':>6} | "
-          f"{'CPU ms/turn':>5} | {'in-proc':>5}")
+          f"{'CPU ms/turn':>5} | {'in-proc':>5} | {'client':>5}")
 
 
 def orchestrate(args: argparse.Namespace) -> int:
@@ -269,8 +273,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     keys_store.close()
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {"CONVRAG_TEST_TOKEN_DELAY": token_delay, "CONVRAG_TEST_MAX_QUESTION": "2000", "PYTHONPATH": path}
-    if args.store_calls != "auto":
-        env["CONVRAG_TEST_STORE_ON_LOOP"] = "1" if args.store_calls == "loop" else "0"
+    if args.store_calls == "loop":
+        env["CONVRAG_TEST_STORE_ON_LOOP"] = "1"
     inproc = subprocess.Popen([sys.executable, __file__, "--role", "inproc"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, cwd=ROOT, text=True,
                               env={**os.environ, **env, "CONVRAG_TEST_DIR": str(work / "inproc")})
@@ -337,8 +341,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency level (medians are printed)")
     parser.add_argument("--clients", type=int, default=1, help="load client processes")
     parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
-    parser.add_argument("--store-calls", choices=("auto", "loop", "threads"), default="auto",
-                        help="where the server's async routes make their store calls (auto: on the loop for SQLite)")
+    parser.add_argument("--store-calls", choices=("threads", "loop"), default="threads",
+                        help="where the server's async routes make their store calls (create_app store_on_loop)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
                         help=argparse.SUPPRESS)

@@ -9,7 +9,6 @@ from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
-from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 
 #: conversation id, store -> a chat engine for that conversation sharing the built parts
 EngineFor = Callable[[str, Any], Any]
@@ -50,16 +49,13 @@ class ServeState:
     model_name: str = "convrag"
     #: text deltas that arrive within this many seconds of the last one sent go out together (one SSE frame)
     stream_window_s: float = 0.02
-    #: the async routes' store calls: on the event loop (True) or in the thread pool (False); None: on the loop for
-    #: the SQLite store (a local file: a call takes less than a thread hop, whose thread must win back the GIL from
-    #: a busy loop after every SQLite step), in the thread pool for the others (network I/O)
-    store_on_loop: Optional[bool] = None
+    #: the async routes' store calls (a turn's two, the key check) run on the event loop (True: only for a local
+    #: store such as SQLite, whose calls never wait on the network) or in the thread pool (False)
+    store_on_loop: bool = False
 
     def __post_init__(self) -> None:
         if self.stream_window_s < 0:
             raise ConfigurationError(f"stream_window_s must be >= 0, got {self.stream_window_s!r}")
-        if self.store_on_loop is None:
-            self.store_on_loop = isinstance(self.store, SQLiteConversationStore)
 
     async def store_call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, a blocking store call, where ``store_on_loop`` says."""

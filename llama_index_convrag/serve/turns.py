@@ -1,8 +1,8 @@
 """One served turn as a stream of ``(event, data)`` pairs, shared by the conversation API and the OpenAI endpoint.
 
 :func:`open_turn` does the turn's first database work in one store call (``ServeState.store_call``: in the
-thread pool, or on the loop for the SQLite store): the caller's check (ownership), the
-turn claim (one turn in flight per conversation, else 409) and storing the user message and the assistant placeholder
+thread pool unless ``store_on_loop``): the caller's check (ownership), the turn claim (one turn in flight per
+conversation, else 409) and storing the user message and the assistant placeholder
 (:meth:`~.turn_store.TurnStore.prepare`). :func:`turn_events` then yields ``start`` (the ids, before retrieval),
 ``retrieval`` when the engine hands back its stream, ``delta`` per piece of text, and last ``done`` or ``error``,
 after one more store call has written the answer and released the claim. The engine runs on the event loop and

@@ -75,9 +75,9 @@ def create() -> Any:
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
                               upload_dir=root / "uploads")
-    on_loop = os.environ.get("CONVRAG_TEST_STORE_ON_LOOP")  # "1" / "0"; unset: the store's default
     app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
-                     llm=llm.metadata.model_name, store_on_loop=None if on_loop is None else on_loop == "1")
+                     llm=llm.metadata.model_name,
+                     store_on_loop=os.environ.get("CONVRAG_TEST_STORE_ON_LOOP") == "1")  # bench --store-calls loop
     app.add_middleware(WorkerPid)
     return app
 

@@ -22,11 +22,10 @@ def test_bad_values_are_named() -> None:
     assert ServeState(store=store, engine_for=lambda cid, s: None).stream_window_s == 0.02
 
 
-async def test_store_calls_on_the_loop_for_sqlite_unless_told() -> None:
+async def test_store_calls_in_the_thread_pool_unless_told() -> None:
     store = SQLiteConversationStore(":memory:")
-    on_loop = ServeState(store=store, engine_for=lambda cid, s: None)
-    threads = ServeState(store=store, engine_for=lambda cid, s: None, store_on_loop=False)
-    assert on_loop.store_on_loop is True and threads.store_on_loop is False
+    on_loop = ServeState(store=store, engine_for=lambda cid, s: None, store_on_loop=True)
+    threads = ServeState(store=store, engine_for=lambda cid, s: None)
     here = threading.get_ident()
     assert await on_loop.store_call(threading.get_ident) == here
     assert await threads.store_call(threading.get_ident) != here
