@@ -46,6 +46,9 @@ USERS = ("u0", "u1", "u2", "u3")
 QUESTIONS = ("What is BM25?", "And how does fusion merge lists?", "Where is Milvus Lite stored?",
              "Which one scales out?")
 DISCONNECT_EVERY = 10
+#: conversations one load client process drives by default (httpx's pool costs the client more per request as its
+#: connections grow: one process for 128 streams spends more CPU per turn than the server)
+CONVERSATIONS_PER_CLIENT = 32
 
 
 @dataclass
@@ -294,7 +297,8 @@ def orchestrate(args: argparse.Namespace) -> int:
                 inproc.stdin.flush()
                 baseline = Run(**json.loads(inproc.stdout.readline()))
                 cpu = process_cpu_s(server.proc.pid)
-                http = run_clients(server.url, n, turns, keys[1:], probe, args.clients)
+                clients = args.clients if args.clients is not None else -(-n // CONVERSATIONS_PER_CLIENT)
+                http = run_clients(server.url, n, turns, keys[1:], probe, clients)
                 http.cpu_s = process_cpu_s(server.proc.pid) - cpu
                 per_run.append(figures(http, baseline))
                 drains.append(drain_report(work / "http" / "chats.db", http))
@@ -306,10 +310,12 @@ def orchestrate(args: argparse.Namespace) -> int:
         inproc.wait(timeout=60)
     load = os.getloadavg()[0]
     fast = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is not None]
+    clients_text = (f"{args.clients} process(es)" if args.clients is not None
+                    else f"one process per {CONVERSATIONS_PER_CLIENT} conversations")
     print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store "
           f"(store calls: {args.store_calls}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
           f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its "
-          f"first turn; load client in {args.clients} process(es), in-process baseline in its own process; medians "
+          f"first turn; load client in {clients_text}, in-process baseline in its own process; medians "
           f"of {repeat} run(s); os.cpu_count()={os.cpu_count()}, load average {load:.1f} at the end (a shared "
           "machine: figures vary run to run; compare the columns of one row)")
     print(HEADER)
@@ -339,7 +345,8 @@ def main() -> int:
     parser.add_argument("--concurrency", default="32,128,512")
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency level (medians are printed)")
-    parser.add_argument("--clients", type=int, default=1, help="load client processes")
+    parser.add_argument("--clients", type=int, default=None,
+                        help=f"load client processes (default: one per {CONVERSATIONS_PER_CLIENT} conversations)")
     parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
     parser.add_argument("--store-calls", choices=("threads", "loop"), default="threads",
                         help="where the server's async routes make their store calls (create_app store_on_loop)")
