@@ -3,9 +3,10 @@ run (``tests/serve/test_fuzz.py``): every operation, ``--examples`` generated re
 process (``tests/serve/server_app.py``: SQLite store, Milvus Lite, the local embedding model, a ScriptedLLM).
 
 Each request with ids in its path is sent twice: as drawn, and with the ids of a real conversation (made fresh for
-each operation, with one answered turn) and its answer. Checks every answer: never a 5xx, and every 4xx in the one error shape (``{"error": {type, code, message, param}}``).
-A failing example does not stop the run: it is counted and the first few are printed. Prints one row per operation
-(calls, statuses seen, failures) and the totals; exits 1 when anything failed.
+each operation, with one answered turn) and its answer. Checks every answer: never a 5xx, and every 4xx in the one
+error shape (``{"error": {type, code, message, param}}``). A failing example does not stop the run: it is counted and
+the first few are printed. Prints one row per operation (calls, statuses seen, failures) and the totals; exits 1 when
+anything failed.
 
     python bench/serve_fuzz.py --examples 100          # --seed S for another derandomised draw
 """
@@ -110,7 +111,7 @@ def main() -> int:
     elapsed = time.perf_counter() - started
     print(f"schemathesis fuzz of convrag serve: {len(rows)} operations, up to {args.examples} examples each, seed "
           f"{args.seed}; one uvicorn worker, no API keys (the open user on loopback)")
-    print(f"| operation | calls | statuses | failures |\n|---|---|---|---|")
+    print("| operation | calls | statuses | failures |\n|---|---|---|---|")
     for row in rows:
         seen = ", ".join(f"{s} x{n}" for s, n in row["statuses"].items())
         print(f"| {row['operation']} | {row['calls']} | {seen} | {row['failures']} |")

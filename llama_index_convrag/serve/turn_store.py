@@ -3,8 +3,9 @@
 A served turn does its database work in two calls the server makes (``ServeState.store_call``), so that the engine,
 running on the event loop, touches no database in between: :meth:`TurnStore.prepare` reads the conversation and
 stores the user message and the assistant placeholder (before retrieval: the ids reach the client at once); the
-engine's ``begin_turn`` then answers with that pair and its history read with that snapshot; the engine's ``finish_turn`` is held in memory until
-:meth:`TurnStore.flush` writes it (or, when the engine never got that far, finalises the placeholder ``cancelled``).
+engine's ``begin_turn`` then answers with that pair and its history read with that snapshot; the engine's
+``finish_turn`` is held in memory until :meth:`TurnStore.flush` writes it (or, when the engine never got that far,
+finalises the placeholder ``cancelled``).
 For a regeneration the answer becomes the next version of an existing user message instead of a new question.
 
 Without ``prepare`` it delegates as it is (``begin_turn`` reports the pair to ``on_begin``; writes go through).
