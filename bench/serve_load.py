@@ -2,8 +2,8 @@
 
 Three kinds of process, so that no measurement shares an event loop with another: the server (a real uvicorn process,
 one worker, SQLite store, Milvus Lite, the local embedding model, built by ``tests/serve/server_app.py``: a
-ScriptedLLM whose stream waits ``--token-ms`` per token); the load client(s) (``--clients`` processes, httpx, the
-conversations split between them); and the in-process baseline (the same app's engine parts in their own process,
+ScriptedLLM whose stream waits ``--token-ms`` per token); the load client (httpx, ``--clients`` processes, by default
+one per 32 conversations, the conversations split between them); and the in-process baseline (the same app's engine parts in their own process,
 ``astream_chat`` at the same concurrency, no HTTP). Runs alternate in-process / HTTP per concurrency level,
 ``--repeat`` times. 10% of the conversations disconnect mid-stream on their first turn (after 3 deltas). Four users
 with API keys own the conversations; after each turn a client reads one conversation of another user (must be 404).
@@ -12,11 +12,11 @@ Printed per concurrency (the median over the repeats), HTTP beside in-process: t
 per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event (HTTP: the ``start`` event; in-process:
 the placeholder stored), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
 which also answers each conversation's creation and the cross-user read; in-process: the baseline process; and the
-load client's); then after the drain, read from the store file: user messages stored =
-sent, messages left ``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.
+load client's); then after the drain, read from the store file: user messages stored = sent, messages left
+``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.
 
-    python bench/serve_load.py --quick          # 32 conversations x 2 turns, once
-    python bench/serve_load.py --turns 2 --repeat 3   # 32 / 128 / 512 conversations
+    python bench/serve_load.py --quick                                 # 32 conversations x 2 turns, once
+    python bench/serve_load.py --concurrency 32,128,512 --repeat 2     # 2 turns each; --store-calls loop to compare
 """
 
 from __future__ import annotations
