@@ -1,30 +1,37 @@
 """Load on ``convrag serve``: N concurrent conversations x T turns over HTTP (SSE), beside the same engine in-process.
 
-The server is a real uvicorn process (one worker, SQLite store, Milvus Lite, the local embedding model) built by
-``tests/serve/server_app.py``: a ScriptedLLM whose stream waits ``--token-ms`` per token. 10% of the conversations
-disconnect mid-stream on their first turn (after 3 deltas). Four users with API keys own the conversations; after
-each turn a client reads one conversation of another user (must be 404).
+Three kinds of process, so that no measurement shares an event loop with another: the server (a real uvicorn process,
+one worker, SQLite store, Milvus Lite, the local embedding model, built by ``tests/serve/server_app.py``: a
+ScriptedLLM whose stream waits ``--token-ms`` per token); the load client (httpx, ``--clients`` processes, by default
+one per 32 conversations, the conversations split between them); and the in-process baseline (the same app's engine parts in their own process,
+``astream_chat`` at the same concurrency, no HTTP). Runs alternate in-process / HTTP per concurrency level,
+``--repeat`` times. 10% of the conversations disconnect mid-stream on their first turn (after 3 deltas). Four users
+with API keys own the conversations; after each turn a client reads one conversation of another user (must be 404).
 
-Printed per concurrency, HTTP beside in-process (the engine's ``astream_chat`` on the same parts, same concurrency):
-turn time p50 / p95, server overhead per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event
-(HTTP: the ``start`` event; in-process: the placeholder stored), turns per second; then after the drain, read from
-the store file: user messages stored = sent, messages left ``pending``, ``cancelled`` = disconnects, reads across
-users that did not answer 404, 5xx answers.
+Printed per concurrency (the median over the repeats), HTTP beside in-process: turn time p50 / p95, server overhead
+per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event (HTTP: the ``start`` event; in-process:
+the placeholder stored), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
+which also answers each conversation's creation and the cross-user read; in-process: the baseline process; and the
+load client's); then after the drain, read from the store file: user messages stored = sent, messages left
+``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.
 
-    python bench/serve_load.py --quick          # 32 conversations x 2 turns
-    python bench/serve_load.py                  # 32 / 128 / 512 conversations x 4 turns
+    python bench/serve_load.py --quick                                 # 32 conversations x 2 turns, once
+    python bench/serve_load.py --concurrency 32,128,512 --repeat 2     # 2 turns each; --store-calls loop to compare
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -33,26 +40,51 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llama_index_convrag.serve.turn_store import TurnStore  # noqa: E402
 from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
-from tests.serve.conftest import Server  # noqa: E402
 
 USERS = ("u0", "u1", "u2", "u3")
 QUESTIONS = ("What is BM25?", "And how does fusion merge lists?", "Where is Milvus Lite stored?",
              "Which one scales out?")
 DISCONNECT_EVERY = 10
+#: conversations one load client process drives by default (httpx's pool costs the client more per request as its
+#: connections grow: one process for 128 streams spends more CPU per turn than the server)
+CONVERSATIONS_PER_CLIENT = 32
 
 
 @dataclass
 class Run:
+    """The samples of one run (one client process, or the in-process baseline)."""
+
     turn_s: List[float] = field(default_factory=list)
     first_s: List[float] = field(default_factory=list)
     sent: int = 0
     disconnects: int = 0
     disconnected_ids: List[str] = field(default_factory=list)
+    conversation_ids: List[str] = field(default_factory=list)
     errors_5xx: int = 0
     cross_reads_not_404: int = 0
-    wall_s: float = 0.0
+    started: float = 0.0
+    ended: float = 0.0
+    cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+    @classmethod
+    def merge(cls, runs: List["Run"]) -> "Run":
+        out = cls(started=min(r.started for r in runs), ended=max(r.ended for r in runs))
+        for r in runs:
+            out.turn_s += r.turn_s
+            out.first_s += r.first_s
+            out.disconnected_ids += r.disconnected_ids
+            out.conversation_ids += r.conversation_ids
+            out.sent, out.disconnects = out.sent + r.sent, out.disconnects + r.disconnects
+            out.errors_5xx += r.errors_5xx
+            out.cross_reads_not_404 += r.cross_reads_not_404
+            out.client_cpu_s += r.client_cpu_s
+        return out
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.sent / (self.ended - self.started)
 
 
 def pct(values: List[float], q: float) -> float:
@@ -62,12 +94,14 @@ def pct(values: List[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, key: str, other: Tuple[str, str],
-                            run: Run) -> str:
+# --- the load client (its own process: --role client) -------------------------------------------------------------
+async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, key: str, probe: Tuple[str, str],
+                            run: Run) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     r = await client.post("/v1/conversations", json={"title": f"load {index}"}, headers=headers)
     r.raise_for_status()
     cid = r.json()["id"]
+    run.conversation_ids.append(cid)
     for t in range(turns):
         disconnect = t == 0 and index % DISCONNECT_EVERY == 0
         start = time.perf_counter()
@@ -95,11 +129,11 @@ async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, k
             run.turn_s.append(time.perf_counter() - start)
         if first is not None:
             run.first_s.append(first)
-        peek = await client.get(f"/v1/conversations/{other[1]}", headers={"Authorization": f"Bearer {other[0]}"}) \
-            if other[1] else None
-        if peek is not None and peek.status_code != 404:
+        peek = await client.get(f"/v1/conversations/{probe[1]}", headers={"Authorization": f"Bearer {key}"})
+        if peek.status_code != 404:
             run.cross_reads_not_404 += 1
-    return cid
+        if peek.status_code >= 500:
+            run.errors_5xx += 1
 
 
 async def wait_settled(client: httpx.AsyncClient, cid: str, headers: Dict[str, str]) -> None:
@@ -111,23 +145,23 @@ async def wait_settled(client: httpx.AsyncClient, cid: str, headers: Dict[str, s
         await asyncio.sleep(0.02)
 
 
-async def http_load(url: str, n: int, turns: int, keys: List[str]) -> Tuple[Run, List[str]]:
+async def http_load(url: str, indices: List[int], turns: int, keys: List[str], probe: str, start_at: float) -> Run:
     run = Run()
-    limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
+    limits = httpx.Limits(max_connections=len(indices) + 8, max_keepalive_connections=len(indices) + 8)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
-        # one conversation of user u0 that every other user tries to read
-        probe = (await client.post("/v1/conversations", json={"title": "probe"},
-                                   headers={"Authorization": f"Bearer {keys[0]}"})).json()["id"]
-        start = time.perf_counter()
-        cids = await asyncio.gather(*[
-            http_conversation(client, i, turns, keys[1 + i % (len(keys) - 1)], (keys[1 + i % (len(keys) - 1)], probe),
-                              run) for i in range(n)])
-        run.wall_s = time.perf_counter() - start
-    return run, list(cids)
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        run.started, cpu = time.time(), time.process_time()
+        await asyncio.gather(*[http_conversation(client, i, turns, keys[i % len(keys)], ("", probe), run)
+                               for i in indices])
+        run.ended, run.client_cpu_s = time.time(), time.process_time() - cpu
+    return run
 
 
+# --- the in-process baseline (its own process: --role inproc, one request per stdin line) --------------------------
 async def inprocess_load(state: Any, n: int, turns: int) -> Run:
     """The same engine parts and store kind, called directly with the same concurrency (no disconnects)."""
+    from llama_index_convrag.serve.turn_store import TurnStore
+
     run = Run()
 
     async def conversation(i: int) -> None:
@@ -143,16 +177,60 @@ async def inprocess_load(state: Any, n: int, turns: int) -> Run:
             run.turn_s.append(time.perf_counter() - start)
             run.first_s.append(began["at"] - start)
 
-    start = time.perf_counter()
+    run.started, cpu = time.time(), time.process_time()
     await asyncio.gather(*[conversation(i) for i in range(n)])
-    run.wall_s = time.perf_counter() - start
+    run.ended, run.cpu_s = time.time(), time.process_time() - cpu
     return run
 
 
-def drain_report(store_path: Path, cids: List[str], run: Run) -> Dict[str, int]:
+def loop_factory() -> Any:
+    """The event loop uvicorn's ``--loop auto`` picks (uvloop when installed), for the baseline to run on the same."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def serve_inprocess() -> None:
+    from tests.serve.server_app import create
+
+    state = create().state.serve
+    print("ready", flush=True)
+    for line in sys.stdin:
+        n, turns = (int(x) for x in line.split())
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            print(json.dumps(asdict(runner.run(inprocess_load(state, n, turns)))), flush=True)
+
+
+# --- the orchestrator ------------------------------------------------------------------------------------------------
+def run_clients(url: str, n: int, turns: int, keys: List[str], probe: str, processes: int) -> Run:
+    start_at = time.time() + 3.0  # every client process imported and connected before the first request
+    procs = [subprocess.Popen(
+        [sys.executable, __file__, "--role", "client", "--url", url, "--turns", str(turns), "--probe", probe,
+         "--keys", ",".join(keys), "--indices", ",".join(str(i) for i in range(p, n, processes)),
+         "--start-at", repr(start_at)], stdout=subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
+        for p in range(processes)]
+    runs = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"load client exited {proc.returncode}")
+        runs.append(Run(**json.loads(out.decode().strip().splitlines()[-1])))
+    return Run.merge(runs)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drain_report(store_path: Path, run: Run) -> Dict[str, int]:
     store = SQLiteConversationStore(store_path)
     try:
-        messages = [m for cid in cids for m in store.get_conversation(cid)]
+        messages = [m for cid in run.conversation_ids for m in store.get_conversation(cid)]
     finally:
         store.close()
     by_id = {m.id: m for m in messages}
@@ -164,68 +242,132 @@ def drain_report(store_path: Path, cids: List[str], run: Run) -> Dict[str, int]:
             "cross_reads_not_404": run.cross_reads_not_404, "5xx": run.errors_5xx}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="32 conversations x 2 turns")
-    parser.add_argument("--concurrency", default="32,128,512")
-    parser.add_argument("--turns", type=int, default=4)
-    parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def figures(http: Run, inproc: Run) -> Dict[str, float]:
+    ms = {name: 1000 * pct(values, q) for name, values, q in (
+        ("turn_p50", http.turn_s, .5), ("turn_p95", http.turn_s, .95), ("in_turn_p50", inproc.turn_s, .5),
+        ("in_turn_p95", inproc.turn_s, .95), ("first_p50", http.first_s, .5), ("first_p95", http.first_s, .95),
+        ("in_first_p50", inproc.first_s, .5), ("in_first_p95", inproc.first_s, .95))}
+    ms["over_p50"], ms["over_p95"] = ms["turn_p50"] - ms["in_turn_p50"], ms["turn_p95"] - ms["in_turn_p95"]
+    ms["tps"], ms["in_tps"] = http.turns_per_s, inproc.turns_per_s
+    ms["cpu"], ms["in_cpu"] = 1000 * http.cpu_s / http.sent, 1000 * inproc.cpu_s / inproc.sent
+    ms["client_cpu"] = 1000 * http.client_cpu_s / http.sent
+    return ms
+
+
+ROW = ("{n:>5} | {turn_p50:>7.1f} / {turn_p95:>7.1f} | {in_turn_p50:>6.1f} / {in_turn_p95:>6.1f} | "
+       "{over_p50:>7.1f} / {over_p95:>7.1f} | {first_p50:>6.1f} / {first_p95:>6.1f} | {in_first_p50:>4.1f} / "
+       "{in_first_p95:>4.1f} | {tps:>6.1f} | {in_tps:>6.1f} | {cpu:>5.1f} | {in_cpu:>5.1f} | {client_cpu:>5.1f}")
+HEADER = (f"{'conv':>5} | {'turn p50/p95 ms http':>17} | {'in-process':>15} | {'overhead p50/p95 ms':>17} | "
+          f"{'first event ms http':>15} | {'in-proc':>11} | {'turns/s':>6} | {'in-proc':>6} | "
+          f"{'CPU ms/turn':>5} | {'in-proc':>5} | {'client':>5}")
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    from tests.serve.conftest import Server
+
     levels = [32] if args.quick else [int(x) for x in args.concurrency.split(",")]
-    turns = 2 if args.quick else args.turns
-    os.environ["CONVRAG_TEST_TOKEN_DELAY"] = str(args.token_ms / 1000)
-    os.environ["CONVRAG_TEST_MAX_QUESTION"] = "2000"
+    turns, repeat = (2, 1) if args.quick else (args.turns, args.repeat)
+    token_delay = str(args.token_ms / 1000)
     work = Path(tempfile.mkdtemp(prefix="convrag-serve-load-"))
     (work / "http").mkdir()
     (work / "inproc").mkdir()
     keys_store = SQLiteConversationStore(work / "http" / "chats.db")
     keys = [keys_store.create_key(u)[1] for u in USERS]
     keys_store.close()
-    os.environ["CONVRAG_TEST_DIR"] = str(work / "inproc")
-    from tests.serve.server_app import create
-
-    state = create().state.serve
-    # the same paced LLM as in-process: the fixture's own default (20 ms per token) must not apply here
-    server = Server(work / "http", env={"CONVRAG_TEST_TOKEN_DELAY": os.environ["CONVRAG_TEST_TOKEN_DELAY"]}).wait(300)
-    rows = []
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {"CONVRAG_TEST_TOKEN_DELAY": token_delay, "CONVRAG_TEST_MAX_QUESTION": "2000", "PYTHONPATH": path}
+    if args.store_calls == "loop":
+        env["CONVRAG_TEST_STORE_ON_LOOP"] = "1"
+    inproc = subprocess.Popen([sys.executable, __file__, "--role", "inproc"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, cwd=ROOT, text=True,
+                              env={**os.environ, **env, "CONVRAG_TEST_DIR": str(work / "inproc")})
+    server = Server(work / "http", env=env).wait(300)
+    assert inproc.stdout is not None and inproc.stdin is not None
+    while inproc.stdout.readline().strip() != "ready":
+        if inproc.poll() is not None:
+            raise RuntimeError("the in-process baseline exited")
+    probe = httpx.post(server.url + "/v1/conversations", json={"title": "probe"},
+                       headers={"Authorization": f"Bearer {keys[0]}"}).json()["id"]
+    rows: List[Tuple[int, List[Dict[str, float]], List[Dict[str, int]]]] = []
     try:
         for n in levels:
-            inproc = asyncio.run(inprocess_load(state, n, turns))
-            http, cids = asyncio.run(http_load(server.url, n, turns, keys))
-            rows.append((n, http, inproc, drain_report(work / "http" / "chats.db", cids, http)))
+            per_run, drains = [], []
+            for _ in range(repeat):
+                inproc.stdin.write(f"{n} {turns}\n")
+                inproc.stdin.flush()
+                baseline = Run(**json.loads(inproc.stdout.readline()))
+                cpu = process_cpu_s(server.proc.pid)
+                clients = args.clients if args.clients is not None else -(-n // CONVERSATIONS_PER_CLIENT)
+                http = run_clients(server.url, n, turns, keys[1:], probe, clients)
+                http.cpu_s = process_cpu_s(server.proc.pid) - cpu
+                per_run.append(figures(http, baseline))
+                drains.append(drain_report(work / "http" / "chats.db", http))
+                print(ROW.format(n=n, **per_run[-1]), "  (one run)", file=sys.stderr, flush=True)
+            rows.append((n, per_run, drains))
     finally:
         server.stop()
-    print(f"convrag serve load: 1 uvicorn worker, SQLite store, Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
-          f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its first turn; "
-          f"os.cpu_count()={os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (a shared machine: figures "
-          "vary run to run; compare the columns of one row)")
-    header = (f"{'conv':>5} | {'turn p50/p95 ms http':>21} | {'in-process':>13} | {'overhead p50/p95 ms':>19} | "
-              f"{'first event p50/p95 ms http':>27} | {'in-proc':>13} | {'turns/s http':>12} | {'in-proc':>7}")
-    print(header)
-    print("-" * len(header))
-    for n, http, inproc, drained in rows:
-        over = (1000 * (pct(http.turn_s, .5) - pct(inproc.turn_s, .5)),
-                1000 * (pct(http.turn_s, .95) - pct(inproc.turn_s, .95)))
-        print(f"{n:>5} | {1000 * pct(http.turn_s, .5):>9.1f} / {1000 * pct(http.turn_s, .95):>9.1f} | "
-              f"{1000 * pct(inproc.turn_s, .5):>5.0f} / {1000 * pct(inproc.turn_s, .95):>5.0f} | "
-              f"{over[0]:>8.1f} / {over[1]:>8.1f} | "
-              f"{1000 * pct(http.first_s, .5):>12.1f} / {1000 * pct(http.first_s, .95):>12.1f} | "
-              f"{1000 * pct(inproc.first_s, .5):>5.1f} / {1000 * pct(inproc.first_s, .95):>5.1f} | "
-              f"{http.sent / http.wall_s:>12.1f} | {inproc.sent / inproc.wall_s:>7.1f}")
+        inproc.stdin.close()
+        inproc.wait(timeout=60)
+    load = os.getloadavg()[0]
+    fast = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is not None]
+    clients_text = (f"{args.clients} process(es)" if args.clients is not None
+                    else f"one process per {CONVERSATIONS_PER_CLIENT} conversations")
+    print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store "
+          f"(store calls: {args.store_calls}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
+          f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its "
+          f"first turn; load client in {clients_text}, in-process baseline in its own process; medians "
+          f"of {repeat} run(s); os.cpu_count()={os.cpu_count()}, load average {load:.1f} at the end (a shared "
+          "machine: figures vary run to run; compare the columns of one row)")
+    print(HEADER)
+    print("-" * len(HEADER))
+    for n, per_run, _ in rows:
+        print(ROW.format(n=n, **{k: statistics.median(r[k] for r in per_run) for k in per_run[0]}))
     print("\nafter the drain (HTTP runs; read from the store file):")
-    for n, _, _, d in rows:
-        ok = (d["user_stored"] == d["sent"] and d["pending"] == 0 and d["cancelled"] == d["disconnected_cancelled"]
-              and d["disconnected_cancelled"] + d["disconnected_complete"] == d["disconnects"]
-              and d["cross_reads_not_404"] == 0 and d["5xx"] == 0)
-        print(f"{n:>5} conversations: user messages stored {d['user_stored']} / sent {d['sent']}, pending "
-              f"{d['pending']}, cancelled {d['cancelled']}; of {d['disconnects']} disconnects "
-              f"{d['disconnected_cancelled']} cancelled, {d['disconnected_complete']} complete (the answer was sent "
-              f"before the disconnect reached the server); reads across users not 404: "
-              f"{d['cross_reads_not_404']}, 5xx: {d['5xx']} -> {'OK' if ok else 'MISMATCH'}")
+    for n, _, drains in rows:
+        for d in drains:
+            ok = (d["user_stored"] == d["sent"] and d["pending"] == 0
+                  and d["cancelled"] == d["disconnected_cancelled"]
+                  and d["disconnected_cancelled"] + d["disconnected_complete"] == d["disconnects"]
+                  and d["cross_reads_not_404"] == 0 and d["5xx"] == 0)
+            print(f"{n:>5} conversations: user messages stored {d['user_stored']} / sent {d['sent']}, pending "
+                  f"{d['pending']}, cancelled {d['cancelled']}; of {d['disconnects']} disconnects "
+                  f"{d['disconnected_cancelled']} cancelled, {d['disconnected_complete']} complete (the answer was "
+                  f"sent before the disconnect reached the server); reads across users not 404: "
+                  f"{d['cross_reads_not_404']}, 5xx: {d['5xx']} -> {'OK' if ok else 'MISMATCH'}")
     if args.json:
-        print(json.dumps([{"conversations": n, "drain": d} for n, _, _, d in rows]))
+        print(json.dumps([{"conversations": n, "runs": per_run, "drain": drains} for n, per_run, drains in rows]))
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="32 conversations x 2 turns, once")
+    parser.add_argument("--concurrency", default="32,128,512")
+    parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency level (medians are printed)")
+    parser.add_argument("--clients", type=int, default=None,
+                        help=f"load client processes (default: one per {CONVERSATIONS_PER_CLIENT} conversations)")
+    parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
+    parser.add_argument("--store-calls", choices=("threads", "loop"), default="threads",
+                        help="where the server's async routes make their store calls (create_app store_on_loop)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--keys", help=argparse.SUPPRESS)
+    parser.add_argument("--probe", help=argparse.SUPPRESS)
+    parser.add_argument("--indices", help=argparse.SUPPRESS)
+    parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "inproc":
+        serve_inprocess()
+        return 0
+    if args.role == "client":
+        run = asyncio.run(http_load(args.url, [int(i) for i in args.indices.split(",") if i], args.turns,
+                                    args.keys.split(","), args.probe, args.start_at))
+        print(json.dumps(asdict(run)))
+        return 0
+    return orchestrate(args)
 
 
 if __name__ == "__main__":

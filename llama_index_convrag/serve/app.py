@@ -20,7 +20,8 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Optional[Limits] = None,
                documents_backend: Optional[Any] = None, model_name: str = "convrag",
-               llm: Optional[str] = None) -> FastAPI:
+               llm: Optional[str] = None, stream_window_s: float = 0.02,
+               store_on_loop: bool = False) -> FastAPI:
     """The API over built parts.
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners and turn claims live there).
@@ -28,10 +29,14 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     (:func:`~.engines.shared_engine_for` makes one from a built engine). ``documents_backend``: a
     :class:`~.documents.DocumentBackend` for the ``/v1/documents`` routes (None: they answer 404 ``no_documents``).
     ``llm``: the answering LLM's model name, ``None`` when answers are extractive (``GET /v1/health`` says which).
+    ``stream_window_s``: streamed text deltas that arrive within this many seconds of the last one sent go out as one
+    event (0: one event per delta). ``store_on_loop``: the async routes (a turn, the key check) make their store
+    calls on the event loop (True; a local store only: SQLite) instead of in the thread pool (False).
     """
     app = FastAPI(title="convrag serve", version="1", description="Conversational RAG over HTTP (docs/SERVE.md).")
     app.state.serve = ServeState(store=store, engine_for=engine_for, limits=limits if limits is not None else Limits(),
-                                 documents=documents_backend, model_name=model_name)
+                                 documents=documents_backend, model_name=model_name,
+                                 stream_window_s=stream_window_s, store_on_loop=store_on_loop)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limits=app.state.serve.limits)
     app.include_router(openai_compat.router)

@@ -59,6 +59,7 @@ def resolve_user(store: SQLConversationStore, key: Optional[str]) -> str:
     return OPEN_USER
 
 
-def current_user(request: Request) -> str:
-    """FastAPI dependency (sync: runs in the thread pool, the store may do network I/O)."""
-    return resolve_user(request.app.state.serve.store, bearer(request))
+async def current_user(request: Request) -> str:
+    """FastAPI dependency: the key check is a store call (``ServeState.store_call``)."""
+    state = request.app.state.serve
+    return await state.store_call(resolve_user, state.store, bearer(request))

@@ -1,14 +1,14 @@
 """The conversation API: conversations, their messages (a streamed turn), citations, turn records, versions,
 regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool);
-the async ones that start a turn do their store reads in the thread pool too, never on the event loop."""
+the async ones that start a turn make their store calls through ``ServeState.store_call``."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, Dict, List, Optional, Tuple
+from functools import partial
+from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
@@ -16,9 +16,9 @@ from llama_index_convrag.serve.auth import current_user
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.models import (NewConversation, NewFeedback, NewMessage, Regenerate, Rename,
                                               citation_view, message_view)
-from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, frame
+from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, coalesced, frame
 from llama_index_convrag.serve.state import ServeState
-from llama_index_convrag.serve.turns import Event, claim, turn_events
+from llama_index_convrag.serve.turns import Event, fold, open_turn, turn_events
 from llama_index_convrag.storage.conversation.base import Message
 from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR
 
@@ -30,18 +30,22 @@ def _state(request: Request) -> ServeState:
 
 
 def _messages_view(state: ServeState, messages: List[Message], user: str) -> List[Dict[str, Any]]:
+    """The messages as the API shows them; an answer with its versions, citations and ``user``'s feedback (read
+    for all answers at once)."""
     versions: Dict[str, List[str]] = {}
     for m in messages:
         if m.role == "assistant" and m.reply_to is not None:
             versions.setdefault(m.reply_to, []).append(m.id)
+    answers = [m.id for m in messages if m.role == "assistant"]
+    citations = state.store.get_citations_of(answers)
+    feedback = state.store.get_feedback_of(answers, user)
     out = []
     for m in messages:
         view = message_view(m)
         if m.role == "assistant":
             view["versions"] = versions.get(m.reply_to, [m.id]) if m.reply_to is not None else [m.id]
-            view["citations"] = [citation_view(c) for c in state.store.get_citations(m.id)]
-            feedback = state.store.get_feedback(m.id, user)
-            view["feedback"] = feedback.to_dict() if feedback is not None else None
+            view["citations"] = [citation_view(c) for c in citations[m.id]]
+            view["feedback"] = feedback[m.id].to_dict() if m.id in feedback else None
         out.append(view)
     return out
 
@@ -95,28 +99,23 @@ async def _sse(events: AsyncGenerator[Event, None]) -> AsyncGenerator[bytes, Non
 
 
 async def _collect(events: AsyncGenerator[Event, None]) -> JSONResponse:
-    """A non-streamed turn: the events folded into one JSON answer (500 in the one shape on error)."""
-    out: Dict[str, Any] = {}
-    text = []
-    async for name, data in events:
-        if name == "delta":
-            text.append(data["text"])
-        elif name == "error":  # the message (stored as error) is named in the message text
-            error = dict(data["error"], message=f"{data['error']['message']} (assistant message "
-                                                f"{data['assistant_message_id']})")
-            return JSONResponse({"error": error}, status_code=500)
-        else:
-            out.update(data)
-    out.setdefault("content", "".join(text))
+    """A non-streamed turn: the events folded into one JSON answer (500 in the one shape on error, the message
+    stored as error named in its text)."""
+    out, error = await fold(events)
+    if error is not None:
+        return JSONResponse({"error": dict(error["error"], message=f"{error['error']['message']} (assistant message "
+                                                                   f"{error['assistant_message_id']})")},
+                            status_code=500)
     return JSONResponse(out)
 
 
 async def _turn(state: ServeState, conversation_id: str, question: str, stream: bool,
-                regenerate: Optional[Message] = None) -> Response:
-    await claim(state, conversation_id)
-    events = turn_events(state, conversation_id, question, regenerate)
+                regenerate: Optional[Message] = None, check: Optional[Callable[[], None]] = None,
+                claimed: Optional[Callable[[], None]] = None) -> Response:
+    turn = await open_turn(state, conversation_id, question, regenerate, check, claimed)
+    events = turn_events(state, turn)
     if stream:
-        return EventStreamResponse(_sse(events), headers=SSE_HEADERS)
+        return EventStreamResponse(_sse(coalesced(events, state.stream_window_s)), headers=SSE_HEADERS)
     return await _collect(events)
 
 
@@ -126,8 +125,8 @@ async def post_message(conversation_id: str, body: NewMessage, request: Request,
                        user: str = Depends(current_user)) -> Response:
     state = _state(request)
     check_question(state, body.content)
-    await run_in_threadpool(owned_conversation, state, conversation_id, user)  # store I/O: off the event loop
-    return await _turn(state, conversation_id, body.content, body.stream)
+    return await _turn(state, conversation_id, body.content, body.stream,
+                       check=partial(owned_conversation, state, conversation_id, user))
 
 
 @router.get("/messages/{message_id}")
@@ -172,20 +171,22 @@ def get_versions(message_id: str, request: Request, user: str = Depends(current_
 async def regenerate(message_id: str, body: Regenerate, request: Request,
                      user: str = Depends(current_user)) -> Response:
     state = _state(request)
-    message, latest_user = await run_in_threadpool(_regeneration_target, state, message_id, user)
-    if message.status == "pending":  # with the claim held, no turn is answering it: a worker died mid-turn
-        await claim(state, message.conversation_id)
-        try:
-            await run_in_threadpool(state.store.finalize_message, message_id, content=message.content,
-                                    status="error", error=ABANDONED_ERROR)
-        finally:
-            await run_in_threadpool(state.store.release_turn, message.conversation_id)
-    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user)
+    message, latest_user = await state.store_call(_regeneration_target, state, message_id, user)
+    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user,
+                       claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
+
+
+def _abandon_pending(state: ServeState, message: Message) -> None:
+    """A ``pending`` answer no turn is answering (the claim was free): a worker died mid-turn; finalise it ``error``
+    before its regeneration (called holding the claim, a store call)."""
+    stored = state.store.get_message(message.id)
+    if stored is not None and stored.status == "pending":
+        state.store.finalize_message(message.id, content=stored.content, status="error", error=ABANDONED_ERROR)
 
 
 def _regeneration_target(state: ServeState, message_id: str, user: str) -> Tuple[Message, Message]:
     """``(the answer, the user message it replies to)``; 404 for another user's id, 400 unless it is the newest
-    answer of its conversation (store reads: called in the thread pool)."""
+    answer of its conversation (store reads: a store call)."""
     message = owned_message(state, message_id, user)
     if message.role != "assistant" or message.reply_to is None:
         raise APIError(400, "not_regenerable", f"message {message_id!r} is not an assistant answer", "message_id")

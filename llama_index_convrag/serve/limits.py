@@ -26,8 +26,11 @@ class BodyLimitMiddleware:
                        else (self.limits.max_body_bytes, "max_body_bytes"))
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await _refuse(send, limit, name)
+        if declared is not None and declared.isdigit():
+            if int(declared) > limit:
+                await _refuse(send, limit, name)
+            else:  # the server holds the body to its declared length: nothing to count (streams pass untouched)
+                await self.app(scope, receive, send)
             return
         seen = 0
         started = False

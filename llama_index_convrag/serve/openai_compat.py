@@ -8,23 +8,24 @@ last user message is the question. Ids, references and citations travel in the e
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncGenerator, Dict, List, Optional
+from typing import Any, AsyncGenerator, Dict, Optional
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.serve.access import check_question, owned_conversation
 from llama_index_convrag.serve.auth import current_user
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.models import ChatCompletionRequest, text_of
-from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, data_frame
+from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, coalesced, data_frame
 from llama_index_convrag.serve.state import ServeState
-from llama_index_convrag.serve.turns import Event, claim, turn_events
+from llama_index_convrag.serve.turns import Event, fold, open_turn, turn_events
 from llama_index_convrag.storage.conversation.base import Message, new_id
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 SEED_ROLES = ("user", "assistant")
+#: fields of the ``done`` event that the completion carries elsewhere (the message) or not at all
+DONE_ONLY = frozenset({"content", "status", "trim_report"})
 
 
 @router.get("/models")
@@ -89,22 +90,13 @@ async def _stream(events: AsyncGenerator[Event, None], model: str) -> AsyncGener
 
 
 async def _complete(events: AsyncGenerator[Event, None], model: str) -> JSONResponse:
-    ext: Dict[str, Any] = {}
-    text: List[str] = []
-    async for name, data in events:
-        if name == "delta":
-            text.append(data["text"])
-        elif name == "error":
-            return JSONResponse({"error": data["error"]}, status_code=500)
-        elif name == "done":
-            ext["citations"] = data["citations"]
-            text = [data["content"]]
-        else:
-            ext.update(data)
-    content = "".join(text)
+    out, error = await fold(events)
+    if error is not None:
+        return JSONResponse({"error": error["error"]}, status_code=500)
+    ext = {k: v for k, v in out.items() if k not in DONE_ONLY}
     return JSONResponse({
         "id": f"chatcmpl-{ext.get('assistant_message_id')}", "object": "chat.completion", "created": int(time.time()),
-        "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+        "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
                                      "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}, "convrag": ext})
 
@@ -114,9 +106,8 @@ async def _complete(events: AsyncGenerator[Event, None], model: str) -> JSONResp
 async def chat_completions(body: ChatCompletionRequest, request: Request,
                            user: str = Depends(current_user)) -> Response:
     state: ServeState = request.app.state.serve
-    conversation_id, question = await run_in_threadpool(_prepare, state, body, user)
-    await claim(state, conversation_id)
-    events = turn_events(state, conversation_id, question)
+    conversation_id, question = await state.store_call(_prepare, state, body, user)
+    events = turn_events(state, await open_turn(state, conversation_id, question))
     if body.stream:
-        return EventStreamResponse(_stream(events, body.model), headers=SSE_HEADERS)
+        return EventStreamResponse(_stream(coalesced(events, state.stream_window_s), body.model), headers=SSE_HEADERS)
     return await _complete(events, body.model)

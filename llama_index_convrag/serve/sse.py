@@ -1,9 +1,11 @@
-"""Server-sent events: one ``event:`` / ``data:`` frame per event, JSON data."""
+"""Server-sent events: one ``event:`` / ``data:`` frame per event, JSON data; text deltas coalesced per window."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any, Dict
+from collections import deque
+from typing import Any, AsyncGenerator, AsyncIterator, Deque, Dict, Optional, Tuple
 
 import anyio
 from starlette.responses import StreamingResponse
@@ -11,6 +13,7 @@ from starlette.types import Receive, Scope, Send
 
 SSE_HEADERS: Dict[str, str] = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 MEDIA_TYPE = "text/event-stream"
+Event = Tuple[str, Dict[str, Any]]
 
 
 def frame(event: str, data: Any) -> bytes:
@@ -22,6 +25,74 @@ def data_frame(data: Any) -> bytes:
     """An unnamed event (OpenAI streams: ``data: {...}``; ``data: [DONE]`` when ``data`` is that string)."""
     text = data if isinstance(data, str) else json.dumps(data, default=str)
     return f"data: {text}\n\n".encode("utf-8")
+
+
+async def coalesced(events: AsyncIterator[Event], window_s: float) -> AsyncGenerator[Event, None]:
+    """``events`` with consecutive ``delta`` events merged: a delta goes out at once when the last one went out at
+    least ``window_s`` ago, else with whatever text arrived until then (one frame, not one per token). Any other event
+    (or the end) goes out at once, after the text before it. ``window_s <= 0``: every event as it comes.
+
+    ``events`` runs in its own task (so a held delta waits for the window, not for the next token); when this
+    generator stops early that task is cancelled and awaited (its cleanup runs before this one returns).
+    """
+    if window_s <= 0:
+        async for item in events:
+            yield item
+        return
+    loop = asyncio.get_running_loop()
+    buffer: Deque[Any] = deque()
+    ready, urgent = asyncio.Event(), asyncio.Event()  # something arrived; something that ends a held delta
+    end: Dict[str, Optional[BaseException]] = {}
+
+    async def pump() -> None:
+        try:
+            async for item in events:
+                buffer.append(item)
+                ready.set()
+                if item[0] != "delta":
+                    urgent.set()
+        except BaseException as e:  # noqa: BLE001 - handed to the reader (CancelledError included)
+            end["error"] = e
+        else:
+            end["error"] = None
+        ready.set()
+        urgent.set()
+
+    task = loop.create_task(pump())
+    last_delta = float("-inf")
+    try:
+        while True:
+            if not buffer and not end:
+                ready.clear()
+                await ready.wait()
+            if buffer and buffer[0][0] == "delta":
+                hold = last_delta + window_s - loop.time()
+                if hold > 0 and not urgent.is_set() and not end:
+                    try:
+                        await asyncio.wait_for(urgent.wait(), hold)
+                    except asyncio.TimeoutError:
+                        pass
+                last_delta = loop.time()
+            urgent.clear()
+            while buffer:
+                name, data = buffer.popleft()
+                if name != "delta":
+                    yield name, data
+                    continue
+                text = [data["text"]]
+                while buffer and buffer[0][0] == "delta":
+                    text.append(buffer.popleft()[1]["text"])
+                yield "delta", {"text": "".join(text)}
+            if end and not buffer:
+                error = end["error"]
+                if error is not None and not isinstance(error, asyncio.CancelledError):
+                    raise error
+                return
+    finally:
+        if not task.done():
+            task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(task, return_exceptions=True)
 
 
 class EventStreamResponse(StreamingResponse):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
 
 #: conversation id, store -> a chat engine for that conversation sharing the built parts
 EngineFor = Callable[[str, Any], Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,3 +47,18 @@ class ServeState:
     limits: Limits = field(default_factory=Limits)
     documents: Optional[Any] = None
     model_name: str = "convrag"
+    #: text deltas that arrive within this many seconds of the last one sent go out together (one SSE frame)
+    stream_window_s: float = 0.02
+    #: the async routes' store calls (a turn's two, the key check) run on the event loop (True: only for a local
+    #: store such as SQLite, whose calls never wait on the network) or in the thread pool (False)
+    store_on_loop: bool = False
+
+    def __post_init__(self) -> None:
+        if self.stream_window_s < 0:
+            raise ConfigurationError(f"stream_window_s must be >= 0, got {self.stream_window_s!r}")
+
+    async def store_call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, a blocking store call, where ``store_on_loop`` says."""
+        if self.store_on_loop:
+            return fn(*args)
+        return await run_in_threadpool(fn, *args)

@@ -1,36 +1,86 @@
 """One served turn as a stream of ``(event, data)`` pairs, shared by the conversation API and the OpenAI endpoint.
 
-``start`` comes from the store the moment the engine stores the placeholder (before retrieval); ``retrieval`` when
-the engine hands back its stream; ``delta`` per piece of text; ``done`` or ``error`` last. When the consumer stops
-(the client went away: the stream's task is cancelled) the engine's stream is closed, which finalises the message
-``cancelled`` with the text so far; a placeholder stored before the engine returned its stream is finalised here.
-The turn claim (one turn in flight per conversation) is released in every case.
+:func:`open_turn` does the turn's first database work in one store call (``ServeState.store_call``: in the
+thread pool unless ``store_on_loop``): the caller's check (ownership), the turn claim (one turn in flight per
+conversation, else 409) and storing the user message and the assistant placeholder
+(:meth:`~.turn_store.TurnStore.prepare`). :func:`turn_events` then yields ``start`` (the ids, before retrieval),
+``retrieval`` when the engine hands back its stream, ``delta`` per piece of text, and last ``done`` or ``error``,
+after one more store call has written the answer and released the claim. The engine runs on the event loop and
+touches no database in between. When the consumer stops (the client went away: the stream's task is cancelled) the
+engine's stream is closed, which finalises the message ``cancelled`` with the text so far (no text when the engine
+had not answered yet); the claim is released in every case.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncGenerator, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
-from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.serve.errors import APIError, error_body
 from llama_index_convrag.serve.models import citation_view
 from llama_index_convrag.serve.state import ServeState
-from llama_index_convrag.serve.turn_store import TurnStore
+from llama_index_convrag.serve.turn_store import Finished, TurnStore
 from llama_index_convrag.storage.conversation.base import Message
 
 logger = logging.getLogger(__name__)
 Event = Tuple[str, Dict[str, Any]]
 
 
-async def claim(state: ServeState, conversation_id: str) -> None:
-    """Claim the conversation for one turn, or 409 ``turn_in_flight``."""
-    if not await run_in_threadpool(state.store.claim_turn, conversation_id, state.limits.turn_timeout_s):
-        raise APIError(409, "turn_in_flight", f"conversation {conversation_id!r} is answering another turn; "
-                                              "wait for its done/error event (or cancel it) and retry")
+@dataclass(frozen=True)
+class OpenTurn:
+    """A claimed turn whose user message and placeholder are stored."""
+
+    conversation_id: str
+    question: str
+    store: TurnStore
+    user: Message
+    placeholder: Message
+
+
+async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
+                    check: Optional[Callable[[], None]] = None,
+                    claimed: Optional[Callable[[], None]] = None) -> OpenTurn:
+    """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx), claim the conversation (409
+    ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
+    turn."""
+    opened: List[OpenTurn] = []
+
+    def work() -> OpenTurn:
+        if check is not None:
+            check()
+        if not state.store.claim_turn(conversation_id, state.limits.turn_timeout_s):
+            raise APIError(409, "turn_in_flight", f"conversation {conversation_id!r} is answering another turn; "
+                                                  "wait for its done/error event (or cancel it) and retry")
+        store = TurnStore(state.store, regenerate=regenerate)
+        try:
+            if claimed is not None:
+                claimed()
+            user, placeholder = store.prepare(conversation_id, question)
+        except BaseException:
+            state.store.release_turn(conversation_id)
+            raise
+        opened.append(OpenTurn(conversation_id, question, store, user, placeholder))
+        return opened[0]
+
+    try:
+        return await state.store_call(work)
+    except asyncio.CancelledError:  # the request went away while the thread ran: undo what it did
+        if opened:
+            with anyio.CancelScope(shield=True):
+                await state.store_call(close_turn, state, opened[0])
+        raise
+
+
+def close_turn(state: ServeState, turn: OpenTurn) -> Finished:
+    """Write the answer (or ``cancelled``) and release the claim (blocking: ``state.store_call`` it)."""
+    try:
+        return turn.store.flush()
+    finally:
+        state.store.release_turn(turn.conversation_id)
 
 
 def references(response: Any) -> List[Dict[str, Any]]:
@@ -58,88 +108,74 @@ def start_data(user: Message, placeholder: Message) -> Dict[str, Any]:
             "assistant_message_id": placeholder.id, "reply_to": placeholder.reply_to, "version": placeholder.version}
 
 
-def done_data(state: ServeState, message_id: str, response: Any) -> Dict[str, Any]:
-    stored = state.store.get_message(message_id)
-    meta = getattr(response, "metadata", None) or {}
-    trim = meta.get("trim_report")
+def done_data(message_id: str, finished: Finished, response: Any) -> Dict[str, Any]:
+    """The final event: the answer as written, its citations and the trim report."""
+    trim = (getattr(response, "metadata", None) or {}).get("trim_report")
     trim_view = trim.to_dict() if hasattr(trim, "to_dict") else trim if isinstance(trim, dict) else None
-    return {"assistant_message_id": message_id, "status": stored.status if stored else "complete",
-            "content": stored.content if stored else "",
-            "citations": [citation_view(c) for c in state.store.get_citations(message_id)],
-            "trim_report": trim_view}
+    return {"assistant_message_id": message_id, "status": finished.status, "content": finished.content,
+            "citations": [citation_view(c) for c in finished.citations], "trim_report": trim_view}
 
 
-async def turn_events(state: ServeState, conversation_id: str, question: str,
-                      regenerate: Optional[Message] = None) -> AsyncGenerator[Event, None]:
-    """Run one claimed turn (see the module docstring). The caller has claimed the conversation."""
-    queue: "asyncio.Queue[Event]" = asyncio.Queue()
-    began: Dict[str, Message] = {}
-
-    def on_begin(user: Message, placeholder: Message) -> None:
-        began["user"], began["placeholder"] = user, placeholder
-        queue.put_nowait(("start", start_data(user, placeholder)))
-
-    engine = state.engine_for(conversation_id, TurnStore(state.store, on_begin, regenerate))
-    task = asyncio.ensure_future(engine.astream_chat(question))
+async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event, None]:
+    """Run one opened turn (see the module docstring)."""
     response: Any = None
+    closed = False
     try:
-        while response is None:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                yield getter.result()
-            else:
-                getter.cancel()
-            if task in done:
-                while not queue.empty():
-                    yield queue.get_nowait()
-                try:
-                    response = task.result()
-                except Exception as e:  # the engine stored the message as error (when it got that far)
-                    logger.info("turn failed in %s: %s", conversation_id, e)
-                    yield "error", _error_data(began, e)
-                    return
-        message_id = response.message_id
-        yield "retrieval", retrieval_data(response)
-        async for delta in response.async_response_gen():
-            yield "delta", {"text": delta}
-        if response.status == "error":
-            yield "error", _error_data(began, RuntimeError("the answer stream failed"))
+        yield "start", start_data(turn.user, turn.placeholder)
+        failure: Optional[BaseException] = None
+        try:
+            response = await state.engine_for(turn.conversation_id, turn.store).astream_chat(turn.question)
+            yield "retrieval", retrieval_data(response)
+            async for delta in response.async_response_gen():
+                yield "delta", {"text": delta}
+            if response.status == "error":
+                failure = RuntimeError("the answer stream failed")
+        except Exception as e:  # the engine finalised the message as error (when it got that far)
+            logger.info("turn failed in %s: %s", turn.conversation_id, e)
+            failure = e
+        try:
+            finished = await state.store_call(close_turn, state, turn)
+        except Exception as e:
+            logger.exception("could not store the turn of %s", turn.conversation_id)
+            closed = True  # close_turn released the claim
+            yield "error", _error_data(turn, e)
             return
-        yield "done", await run_in_threadpool(done_data, state, message_id, response)
-    except Exception as e:
-        logger.exception("turn stream failed in %s", conversation_id)
-        yield "error", _error_data(began, e)
+        closed = True
+        if failure is not None:
+            yield "error", _error_data(turn, failure)
+        else:
+            yield "done", done_data(turn.placeholder.id, finished, response)
     finally:
-        with anyio.CancelScope(shield=True):
-            await _settle(state, conversation_id, task, response, began)
+        if not closed:
+            with anyio.CancelScope(shield=True):
+                await _settle(state, turn, response)
 
 
-def _error_data(began: Dict[str, Message], error: BaseException) -> Dict[str, Any]:
-    placeholder = began.get("placeholder")
-    return {"assistant_message_id": placeholder.id if placeholder else None, "status": "error",
+def _error_data(turn: OpenTurn, error: BaseException) -> Dict[str, Any]:
+    return {"assistant_message_id": turn.placeholder.id, "status": "error",
             "error": error_body(500, "turn_failed", f"{type(error).__name__}: {error}")["error"]}
 
 
-async def _settle(state: ServeState, conversation_id: str, task: "asyncio.Future[Any]", response: Any,
-                  began: Dict[str, Message]) -> None:
-    """Stop what still runs, finalise an unfinished placeholder ``cancelled``, release the claim."""
+async def _settle(state: ServeState, turn: OpenTurn, response: Any) -> None:
+    """The consumer stopped: close the engine's stream (``cancelled`` with the text so far), write, release."""
     try:
-        if not task.done():
-            task.cancel()
-            try:
-                await task
-            except BaseException:  # noqa: BLE001 - cancelled on purpose
-                pass
-        if task.done() and not task.cancelled() and task.exception() is None and response is None:
-            response = task.result()
         if response is not None:
-            await response.aclose()  # an unfinished stream becomes 'cancelled' with its partial text
-        placeholder = began.get("placeholder")
-        if placeholder is not None:
-            stored = await run_in_threadpool(state.store.get_message, placeholder.id)
-            if stored is not None and stored.status == "pending":
-                await run_in_threadpool(state.store.finalize_message, placeholder.id, content=stored.content,
-                                        status="cancelled")
+            await response.aclose()
     finally:
-        await run_in_threadpool(state.store.release_turn, conversation_id)
+        await state.store_call(close_turn, state, turn)
+
+
+async def fold(events: AsyncGenerator[Event, None]) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """A non-streamed turn: ``(every event's data merged in order, the error event's data or None)``; ``content``
+    is the whole answer (the ``done`` event's, else the deltas joined)."""
+    out: Dict[str, Any] = {}
+    text: List[str] = []
+    async for name, data in events:
+        if name == "delta":
+            text.append(data["text"])
+        elif name == "error":
+            return out, data
+        else:
+            out.update(data)
+    out.setdefault("content", "".join(text))
+    return out, None

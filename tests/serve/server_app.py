@@ -76,7 +76,8 @@ def create() -> Any:
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
                               upload_dir=root / "uploads")
     app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
-                     llm=llm.metadata.model_name)
+                     llm=llm.metadata.model_name,
+                     store_on_loop=os.environ.get("CONVRAG_TEST_STORE_ON_LOOP") == "1")  # bench --store-calls loop
     app.add_middleware(WorkerPid)
     return app
 

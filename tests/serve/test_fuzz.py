@@ -1,6 +1,6 @@
 """Property-based fuzzing of every operation of the OpenAPI schema (schemathesis) against a real server process:
 never a 5xx, and every error in the one JSON shape. Bounded (few examples per operation, derandomised); a longer
-run is ``bench/serve_load.py --fuzz``."""
+run is ``bench/serve_fuzz.py --examples N``."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
-from llama_index_convrag.storage.conversation.accounts import AccountsMixin
+from llama_index_convrag.storage.conversation.accounts import AccountsMixin, in_params
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
@@ -362,6 +362,16 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
         with self._tx(write=False) as run:
             rows = run("SELECT data FROM convrag_citations WHERE message_id = :m ORDER BY ord", {"m": message_id})
         return [Citation.from_dict(json.loads(r[0])) for r in rows]
+
+    def get_citations_of(self, message_ids: Sequence[str]) -> Dict[str, List[Citation]]:
+        """The citations of each of ``message_ids`` (``[]`` for none), in one query per chunk of ids."""
+        out: Dict[str, List[Citation]] = {m: [] for m in message_ids}
+        for where, params in in_params("message_id", list(out)):
+            with self._tx(write=False) as run:
+                rows = run(f"SELECT message_id, data FROM convrag_citations WHERE {where} ORDER BY ord", params)
+            for message_id, data in rows:
+                out[message_id].append(Citation.from_dict(json.loads(data)))
+        return out
 
     def get_turn_record(self, message_id: str) -> Optional[Dict[str, Any]]:
         with self._tx(write=False) as run:

@@ -14,7 +14,7 @@ import time
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
 
@@ -62,6 +62,13 @@ class Feedback:
 def hash_key(secret: str) -> str:
     """The stored form of an API key (keys are 256-bit random, so one SHA-256 round is enough)."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def in_params(column: str, values: Sequence[str], chunk: int = 500) -> Iterator[Tuple[str, Dict[str, str]]]:
+    """``(column IN (:v0, ...), params)`` per chunk of ``values`` (bound parameters, SQLite and PostgreSQL)."""
+    for start in range(0, len(values), chunk):
+        params = {f"v{i}": v for i, v in enumerate(values[start:start + chunk])}
+        yield f"{column} IN ({', '.join(':' + k for k in params)})", params
 
 
 def encode_cursor(created_at: float, ident: str) -> str:
@@ -196,6 +203,16 @@ class AccountsMixin:
                 "VALUES (:m, :u, :r, :x, :t)", {"m": message_id, "u": user_id, "r": rating, "x": text,
                                                  "t": fb.created_at})
         return fb
+
+    def get_feedback_of(self, message_ids: Sequence[str], user_id: str) -> Dict[str, Feedback]:
+        """``user_id``'s feedback on each of ``message_ids`` that has one (one query per chunk of ids)."""
+        out: Dict[str, Feedback] = {}
+        for where, params in in_params("message_id", message_ids):
+            with self._tx(write=False) as run:
+                rows = run(f"SELECT message_id, rating, text, created_at FROM convrag_feedback WHERE {where} AND "
+                           "user_id = :u", {**params, "u": user_id})
+            out.update({r[0]: Feedback(message_id=r[0], rating=r[1], text=r[2], created_at=float(r[3])) for r in rows})
+        return out
 
     def get_feedback(self, message_id: str, user_id: str) -> Optional[Feedback]:
         with self._tx(write=False) as run:

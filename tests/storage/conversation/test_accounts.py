@@ -12,6 +12,7 @@ import pytest
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.storage.conversation.accounts import hash_key
 
 Make = Callable[[], SQLConversationStore]
@@ -71,6 +72,25 @@ def test_feedback_per_user_and_message(make_store: Make) -> None:
     assert (got.rating, got.text) == ("down", "wrong") and store.get_feedback(answer.id, "bob") is None
     with pytest.raises(ConfigurationError, match=r"rating must be one of \['up', 'down'\], got 'meh'"):
         store.put_feedback(answer.id, "alice", "meh", None)
+
+
+def test_feedback_and_citations_of_many_messages_at_once(make_store: Make) -> None:
+    store = make_store()
+    answers = [store.begin_turn("c1", f"q{i}")[1] for i in range(3)]
+    cites = [Citation(node_id=f"n{i}", source_index=i, marker=i + 1, text=f"t{i}") for i in range(2)]
+    store.finish_turn("c1", answers[1].id, content="a", status="complete", error=None, citations=cites, record={})
+    store.put_feedback(answers[0].id, "alice", "up", "good")
+    store.put_feedback(answers[0].id, "bob", "down", None)
+    ids = [a.id for a in answers]
+    got = store.get_citations_of(ids)
+    assert list(got) == ids and got[answers[0].id] == [] and got[answers[2].id] == []
+    assert [(c.node_id, c.marker) for c in got[answers[1].id]] == [("n0", 1), ("n1", 2)]
+    assert got[answers[1].id] == store.get_citations(answers[1].id)
+    feedback = store.get_feedback_of(ids, "alice")
+    assert list(feedback) == [answers[0].id] and (feedback[answers[0].id].rating, feedback[answers[0].id].text) == (
+        "up", "good")
+    assert store.get_citations_of([]) == {} and store.get_feedback_of([], "alice") == {}
+    assert list(store.get_citations_of([answers[0].id] * 2)) == [answers[0].id]
 
 
 def test_turn_claim_is_exclusive_until_released_or_expired(make_store: Make) -> None:

@@ -1,0 +1,31 @@
+"""``Limits`` and ``ServeState`` validate once, naming the bad value."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.serve.state import Limits, ServeState
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+
+
+def test_bad_values_are_named() -> None:
+    with pytest.raises(ConfigurationError, match=r"max_page_size must be >= 1, got 0"):
+        Limits(max_page_size=0)
+    with pytest.raises(ConfigurationError, match=r"default_page_size \(30\) must be <= max_page_size \(20\)"):
+        Limits(default_page_size=30, max_page_size=20)
+    store = SQLiteConversationStore(":memory:")
+    with pytest.raises(ConfigurationError, match=r"stream_window_s must be >= 0, got -0.1"):
+        ServeState(store=store, engine_for=lambda cid, s: None, stream_window_s=-0.1)
+    assert ServeState(store=store, engine_for=lambda cid, s: None).stream_window_s == 0.02
+
+
+async def test_store_calls_in_the_thread_pool_unless_told() -> None:
+    store = SQLiteConversationStore(":memory:")
+    on_loop = ServeState(store=store, engine_for=lambda cid, s: None, store_on_loop=True)
+    threads = ServeState(store=store, engine_for=lambda cid, s: None)
+    here = threading.get_ident()
+    assert await on_loop.store_call(threading.get_ident) == here
+    assert await threads.store_call(threading.get_ident) != here
