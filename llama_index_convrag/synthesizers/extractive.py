@@ -103,7 +103,7 @@ class Extractive(BaseSynthesizer):
         if self._similarity_cutoff is not None:
             short, similarity = _above(short, similarity, self._similarity_cutoff)
         scores = [cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)]
-        kept = S.near_best(scores)
+        kept = S.near_best(scores, S.keep_share(question))
         short, scores = [short[j] for j in kept], [scores[j] for j in kept]
         lengths = [self.count_tokens(candidates[i].text) for i in short]
         chosen = [short[j] for j in S.select(scores, lengths, self._max_sentences, self._max_tokens)]

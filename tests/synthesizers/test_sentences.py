@@ -36,6 +36,11 @@ from llama_index_convrag.synthesizers.sentences import (
         ("By Richard M. Stallman. Done", ["By Richard M. Stallman.", "Done"]),
         ("On Thursday, Nov. 12, 2020. Then", ["On Thursday, Nov. 12, 2020.", "Then"]),
         ("...  \n\n -- ", []),
+        ("## Title\nBody text. More", ["## Title", "Body text.", "More"]),
+        ("Faults:\n| fault | kept |\n|---|---|\n| kill -9. Then | yes |\nAfter", ["Faults:", "| fault | kept |",
+                                                                             "| kill -9. Then | yes |", "After"]),
+        ("- one\n  wrapped. Two\n1. first", ["- one wrapped.", "Two", "1. first"]),
+        ("AUTHOR\n       Written by Mike Haertel.", ["AUTHOR", "Written by Mike Haertel."]),
         ("", []),
     ],
 )
@@ -133,7 +138,7 @@ def test_cheap_scores_weigh_rare_question_terms_rank_and_definition_lines():
     total = hidden + files + list_
     assert scores == pytest.approx([
         (hidden + files) / total + 0.2,
-        files / total + 0.2,
+        0.5 * (hidden + files) / total + 0.2,  # more than its own files / total: half the sentence before's
         0.15 + 0.2 / 2,  # no shared term: the definition-line bonus and rank 2 only
     ])
     assert shortlist(scores, 2) == [0, 1]
@@ -166,3 +171,16 @@ def test_near_best_keeps_scores_within_the_share_of_the_best():
     assert near_best([0.2, 0.1], share=0.4) == [0, 1]
     assert near_best([-0.5, -1.0]) == [0, 1]  # no positive best: nothing to compare with
     assert near_best([]) == []
+
+
+def test_answer_types_of_dates_and_amounts_and_the_share_an_account_keeps():
+    from llama_index_convrag.synthesizers.sentences import KEEP_SHARE, OPEN_SHARE, keep_share, type_strength
+
+    assert answer_type("What is the release date of Cyberpunk 2077?") == "when"
+    assert answer_type("What was Tesla's revenue in Q2 2020?") == "count"
+    when = question_of("When was Splatoon 2 released?")
+    assert type_strength(when, "Splatoon 2 was released in 2017.") == 0.5  # a year alone
+    assert type_strength(when, "It was released on July 21, 2017.") == 1.0  # a day with its month
+    assert type_strength(when, "Splatoon 2 was released.") == 0.0
+    assert keep_share(when) == KEEP_SHARE
+    assert keep_share(question_of("Why did the band break up?")) == OPEN_SHARE < KEEP_SHARE
