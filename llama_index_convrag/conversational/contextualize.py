@@ -46,6 +46,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from llama_index_convrag._words import CJK_RUN, fold
 from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
@@ -78,7 +79,6 @@ ZH_STOP_WORDS = (
 )
 ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到吗么个些里上下中"
                           "哪谁啥几又再才更最太真好")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 # "how long", "how many": the word after "how" asks for a quantity, it names no topic.
 _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small|tall|high|deep|wide|soon|late|"
@@ -134,6 +134,11 @@ class ContextRules:
     list_item_weight: float = 2.0
     """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list
     (else the last question's: "A or B?") weigh this x their salience (0: off)."""
+    self_contained_boost: bool = False
+    """Whether the coverage and agreement factors may raise the history's weight above its base for a follow-up that
+    looks self-contained (no pronoun, no ellipsis, not short). Off: for such a follow-up they only lower it, since its
+    own results missing the history's terms, or two lists that disagree, are what a change of subject looks like
+    ("How do I find files by name?" after two questions on tar); a follow-up that needs context keeps both."""
 
     def __post_init__(self) -> None:
         for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
@@ -195,19 +200,24 @@ class Contextualized:
         """``(coverage, context weight)`` once the question's own results are known (pure): ``coverage`` is the
         share of the first :attr:`coverage_depth` texts that mention an added term; the weight moves linearly from
         ``context_weight * rules.uncovered_factor`` (coverage 0) to ``context_weight * rules.covered_factor``
-        (coverage 1)."""
+        (coverage 1); for a self-contained follow-up the factor is at most 1 (``rules.self_contained_boost``)."""
         texts = list(own_results[: self.coverage_depth])
         if not texts or not self.added:
             return 0.0, self.context_weight
         terms = [a.term for a in self.added]
         coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
         low, high = self.rules.covered_factor, self.rules.uncovered_factor
-        return coverage, self.context_weight * (low + (high - low) * (1 - coverage))
+        return coverage, self.context_weight * self._capped(low + (high - low) * (1 - coverage))
 
     def agreement_factor(self, agreement: float) -> float:
         """The factor :meth:`weight_given`'s weight is multiplied by once both lists are known (:func:`agreement_factor`
-        of their first :attr:`coverage_depth` results' agreement beyond chance)."""
-        return agreement_factor(agreement, self.rules)
+        of their first :attr:`coverage_depth` results' agreement beyond chance; at most 1 for a self-contained
+        follow-up, see ``ContextRules.self_contained_boost``)."""
+        return self._capped(agreement_factor(agreement, self.rules))
+
+    def _capped(self, factor: float) -> float:
+        """``factor``, at most 1 when the follow-up looks self-contained (unless ``rules.self_contained_boost``)."""
+        return factor if self.needs_context or self.rules.self_contained_boost else min(1.0, factor)
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added terms (:func:`mentions`)."""
@@ -241,25 +251,12 @@ class _Term:
     order: int = field(default=0)
 
 
-def _key(word: str) -> str:
-    """Case-folded, possessive- and plural-folded form used to compare terms (``Sharks's`` -> ``shark``)."""
-    w = word.lower().replace("’", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    w = w.strip("'-")
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
 def _en_terms(text: str) -> List[_Term]:
     out = []
     for m in _EN_WORD.finditer(text):
         word = m.group(0).strip("'’-")
         low = word.lower().replace("’", "'")
-        if len(word) < 2 or low in EN_STOPWORDS or _key(word) in EN_STOPWORDS:
+        if len(word) < 2 or low in EN_STOPWORDS or fold(word) in EN_STOPWORDS:
             continue
         if _HOW_MODIFIER.search(text[max(0, m.start() - 12):m.end()]):
             continue
@@ -271,13 +268,13 @@ def _en_terms(text: str) -> List[_Term]:
             salience, label = 1.5, "proper noun"
         else:
             salience, label = 1.0, "content word"
-        out.append(_Term(_key(word), word, salience, label, m.start()))
+        out.append(_Term(fold(word), word, salience, label, m.start()))
     return out
 
 
 def _zh_terms(text: str) -> List[_Term]:
     out = []
-    for run in _CJK_RUN.finditer(text):
+    for run in CJK_RUN.finditer(text):
         chunk = run.group(0)
         for word in ZH_STOP_WORDS:
             chunk = chunk.replace(word, " ")
@@ -497,7 +494,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
     cjk = [t for t in terms if t and t[0] >= "\u3400"]
     if any(t in text for t in cjk):
         return True
-    keys = {_key(t) for t in terms if t and t[0] < "\u3400"}
+    keys = {fold(t) for t in terms if t and t[0] < "\u3400"}
     lower = text.lower()
     # every folded form holds its key, less a final 'y' ('companies' -> 'company'): the regex runs on a substring hit
     if not any((k[:-1] if k.endswith("y") else k) in lower for k in keys if k):
@@ -508,7 +505,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1024)
 def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
-    """One regex for the words :func:`_key` folds onto ``keys`` (plural, possessive, -ies), case-insensitive."""
+    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive, -ies), case-insensitive."""
     forms = []
     for k in keys:
         if not k:
@@ -536,4 +533,4 @@ def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
 
 
 def _key_of(term: AddedTerm) -> str:
-    return term.term if term.term and term.term[0] >= "\u3400" else _key(term.term)
+    return term.term if term.term and term.term[0] >= "\u3400" else fold(term.term)

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+from llama_index_convrag._words import CJK_RUN, stem
+
 CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
 _END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
@@ -146,7 +148,6 @@ def compose(sentences: Sequence[Sentence]) -> str:
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 STOP_WORDS = frozenset(
     "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
     "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
@@ -197,9 +198,6 @@ class Question:
     answer_type: str
 
 
-_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|s)$")
-_IRREGULAR = {"wrote": "writ", "written": "writ", "writes": "writ", "write": "writ", "writer": "writ", "hidden": "hid",
-              "hide": "hid", "made": "mak", "make": "mak", "makes": "mak", "built": "build", "won": "win", "wins": "win"}
 #: A Markdown heading, a man-page section heading or a man page's header line opening a sentence ("## How a turn
 #: flows", "NAME ls - list ...", "SYNOPSIS ...", "SORT(1) User Commands SORT(1)"): a title, not an answer.
 _HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s|^[A-Z][A-Z0-9_.-]*\(\d\w*\)")
@@ -207,17 +205,12 @@ _HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s|^[A-Z][A-Z0-9_.-]
 HEADING_PENALTY = 1.0
 
 
-def stem(word: str) -> str:
-    """A light English stem: a few irregular verbs, then one of -ing, -ed, -s cut after three letters."""
-    return _IRREGULAR.get(word) or _SUFFIX.sub("", word)
-
-
 def terms_of(text: str) -> List[str]:
-    """Lower-cased, stemmed content words (stop words dropped) and, for Chinese, character bigrams (single characters of a
+    """Lower-cased, stemmed (:func:`~llama_index_convrag._words.stem`) content words (stop words dropped) and, for Chinese, character bigrams (single characters of a
     one-character run)."""
     out = [w.lower().strip(".") for w in _WORD.findall(text)]
     out = [stem(w) for w in out if w and w not in STOP_WORDS]
-    for run in _CJK_RUN.findall(text):
+    for run in CJK_RUN.findall(text):
         out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
     return out
 
