@@ -20,7 +20,7 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   in the explanation.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
-  question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
+  question (at least ``shift_new_share`` of its content terms new to the conversation), and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
   ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
   common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
   as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
@@ -35,7 +35,9 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   ``covered_factor`` (all on topic: the history has little to add). Last, the two lists speak
   (:meth:`Contextualized.agreement_factor`): when the question's own first results are mostly the expanded query's
   too, the expansion would only reshuffle them and its weight falls towards 0; when they share no more than chance,
-  the history changed what the question finds and its weight rises (``agreement_slope``, ``agreement_pivot``).
+  the history changed what the question finds and its weight rises (``agreement_slope``, ``agreement_pivot``). Both
+  factors only lower the weight of a follow-up that looks self-contained (``self_contained_boost``): for it, results
+  off the history's terms and lists that disagree are what a change of subject looks like.
   ``bench/conversational_retrieval.py`` measures these rules and their alternatives.
 """
 
@@ -63,7 +65,7 @@ themselves then there there's these they they'd they'll they're they've thing th
 to too under until up upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where
 where's whether which while who who's whom whose why why's will with within without won't would wouldn't yes yet
 you you'd you'll you're you've your yours yourself yourselves
-tell know want wanted explain describe describes give show find mean means meant think thought talk learn
+tell know want wanted explain describe describes give show mean means meant think thought talk learn
 interesting interested thanks thank okay ok wow great cool sure sounds sound good nice well anything
 something everything anyone someone kind kinds sort type types way ways example examples many make makes made
 use used using important main different differences difference specific specifically info information detail
@@ -112,8 +114,12 @@ class ContextRules:
     named_subject_weight: float = 0.3
     """The weight's ceiling for a follow-up that names its own subject (history as a light prior)."""
     shift_min_terms: int = 3
-    """A self-contained follow-up of only new words is a topic shift when it names something or holds at least this
-    many distinct content words."""
+    """A self-contained follow-up of new words (``shift_new_share``) is a topic shift when it names something or holds
+    at least this many distinct content words."""
+    shift_new_share: float = 0.6
+    """A self-contained follow-up counts as new words when at least this share of its content terms never appeared in
+    the conversation (1.0: every one). A change of subject often keeps a common word of the old one: "files" of "How
+    do I extract files from an archive with tar?" in "How do I find files by name?"."""
     coverage_depth: int = 10
     """The question's own top results whose mention of the added terms sets ``coverage``."""
     covered_factor: float = 0.25
@@ -151,6 +157,9 @@ class ContextRules:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
                 raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
+        share = self.shift_new_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ConfigurationError(f"shift_new_share must be a number in (0, 1], got {share!r}")
 
 
 DEFAULT_RULES = ContextRules()
@@ -327,10 +336,11 @@ def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
         len({t.key for t in terms}) >= min_terms
 
 
-def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
-    """(names a term outside ``seen``, names only terms outside ``seen``) for a self-contained question."""
+def _names_new(question: str, seen: set, share: float = 1.0) -> Tuple[bool, bool]:
+    """(names a term outside ``seen``, at least ``share`` of its terms are outside ``seen``) for a self-contained
+    question."""
     own = {t.key for t in extract_terms(question)}
-    return bool(own - seen), bool(own) and not (own & seen)
+    return bool(own - seen), bool(own) and len(own - seen) >= share * len(own)
 
 
 def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextRules = DEFAULT_RULES
@@ -353,10 +363,10 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
         asked |= {t.key for t in extract_terms(turn.question)}
     question_keys = frozenset(t.key for t in extract_terms(question))
     boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
-    all_new = not decision.rewrite and _names_new(question, seen)[1]
+    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share)[1]
     if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
-                              "topic shift: self-contained and names nothing from the history", rules=rules)
+                              "topic shift: self-contained and names a subject new to the conversation", rules=rules)
     if referent is not None and referent.kind == "answer subject" and rules.referent_shift:
         last_shift = len(history)  # the follow-up points at what the last answer introduced: a new topic
     scores: Dict[str, float] = {}
