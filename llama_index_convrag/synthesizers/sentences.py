@@ -268,16 +268,37 @@ def type_strength(question: Question, text: str) -> float:
 CONTEXT_SHARE = 0.5
 
 
+#: A question term and a sentence word that share their first this many letters (``presidential`` / ``president``,
+#: ``french`` / ``france``: one word, derived) count as :data:`RELATED_CREDIT` of a match.
+RELATED_PREFIX = 5
+RELATED_CREDIT = 0.5
+
+
+def _related(term: str, words: frozenset) -> bool:
+    head = term[:RELATED_PREFIX]
+    return len(term) >= RELATED_PREFIX and term.isascii() and any(
+        w[:RELATED_PREFIX] == head for w in words)
+
+
 def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
-    """Per sentence: the IDF-weighted share (0 to 1) of the question's terms it holds."""
+    """Per sentence: the IDF-weighted share (0 to 1) of the question's terms it holds, a term whose word it holds
+    only in another form (:data:`RELATED_PREFIX`) counting :data:`RELATED_CREDIT`."""
     sets = [frozenset(terms_of(s.text)) for s in candidates]
     n = len(candidates)
     weight = {t: math.log(1 + n / (1 + sum(t in s for s in sets))) for t in question.terms}
     total = sum(weight.values())
     if not total:
         return [0.0] * n
-    return [sum(w for t, w in weight.items() if t in terms or (not t.isascii() and t in s.text)) / total
-            for s, terms in zip(candidates, sets)]
+    out = []
+    for s, terms in zip(candidates, sets):
+        got = 0.0
+        for t, w in weight.items():
+            if t in terms or (not t.isascii() and t in s.text):
+                got += w
+            elif RELATED_CREDIT and _related(t, terms):
+                got += RELATED_CREDIT * w
+        out.append(got / total)
+    return out
 
 
 def cheap_scores(question: Question, candidates: Sequence[Sentence]) -> List[float]:

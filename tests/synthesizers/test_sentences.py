@@ -184,3 +184,18 @@ def test_answer_types_of_dates_and_amounts_and_the_share_an_account_keeps():
     assert type_strength(when, "Splatoon 2 was released.") == 0.0
     assert keep_share(when) == KEEP_SHARE
     assert keep_share(question_of("Why did the band break up?")) == OPEN_SHARE < KEEP_SHARE
+
+
+def test_a_word_in_another_form_counts_half():
+    from llama_index_convrag.synthesizers.sentences import RELATED_CREDIT, term_overlaps
+
+    candidates = sentences_of(["Voters in France chose Emmanuel Macron as their next president.",
+                               "The French presidential election of 2017 was held in two rounds."])
+    question = question_of("Who won the French presidential election?")
+    weights = {t: math.log(1 + 2 / (1 + df)) for t, df in (("french", 1), ("presidential", 1), ("election", 1),
+                                                           ("win", 0))}
+    total = sum(weights.values())
+    first, second = term_overlaps(question, candidates)
+    # president ~ presidential (the first five letters shared): half a match; France is not french ("franc", "frenc")
+    assert first == pytest.approx(RELATED_CREDIT * weights["presidential"] / total)
+    assert second == pytest.approx((weights["french"] + weights["presidential"] + weights["election"]) / total)
