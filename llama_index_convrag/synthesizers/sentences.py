@@ -274,10 +274,8 @@ RELATED_PREFIX = 5
 RELATED_CREDIT = 0.5
 
 
-def _related(term: str, words: frozenset) -> bool:
-    head = term[:RELATED_PREFIX]
-    return len(term) >= RELATED_PREFIX and term.isascii() and any(
-        w[:RELATED_PREFIX] == head for w in words)
+def _heads(words: frozenset) -> frozenset:
+    return frozenset(w[:RELATED_PREFIX] for w in words if len(w) >= RELATED_PREFIX)
 
 
 def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
@@ -289,13 +287,15 @@ def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[fl
     total = sum(weight.values())
     if not total:
         return [0.0] * n
+    related = {t: t[:RELATED_PREFIX] for t in weight if len(t) >= RELATED_PREFIX and t.isascii()}
     out = []
     for s, terms in zip(candidates, sets):
+        heads = _heads(terms) if related else frozenset()
         got = 0.0
         for t, w in weight.items():
             if t in terms or (not t.isascii() and t in s.text):
                 got += w
-            elif RELATED_CREDIT and _related(t, terms):
+            elif t in related and related[t] in heads:
                 got += RELATED_CREDIT * w
         out.append(got / total)
     return out
