@@ -20,8 +20,10 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   in the explanation.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
-  question (at least ``shift_new_share`` of its content terms new to the conversation), and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
-  ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
+  question (every content term new to the conversation, or ``shift_new_share`` of them with none of the last
+  turn's and no "the ..." pointing back), and names a subject of its own (a proper noun, an acronym, a Chinese
+  phrase, or at least ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a
+  short one in
   common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
   as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
@@ -35,9 +37,7 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   ``covered_factor`` (all on topic: the history has little to add). Last, the two lists speak
   (:meth:`Contextualized.agreement_factor`): when the question's own first results are mostly the expanded query's
   too, the expansion would only reshuffle them and its weight falls towards 0; when they share no more than chance,
-  the history changed what the question finds and its weight rises (``agreement_slope``, ``agreement_pivot``). Both
-  factors only lower the weight of a follow-up that looks self-contained (``self_contained_boost``): for it, results
-  off the history's terms and lists that disagree are what a change of subject looks like.
+  the history changed what the question finds and its weight rises (``agreement_slope``, ``agreement_pivot``).
   ``bench/conversational_retrieval.py`` measures these rules and their alternatives.
 """
 
@@ -117,9 +117,10 @@ class ContextRules:
     """A self-contained follow-up of new words (``shift_new_share``) is a topic shift when it names something or holds
     at least this many distinct content words."""
     shift_new_share: float = 0.6
-    """A self-contained follow-up counts as new words when at least this share of its content terms never appeared in
-    the conversation (1.0: every one). A change of subject often keeps a common word of the old one: "files" of "How
-    do I extract files from an archive with tar?" in "How do I find files by name?"."""
+    """A self-contained follow-up counts as new words when every content term of it is new to the conversation, or
+    when it holds no term of the last turn and no definite reference ("the album") and at least this share of its
+    terms are new (1.0: only the first). A change of subject often keeps a common word of the old one: "files" of
+    "How do I extract files from an archive with tar?" in "How do I find files by name?"."""
     coverage_depth: int = 10
     """The question's own top results whose mention of the added terms sets ``coverage``."""
     covered_factor: float = 0.25
@@ -140,12 +141,6 @@ class ContextRules:
     list_item_weight: float = 2.0
     """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list
     (else the last question's: "A or B?") weigh this x their salience (0: off)."""
-    self_contained_boost: bool = False
-    """Whether the coverage and agreement factors may raise the history's weight above its base for a follow-up that
-    looks self-contained (no pronoun, no ellipsis, not short). Off: for such a follow-up they only lower it, since its
-    own results missing the history's terms, or two lists that disagree, are what a change of subject looks like
-    ("How do I find files by name?" after two questions on tar); a follow-up that needs context keeps both."""
-
     def __post_init__(self) -> None:
         for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
             value = getattr(self, name)
@@ -209,24 +204,19 @@ class Contextualized:
         """``(coverage, context weight)`` once the question's own results are known (pure): ``coverage`` is the
         share of the first :attr:`coverage_depth` texts that mention an added term; the weight moves linearly from
         ``context_weight * rules.uncovered_factor`` (coverage 0) to ``context_weight * rules.covered_factor``
-        (coverage 1); for a self-contained follow-up the factor is at most 1 (``rules.self_contained_boost``)."""
+        (coverage 1)."""
         texts = list(own_results[: self.coverage_depth])
         if not texts or not self.added:
             return 0.0, self.context_weight
         terms = [a.term for a in self.added]
         coverage = sum(1 for t in texts if mentions(t, terms)) / len(texts)
         low, high = self.rules.covered_factor, self.rules.uncovered_factor
-        return coverage, self.context_weight * self._capped(low + (high - low) * (1 - coverage))
+        return coverage, self.context_weight * (low + (high - low) * (1 - coverage))
 
     def agreement_factor(self, agreement: float) -> float:
         """The factor :meth:`weight_given`'s weight is multiplied by once both lists are known (:func:`agreement_factor`
-        of their first :attr:`coverage_depth` results' agreement beyond chance; at most 1 for a self-contained
-        follow-up, see ``ContextRules.self_contained_boost``)."""
-        return self._capped(agreement_factor(agreement, self.rules))
-
-    def _capped(self, factor: float) -> float:
-        """``factor``, at most 1 when the follow-up looks self-contained (unless ``rules.self_contained_boost``)."""
-        return factor if self.needs_context or self.rules.self_contained_boost else min(1.0, factor)
+        of their first :attr:`coverage_depth` results' agreement beyond chance)."""
+        return agreement_factor(agreement, self.rules)
 
     def mentioned_in(self, text: str) -> bool:
         """Whether ``text`` mentions one of the added terms (:func:`mentions`)."""
@@ -336,11 +326,21 @@ def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
         len({t.key for t in terms}) >= min_terms
 
 
-def _names_new(question: str, seen: set, share: float = 1.0) -> Tuple[bool, bool]:
-    """(names a term outside ``seen``, at least ``share`` of its terms are outside ``seen``) for a self-contained
-    question."""
+#: "the album", "the first stage": a definite noun phrase points back at something the conversation named.
+_DEFINITE = re.compile(r"\bthe\s+(?!same\b)[a-z]", re.IGNORECASE)
+
+
+def _names_new(question: str, seen: set, share: float = 1.0, last: Optional[set] = None) -> Tuple[bool, bool]:
+    """(names a term outside ``seen``, names only terms outside ``seen``: or, holding none of ``last``'s and no
+    definite reference ("the movie": :data:`_DEFINITE`), at least ``share`` of its terms outside ``seen``) for a
+    self-contained question."""
     own = {t.key for t in extract_terms(question)}
-    return bool(own - seen), bool(own) and len(own - seen) >= share * len(own)
+    if not own:
+        return False, False
+    fresh = own - seen
+    mostly = last is not None and not (own & last) and len(fresh) >= share * len(own) and \
+        not _DEFINITE.search(question)
+    return bool(fresh), fresh == own or mostly
 
 
 def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextRules = DEFAULT_RULES
@@ -363,7 +363,7 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
         asked |= {t.key for t in extract_terms(turn.question)}
     question_keys = frozenset(t.key for t in extract_terms(question))
     boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
-    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share)[1]
+    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share, _keys(history[-1]))[1]
     if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names a subject new to the conversation", rules=rules)
@@ -515,7 +515,8 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1024)
 def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
-    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive, -ies), case-insensitive."""
+    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive,
+    -ies), case-insensitive."""
     forms = []
     for k in keys:
         if not k:

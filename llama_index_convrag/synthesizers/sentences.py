@@ -206,8 +206,8 @@ HEADING_PENALTY = 1.0
 
 
 def terms_of(text: str) -> List[str]:
-    """Lower-cased, stemmed (:func:`~llama_index_convrag._words.stem`) content words (stop words dropped) and, for Chinese, character bigrams (single characters of a
-    one-character run)."""
+    """Lower-cased, stemmed (:func:`~llama_index_convrag._words.stem`) content words (stop words dropped) and, for
+    Chinese, character bigrams (single characters of a one-character run)."""
     out = [w.lower().strip(".") for w in _WORD.findall(text)]
     out = [stem(w) for w in out if w and w not in STOP_WORDS]
     for run in CJK_RUN.findall(text):
@@ -246,9 +246,13 @@ def type_evidence(question: Question, text: str) -> bool:
     return pattern.search(rest) is not None
 
 
-_DATE_PARTS = (re.compile(r"\b(?:1[0-9]|20)\d\d\b|\d{4}\s*年"), re.compile(rf"\b(?:{_MONTHS}|(?:jan|feb|mar|apr|jun|jul|aug|"
-                                                                       r"sep|sept|oct|nov|dec)\.?)\b|\d{1,2}\s*月", re.I),
-               re.compile(rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|\d{{1,2}}\s*[日号]", re.I))
+_SHORT_MONTHS = "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+#: The parts of a date: a year, a month, a day with its month.
+_DATE_PARTS = (
+    re.compile(r"\b(?:1[0-9]|20)\d\d\b|\d{4}\s*年"),
+    re.compile(rf"\b(?:{_MONTHS}|(?:{_SHORT_MONTHS})\.?)\b|\d{{1,2}}\s*月", re.I),
+    re.compile(rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|\d{{1,2}}\s*[日号]", re.I),
+)
 
 
 def type_strength(question: Question, text: str) -> float:
