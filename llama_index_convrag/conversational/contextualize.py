@@ -118,8 +118,8 @@ class ContextRules:
     at least this many distinct content words."""
     shift_new_share: float = 0.6
     """A self-contained follow-up counts as new words when every content term of it is new to the conversation, or
-    when it holds no term of the last turn and no definite reference ("the album") and at least this share of its
-    terms are new (1.0: only the first). A change of subject often keeps a common word of the old one: "files" of
+    when it holds no term of the last turn and its question (its last sentence) holds at least ``shift_min_terms``
+    terms, at least this share of them new, and no definite reference ("the album") (1.0: only the first). A change of subject often keeps a common word of the old one: "files" of
     "How do I extract files from an archive with tar?" in "How do I find files by name?"."""
     coverage_depth: int = 10
     """The question's own top results whose mention of the added terms sets ``coverage``."""
@@ -328,19 +328,24 @@ def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
 
 #: "the album", "the first stage": a definite noun phrase points back at something the conversation named.
 _DEFINITE = re.compile(r"\bthe\s+(?!same\b)[a-z]", re.IGNORECASE)
+_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def _names_new(question: str, seen: set, share: float = 1.0, last: Optional[set] = None) -> Tuple[bool, bool]:
-    """(names a term outside ``seen``, names only terms outside ``seen``: or, holding none of ``last``'s and no
-    definite reference ("the movie": :data:`_DEFINITE`), at least ``share`` of its terms outside ``seen``) for a
-    self-contained question."""
+def _names_new(question: str, seen: set, share: float = 1.0, last: Optional[set] = None,
+               min_terms: int = 0) -> Tuple[bool, bool]:
+    """(names a term outside ``seen``, names only terms outside ``seen``: or, holding none of ``last``'s, its last
+    sentence holding at least ``min_terms`` terms, ``share`` of them outside ``seen``, and no definite reference ("the
+    movie": :data:`_DEFINITE`)) for a self-contained question."""
     own = {t.key for t in extract_terms(question)}
     if not own:
         return False, False
     fresh = own - seen
-    mostly = last is not None and not (own & last) and len(fresh) >= share * len(own) and \
-        not _DEFINITE.search(question)
-    return bool(fresh), fresh == own or mostly
+    if fresh == own or last is None or own & last:
+        return bool(fresh), fresh == own
+    asked = _LAST_SENTENCE.split(question.strip())[-1]
+    keys = {t.key for t in extract_terms(asked)}
+    mostly = len(keys) >= min_terms and len(keys - seen) >= share * len(keys) and not _DEFINITE.search(asked)
+    return bool(fresh), bool(keys) and mostly
 
 
 def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextRules = DEFAULT_RULES
@@ -363,7 +368,8 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
         asked |= {t.key for t in extract_terms(turn.question)}
     question_keys = frozenset(t.key for t in extract_terms(question))
     boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
-    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share, _keys(history[-1]))[1]
+    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share, _keys(history[-1]),
+                                                   rules.shift_min_terms)[1]
     if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names a subject new to the conversation", rules=rules)

@@ -220,6 +220,8 @@ def test_a_new_subject_that_keeps_a_common_word_is_a_topic_shift() -> None:
     last = TAR + [H("Does it keep the owner?", "Yes, unless --no-same-owner is given.")]
     owner = contextualize("How do I find files by owner?", last)  # 'owner' is the last turn's: not a new subject
     assert not owner.topic_shift
+    short = contextualize("Great, I love learning shell commands today. How do I find files?", TAR)
+    assert not short.topic_shift  # the question itself ('find files') holds under shift_min_terms (3) terms
 
 
 @pytest.mark.parametrize("bad", [0, 1.5, True, "0.5"])
