@@ -2,7 +2,8 @@
 
 Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a word that does not start in lower case (so
 "e.g. the", "Nov. 12", "3.5" and the initial in "Richard M. Stallman" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
-closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text).
+closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text), except
+that a Markdown table row, a heading, a list item and a man page's section heading start a sentence of their own.
 """
 
 from __future__ import annotations
