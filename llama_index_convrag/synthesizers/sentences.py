@@ -256,15 +256,24 @@ _DATE_PARTS = (
 )
 
 
+#: A person's or an organisation's name of two or more capitalised words ("Justin Kurzel", "Peter Handke"), or a
+#: Chinese name with a middle dot ("詹姆斯·卡梅隆").
+_FULL_NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z]\.)?\s+[A-Z][a-z]+|[\u4e00-\u9fff]+·[\u4e00-\u9fff]+")
+#: The ``who`` evidence of a single capitalised word (not a full name).
+WHO_SINGLE = 0.5
+
+
 def type_strength(question: Question, text: str) -> float:
     """How much answer-type evidence ``text`` holds beyond the question's words, 0 to 1: for ``when``, half for a
     year or a month alone and all of it for a day with its month (a release date, not a release year); for the
     other types 1 when :func:`type_evidence` finds some."""
     if not type_evidence(question, text):
         return 0.0
+    rest = _without(text, question.terms)
+    if question.answer_type == WHO:
+        return 1.0 if _FULL_NAME.search(rest) else WHO_SINGLE
     if question.answer_type != WHEN:
         return 1.0
-    rest = _without(text, question.terms)
     return min(1.0, sum(p.search(rest) is not None for p in _DATE_PARTS) / 2)
 
 

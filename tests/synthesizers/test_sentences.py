@@ -173,7 +173,7 @@ def test_near_best_keeps_scores_within_the_share_of_the_best():
     assert near_best([]) == []
 
 
-def test_answer_types_of_dates_and_amounts_and_the_share_an_account_keeps():
+def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps():
     from llama_index_convrag.synthesizers.sentences import KEEP_SHARE, OPEN_SHARE, keep_share, type_strength
 
     assert answer_type("What is the release date of Cyberpunk 2077?") == "when"
@@ -182,6 +182,10 @@ def test_answer_types_of_dates_and_amounts_and_the_share_an_account_keeps():
     assert type_strength(when, "Splatoon 2 was released in 2017.") == 0.5  # a year alone
     assert type_strength(when, "It was released on July 21, 2017.") == 1.0  # a day with its month
     assert type_strength(when, "Splatoon 2 was released.") == 0.0
+    who = question_of("Who directed the Assassin's Creed movie?")
+    assert type_strength(who, "Directed by Justin Kurzel, it opened in December.") == 1.0  # a full name
+    assert type_strength(who, "The film opened in December to poor reviews from Variety.") == 0.5  # one capital
+    assert type_strength(question_of("《阿凡达》的导演是谁"), "导演詹姆斯·卡梅隆公司出品") == 1.0
     assert keep_share(when) == KEEP_SHARE
     assert keep_share(question_of("Why did the band break up?")) == OPEN_SHARE < KEEP_SHARE
 
