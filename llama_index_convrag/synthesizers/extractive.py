@@ -98,7 +98,8 @@ class Extractive(BaseSynthesizer):
         if not candidates:
             return self._empty_response
         question = S.question_of(run.query_str)
-        cheap = S.cheap_scores(question, candidates)
+        overlap = S.overlaps(question, candidates)
+        cheap = S.cheap_scores(question, candidates, overlap)
         short = S.shortlist(cheap, self._embed_cap, S.definition_lines(question, candidates))
         query_vector, vectors = yield EmbedRequest(
             run.query_str, [S.embed_text(candidates[i].text) for i in short]
@@ -107,7 +108,7 @@ class Extractive(BaseSynthesizer):
         if self._similarity_cutoff is not None:
             short, similarity = _above(short, similarity, self._similarity_cutoff)
         scores = [cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)]
-        kept = S.near_best(scores, S.keep_share(question))
+        kept = S.near_best(scores, shares=[S.keep_share(question, overlap[i] > 0) for i in short])
         short, scores = [short[j] for j in kept], [scores[j] for j in kept]
         lengths = [self.count_tokens(candidates[i].text) for i in short]
         chosen = [short[j] for j in S.select(scores, lengths, self._max_sentences, self._max_tokens)]

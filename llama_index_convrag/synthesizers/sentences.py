@@ -315,15 +315,22 @@ def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[fl
     return out
 
 
-def cheap_scores(question: Question, candidates: Sequence[Sentence]) -> List[float]:
-    """Per sentence: the IDF-weighted share of the question's terms it holds (or :data:`CONTEXT_SHARE` of the
-    previous sentence's in its passage, when more), answer-type evidence (:func:`type_strength`), a definition-line
-    bonus for how-to and definition questions, and the rank of its passage."""
+def overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
+    """Per sentence: its :func:`term_overlaps` share, or :data:`CONTEXT_SHARE` of the previous sentence's in its
+    passage when more (0: the sentence is off the question's terms)."""
     own = term_overlaps(question, candidates)
     previous = {(s.chunk, s.position): o for s, o in zip(candidates, own)}
+    return [max(mine, CONTEXT_SHARE * previous.get((s.chunk, s.position - 1), 0.0)) for s, mine in zip(candidates, own)]
+
+
+def cheap_scores(question: Question, candidates: Sequence[Sentence],
+                 overlap_of: Optional[Sequence[float]] = None) -> List[float]:
+    """Per sentence: its :func:`overlaps` share (given as ``overlap_of``, else computed), answer-type evidence
+    (:func:`type_strength`), a definition-line bonus for how-to and definition questions, and the rank of its
+    passage."""
+    shares = overlaps(question, candidates) if overlap_of is None else overlap_of
     scores = []
-    for s, mine in zip(candidates, own):
-        overlap = max(mine, CONTEXT_SHARE * previous.get((s.chunk, s.position - 1), 0.0))
+    for s, overlap in zip(candidates, shares):
         score = W_TERMS * overlap + W_RANK / (s.chunk + 1)
         if overlap:
             score += W_TYPE * type_strength(question, s.text)
@@ -369,16 +376,20 @@ OPEN_SHARE = 0.3
 FACTOID_TYPES = frozenset({WHO, WHEN, WHERE, COUNT})
 
 
-def keep_share(question: Question) -> float:
+def keep_share(question: Question, on_topic: bool = True) -> float:
     """The share of the best score a sentence needs to be quoted: :data:`KEEP_SHARE` for a factoid question (who,
-    when, where, how many), :data:`OPEN_SHARE` for any other."""
-    return KEEP_SHARE if question.answer_type in FACTOID_TYPES else OPEN_SHARE
+    when, where, how many) or a sentence off the question's terms (not ``on_topic``: an unrelated passage),
+    :data:`OPEN_SHARE` for a sentence on them answering any other question."""
+    return KEEP_SHARE if question.answer_type in FACTOID_TYPES or not on_topic else OPEN_SHARE
 
 
-def near_best(scores: Sequence[float], share: float = KEEP_SHARE) -> List[int]:
-    """Indexes of ``scores`` at least ``share`` of the best (all of them when the best is not positive)."""
+def near_best(scores: Sequence[float], share: float = KEEP_SHARE,
+              shares: Optional[Sequence[float]] = None) -> List[int]:
+    """Indexes of ``scores`` at least ``share`` of the best, or each its own share of ``shares`` when given (all of
+    them when the best is not positive)."""
     best = max(scores, default=0.0)
-    return [i for i, s in enumerate(scores) if best <= 0 or s >= share * best]
+    own = [share] * len(scores) if shares is None else shares
+    return [i for i, s in enumerate(scores) if best <= 0 or s >= own[i] * best]
 
 
 def with_neighbour(candidates: Sequence[Sentence], chosen: Sequence[int]) -> List[int]:

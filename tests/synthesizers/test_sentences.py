@@ -188,6 +188,8 @@ def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps(
     assert type_strength(question_of("《阿凡达》的导演是谁"), "导演詹姆斯·卡梅隆公司出品") == 1.0
     assert keep_share(when) == KEEP_SHARE
     assert keep_share(question_of("Why did the band break up?")) == OPEN_SHARE < KEEP_SHARE
+    assert keep_share(question_of("Why did the band break up?"), on_topic=False) == KEEP_SHARE  # an unrelated passage
+    assert near_best([1.0, 0.5, 0.35, 0.2], shares=[0.6, 0.6, 0.3, 0.6]) == [0, 2]  # each sentence its own share
 
 
 def test_a_word_in_another_form_counts_half():
