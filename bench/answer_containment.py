@@ -4,7 +4,8 @@ For each question the passages of its set are ranked (dense MiniLM cosine fused 
 fusion, in memory), the top 5 go to the extractive synthesizer, and a turn counts where one of those 5 passages
 holds the gold answer. Printed per set and for the first / second half of its questions: turns counted, containment
 of the old answer (the 3 sentences most similar to the question by embedding, every sentence embedded) and of the
-current :class:`~llama_index_convrag.synthesizers.Extractive`, and ms per turn of each.
+current :class:`~llama_index_convrag.synthesizers.Extractive`, ms per turn and the answer's mean length in characters
+of each (a longer answer contains more by chance: read the two together).
 
 Sets: RGB English (``en_fact``: question, answer, positive + negative passages), RGB Chinese (``zh_fact`` and the
 first ``--zh-refine`` questions of ``zh_refine``), CANARD (each dialogue's one-sentence answers, three to a passage,
@@ -141,7 +142,7 @@ def run_set(name: str, items: List[Item], model: LocalMiniLMEmbedding, answerers
         for label, answer in answerers.items():
             t0 = time.perf_counter()
             text = answer(question, top)
-            row[label] = (any(g in norm(text) for g in golds), (time.perf_counter() - t0) * 1000)
+            row[label] = (any(g in norm(text) for g in golds), (time.perf_counter() - t0) * 1000, len(text))
         rows.append(row)
     half = len(rows) // 2
     for part, chunk in (("all", rows), ("1st half", rows[:half]), ("2nd half", rows[half:])):
@@ -150,7 +151,9 @@ def run_set(name: str, items: List[Item], model: LocalMiniLMEmbedding, answerers
         for label in answerers:
             hit = sum(r[label][0] for r in held)
             ms = sum(r[label][1] for r in held) / len(held) if held else 0.0
-            cells.append(f"{label} {hit}/{len(held)} = {hit / len(held) if held else 0:.0%} ({ms:.1f} ms/turn)")
+            chars = sum(r[label][2] for r in held) / len(held) if held else 0.0
+            cells.append(f"{label} {hit}/{len(held)} = {hit / len(held) if held else 0:.0%} ({ms:.1f} ms/turn, "
+                         f"{chars:.0f} chars)")
         print(f"| {name} | {part} | {len(chunk)} | {len(held)} | " + " | ".join(cells) + " |", flush=True)
 
 
@@ -158,6 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 questions a set")
     parser.add_argument("--sets", default="rgb-en,rgb-zh,canard,real-files")
+    parser.add_argument("--new-only", action="store_true", help="skip the old answer (every sentence embedded: slow)")
     parser.add_argument("--zh-refine", type=int, default=60, help="zh_refine questions added to zh_fact")
     parser.add_argument("--canard", type=int, default=100, help="CANARD questions")
     args = parser.parse_args()
@@ -168,6 +172,8 @@ def main() -> None:
         "old": lambda q, texts: old_answer(model, q, texts),
         "new": lambda q, texts: new.synthesize(q, [NodeWithScore(node=TextNode(text=t), score=1.0) for t in texts]).response,
     }
+    if args.new_only:
+        del answerers["old"]
     loaders = {
         "rgb-en": lambda: rgb("en_fact", limit),
         "rgb-zh": lambda: rgb("zh_fact", limit) + rgb("zh_refine", min(limit, args.zh_refine)),
@@ -176,8 +182,8 @@ def main() -> None:
     }
     OUT.mkdir(parents=True, exist_ok=True)
     print("(figures from a loaded 2-core machine; ms per turn is the answer alone, retrieval excluded)")
-    print("| set | questions | n | top-5 holds the answer | old extractive | new extractive |")
-    print("|---|---|---|---|---|---|")
+    print("| set | questions | n | top-5 holds the answer | " + " | ".join(f"{a} extractive" for a in answerers) + " |")
+    print("|---|---|---|---|" + "---|" * len(answerers))
     for name in args.sets.split(","):
         run_set(name, loaders[name](), model, answerers)
 

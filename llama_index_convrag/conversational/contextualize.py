@@ -20,8 +20,10 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
   in the explanation.
 * **Topic shifts**: a question that needs no context (see :func:`~llama_index_convrag.conversational.triggers.needs_rewrite`)
   and names content the history never mentioned starts a new topic. When the follow-up itself is such a
-  question, and names a subject of its own (a proper noun, an acronym, a Chinese phrase, or at least
-  ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a short one in
+  question (every content term new to the conversation, or ``shift_new_share`` of them with none of the last
+  turn's and no "the ..." pointing back), and names a subject of its own (a proper noun, an acronym, a Chinese
+  phrase, or at least ``shift_min_terms`` content words: "How do volcanoes form underwater?"), nothing is added; a
+  short one in
   common words ("How's the sector managed?") may well mean the conversation's subject and is expanded, with history
   as a light prior. When an earlier turn was a shift, terms from before it are damped by ``shift_damping``.
 * **Fusion weights**: retrieval runs the follow-up alone and the contextualised query and fuses both lists
@@ -46,6 +48,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from llama_index_convrag._words import CJK_RUN, fold
 from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
@@ -62,7 +65,7 @@ themselves then there there's these they they'd they'll they're they've thing th
 to too under until up upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where
 where's whether which while who who's whom whose why why's will with within without won't would wouldn't yes yet
 you you'd you'll you're you've your yours yourself yourselves
-tell know want wanted explain describe describes give show find mean means meant think thought talk learn
+tell know want wanted explain describe describes give show mean means meant think thought talk learn
 interesting interested thanks thank okay ok wow great cool sure sounds sound good nice well anything
 something everything anyone someone kind kinds sort type types way ways example examples many make makes made
 use used using important main different differences difference specific specifically info information detail
@@ -78,7 +81,6 @@ ZH_STOP_WORDS = (
 )
 ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到吗么个些里上下中"
                           "哪谁啥几又再才更最太真好")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 _EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 # "how long", "how many": the word after "how" asks for a quantity, it names no topic.
 _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small|tall|high|deep|wide|soon|late|"
@@ -112,8 +114,13 @@ class ContextRules:
     named_subject_weight: float = 0.3
     """The weight's ceiling for a follow-up that names its own subject (history as a light prior)."""
     shift_min_terms: int = 3
-    """A self-contained follow-up of only new words is a topic shift when it names something or holds at least this
-    many distinct content words."""
+    """A self-contained follow-up of new words (``shift_new_share``) is a topic shift when it names something or holds
+    at least this many distinct content words."""
+    shift_new_share: float = 0.6
+    """A self-contained follow-up counts as new words when every content term of it is new to the conversation, or
+    when it holds no term of the last turn and its question (its last sentence) holds at least ``shift_min_terms``
+    terms, at least this share of them new, and no definite reference ("the album") (1.0: only the first). A change of subject often keeps a common word of the old one: "files" of
+    "How do I extract files from an archive with tar?" in "How do I find files by name?"."""
     coverage_depth: int = 10
     """The question's own top results whose mention of the added terms sets ``coverage``."""
     covered_factor: float = 0.25
@@ -134,7 +141,6 @@ class ContextRules:
     list_item_weight: float = 2.0
     """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list
     (else the last question's: "A or B?") weigh this x their salience (0: off)."""
-
     def __post_init__(self) -> None:
         for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
             value = getattr(self, name)
@@ -146,6 +152,9 @@ class ContextRules:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
                 raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
+        share = self.shift_new_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ConfigurationError(f"shift_new_share must be a number in (0, 1], got {share!r}")
 
 
 DEFAULT_RULES = ContextRules()
@@ -241,25 +250,12 @@ class _Term:
     order: int = field(default=0)
 
 
-def _key(word: str) -> str:
-    """Case-folded, possessive- and plural-folded form used to compare terms (``Sharks's`` -> ``shark``)."""
-    w = word.lower().replace("’", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    w = w.strip("'-")
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
 def _en_terms(text: str) -> List[_Term]:
     out = []
     for m in _EN_WORD.finditer(text):
         word = m.group(0).strip("'’-")
         low = word.lower().replace("’", "'")
-        if len(word) < 2 or low in EN_STOPWORDS or _key(word) in EN_STOPWORDS:
+        if len(word) < 2 or low in EN_STOPWORDS or fold(word) in EN_STOPWORDS:
             continue
         if _HOW_MODIFIER.search(text[max(0, m.start() - 12):m.end()]):
             continue
@@ -271,13 +267,13 @@ def _en_terms(text: str) -> List[_Term]:
             salience, label = 1.5, "proper noun"
         else:
             salience, label = 1.0, "content word"
-        out.append(_Term(_key(word), word, salience, label, m.start()))
+        out.append(_Term(fold(word), word, salience, label, m.start()))
     return out
 
 
 def _zh_terms(text: str) -> List[_Term]:
     out = []
-    for run in _CJK_RUN.finditer(text):
+    for run in CJK_RUN.finditer(text):
         chunk = run.group(0)
         for word in ZH_STOP_WORDS:
             chunk = chunk.replace(word, " ")
@@ -330,10 +326,26 @@ def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
         len({t.key for t in terms}) >= min_terms
 
 
-def _names_new(question: str, seen: set) -> Tuple[bool, bool]:
-    """(names a term outside ``seen``, names only terms outside ``seen``) for a self-contained question."""
+#: "the album", "the first stage": a definite noun phrase points back at something the conversation named.
+_DEFINITE = re.compile(r"\bthe\s+(?!same\b)[a-z]", re.IGNORECASE)
+_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _names_new(question: str, seen: set, share: float = 1.0, last: Optional[set] = None,
+               min_terms: int = 0) -> Tuple[bool, bool]:
+    """(names a term outside ``seen``, names only terms outside ``seen``: or, holding none of ``last``'s, its last
+    sentence holding at least ``min_terms`` terms, ``share`` of them outside ``seen``, and no definite reference ("the
+    movie": :data:`_DEFINITE`)) for a self-contained question."""
     own = {t.key for t in extract_terms(question)}
-    return bool(own - seen), bool(own) and not (own & seen)
+    if not own:
+        return False, False
+    fresh = own - seen
+    if fresh == own or last is None or own & last:
+        return bool(fresh), fresh == own
+    asked = _LAST_SENTENCE.split(question.strip())[-1]
+    keys = {t.key for t in extract_terms(asked)}
+    mostly = len(keys) >= min_terms and len(keys - seen) >= share * len(keys) and not _DEFINITE.search(asked)
+    return bool(fresh), bool(keys) and mostly
 
 
 def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextRules = DEFAULT_RULES
@@ -356,10 +368,11 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
         asked |= {t.key for t in extract_terms(turn.question)}
     question_keys = frozenset(t.key for t in extract_terms(question))
     boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
-    all_new = not decision.rewrite and _names_new(question, seen)[1]
+    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share, _keys(history[-1]),
+                                                   rules.shift_min_terms)[1]
     if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
-                              "topic shift: self-contained and names nothing from the history", rules=rules)
+                              "topic shift: self-contained and names a subject new to the conversation", rules=rules)
     if referent is not None and referent.kind == "answer subject" and rules.referent_shift:
         last_shift = len(history)  # the follow-up points at what the last answer introduced: a new topic
     scores: Dict[str, float] = {}
@@ -497,7 +510,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
     cjk = [t for t in terms if t and t[0] >= "\u3400"]
     if any(t in text for t in cjk):
         return True
-    keys = {_key(t) for t in terms if t and t[0] < "\u3400"}
+    keys = {fold(t) for t in terms if t and t[0] < "\u3400"}
     lower = text.lower()
     # every folded form holds its key, less a final 'y' ('companies' -> 'company'): the regex runs on a substring hit
     if not any((k[:-1] if k.endswith("y") else k) in lower for k in keys if k):
@@ -508,7 +521,8 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1024)
 def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
-    """One regex for the words :func:`_key` folds onto ``keys`` (plural, possessive, -ies), case-insensitive."""
+    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive,
+    -ies), case-insensitive."""
     forms = []
     for k in keys:
         if not k:
@@ -536,4 +550,4 @@ def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
 
 
 def _key_of(term: AddedTerm) -> str:
-    return term.term if term.term and term.term[0] >= "\u3400" else _key(term.term)
+    return term.term if term.term and term.term[0] >= "\u3400" else fold(term.term)

@@ -1,9 +1,13 @@
-"""Extractive: answer without an LLM with the retrieved sentences most similar to the question.
+"""Extractive: answer without an LLM with the retrieved sentences that best answer the question.
 
-Every chunk is split into sentences (English and Chinese punctuation, see ``sentences.py``); the question and the
-sentences are embedded with ``embed_model``; the best ``max_sentences`` (within ``max_tokens``, above
-``similarity_cutoff``) are returned in document order, each run from one source followed by its marker ``[n]``,
-numbered as ``citations=True`` numbers sources, so ``response.metadata["citations"]`` maps markers to nodes.
+Every chunk is split into sentences (English and Chinese punctuation; table rows, headings and list items on their
+own: see ``sentences.py``); each is scored by the question's terms it holds (or its predecessor's, at half), the
+evidence of the answer type asked for (a date, an amount, a name, an option line), its passage's rank, and, for the
+best few by those scores, the embedding similarity with the question (``embed_model``). The sentences near the best
+(a share of its score that is higher for a factoid question than for one asking for an account), at most
+``max_sentences`` within ``max_tokens`` and above ``similarity_cutoff``, are returned in document order, each run from
+one source followed by its marker ``[n]``, numbered as ``citations=True`` numbers sources, so
+``response.metadata["citations"]`` maps markers to nodes.
 
 ``embed_model`` defaults to :class:`~llama_index_convrag.embeddings.LocalMiniLMEmbedding` (offline, the ``local``
 extra); pass the index's embedding model to score with the same model that retrieved.
@@ -94,7 +98,8 @@ class Extractive(BaseSynthesizer):
         if not candidates:
             return self._empty_response
         question = S.question_of(run.query_str)
-        cheap = S.cheap_scores(question, candidates)
+        overlap = S.overlaps(question, candidates)
+        cheap = S.cheap_scores(question, candidates, overlap)
         short = S.shortlist(cheap, self._embed_cap, S.definition_lines(question, candidates))
         query_vector, vectors = yield EmbedRequest(
             run.query_str, [S.embed_text(candidates[i].text) for i in short]
@@ -103,7 +108,7 @@ class Extractive(BaseSynthesizer):
         if self._similarity_cutoff is not None:
             short, similarity = _above(short, similarity, self._similarity_cutoff)
         scores = [cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)]
-        kept = S.near_best(scores)
+        kept = S.near_best(scores, shares=[S.keep_share(question, overlap[i] > 0) for i in short])
         short, scores = [short[j] for j in kept], [scores[j] for j in kept]
         lengths = [self.count_tokens(candidates[i].text) for i in short]
         chosen = [short[j] for j in S.select(scores, lengths, self._max_sentences, self._max_tokens)]

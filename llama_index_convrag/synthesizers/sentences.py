@@ -2,7 +2,8 @@
 
 Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a word that does not start in lower case (so
 "e.g. the", "Nov. 12", "3.5" and the initial in "Richard M. Stallman" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
-closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text).
+closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text), except
+that a Markdown table row, a heading, a list item and a man page's section heading start a sentence of their own.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
+
+from llama_index_convrag._words import CJK_RUN, stem
 
 CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
@@ -45,9 +48,35 @@ def _split_paragraph(paragraph: str) -> List[str]:
     return [p for p in pieces if any(ch.isalnum() for ch in p)]
 
 
+#: A line that starts a unit of its own: a Markdown table row, a heading, a bullet or numbered item.
+_BLOCK_START = re.compile(r"^\s*(?:\||#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
+#: A line that is a unit by itself: a table row, a Markdown heading or a man page's section heading ("AUTHOR").
+_BLOCK_WHOLE = re.compile(r"^\s*(?:\||#{1,6}\s)|^[A-Z][A-Z ]{3,}$")
+
+
+def _blocks(paragraph: str) -> List[str]:
+    """``paragraph`` cut before each line that starts a unit of its own (:data:`_BLOCK_START`) and after a table row
+    or a heading (:data:`_BLOCK_WHOLE`)."""
+    blocks: List[str] = []
+    for line in paragraph.splitlines():
+        if not blocks or _BLOCK_START.match(line) or _BLOCK_WHOLE.match(blocks[-1]):
+            blocks.append(line)
+        else:
+            blocks[-1] += "\n" + line
+    return blocks
+
+
 def split_sentences(text: str) -> List[str]:
-    """The sentences of ``text`` in order, whitespace-normalised; fragments without a letter or digit dropped."""
-    return [s for paragraph in _PARAGRAPH.split(text) for s in _split_paragraph(paragraph)]
+    """The sentences of ``text`` in order, whitespace-normalised; fragments without a letter or digit dropped. A
+    Markdown table row, heading or list item starts a sentence of its own (a row is one sentence)."""
+    return [s for paragraph in _PARAGRAPH.split(text) for block in _blocks(paragraph) for s in _split_block(block)]
+
+
+def _split_block(block: str) -> List[str]:
+    if block.lstrip().startswith("|"):
+        row = " ".join(block.split())
+        return [row] if any(ch.isalnum() for ch in row) else []
+    return _split_paragraph(block)
 
 
 def sentences_of(chunks: Sequence[str]) -> List[Sentence]:
@@ -120,7 +149,6 @@ def compose(sentences: Sequence[Sentence]) -> str:
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
-_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 STOP_WORDS = frozenset(
     "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
     "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
@@ -133,8 +161,9 @@ ZH_QUESTION_TERMS = ("是", "是谁", "什么", "哪里", "哪个", "哪些", "�
                      "怎样", "为什", "么时", "时候", "是多", "是哪", "是什", "在哪", "吗", "呢")
 WHO, WHEN, WHERE, COUNT, HOW_TO, DEFINITION, OTHER = "who", "when", "where", "count", "how-to", "definition", "other"
 _TYPE_RULES = (  # (answer type, pattern of the question), first match wins
-    (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|多少|几[个位次年天岁名]|几", re.I)),
-    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
+    (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\b(?:revenue|price|cost|population|budget|"
+                       r"salary|profit|sales|number of)\b|多少|几[个位次年天岁名]|几|收入|价格|人口", re.I)),
+    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|\bdates?\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
     (WHO, re.compile(r"\bwho(?:m|se)?\b|谁", re.I)),
     (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),
     (HOW_TO, re.compile(r"\bhow (?:do|can|to|should|would)\b|\bwhich (?:option|flag|command)\b|如何|怎么|怎样", re.I)),
@@ -154,7 +183,7 @@ DEFINITION_LINE = re.compile(r"^(?:-{1,2}[A-Za-z0-9][\w-]*(?:[= ][A-Z_\[\]=]+)?,
 _PRONOUN_START = re.compile(r"^(?:it|its|this|these|that|those|they|he|she|his|her|their|such)\b|^[它他她其这该此]", re.I)
 #: Weights of the final score: question-term overlap, embedding similarity, answer-type evidence, definition line,
 #: passage rank (1 for the first passage, falling as 1 / (rank + 1)).
-W_TERMS, W_EMBED, W_TYPE, W_DEFINITION, W_RANK = 1.0, 0.8, 0.25, 0.15, 0.2
+W_TERMS, W_EMBED, W_TYPE, W_DEFINITION, W_RANK = 1.0, 0.8, 0.4, 0.15, 0.2
 #: Sentences embedded per answer: the best by the cheap scores (terms, type, rank) only.
 EMBED_CAP = 4
 #: Characters of a sentence embedded, Latin and CJK text (a long run-together line is judged by its start; a CJK
@@ -170,27 +199,19 @@ class Question:
     answer_type: str
 
 
-_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ing|ed|s)$")
-_IRREGULAR = {"wrote": "writ", "written": "writ", "writes": "writ", "write": "writ", "writer": "writ", "hidden": "hid",
-              "hide": "hid", "made": "mak", "make": "mak", "makes": "mak", "built": "build", "won": "win", "wins": "win"}
-#: A Markdown heading or a man-page section heading opening a sentence ("## How a turn flows", "NAME ls - list ...",
-#: "SYNOPSIS ..."): a title, not an answer.
-_HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s")
+#: A Markdown heading, a man-page section heading or a man page's header line opening a sentence ("## How a turn
+#: flows", "NAME ls - list ...", "SYNOPSIS ...", "SORT(1) User Commands SORT(1)"): a title, not an answer.
+_HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s|^[A-Z][A-Z0-9_.-]*\(\d\w*\)")
 #: What a heading or a fragment (under 12 characters) loses: it names the topic, it does not answer.
 HEADING_PENALTY = 1.0
 
 
-def stem(word: str) -> str:
-    """A light English stem: a few irregular verbs, then one of -ing, -ed, -s cut after three letters."""
-    return _IRREGULAR.get(word) or _SUFFIX.sub("", word)
-
-
 def terms_of(text: str) -> List[str]:
-    """Lower-cased, stemmed content words (stop words dropped) and, for Chinese, character bigrams (single characters of a
-    one-character run)."""
+    """Lower-cased, stemmed (:func:`~llama_index_convrag._words.stem`) content words (stop words dropped) and, for
+    Chinese, character bigrams (single characters of a one-character run)."""
     out = [w.lower().strip(".") for w in _WORD.findall(text)]
     out = [stem(w) for w in out if w and w not in STOP_WORDS]
-    for run in _CJK_RUN.findall(text):
+    for run in CJK_RUN.findall(text):
         out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
     return out
 
@@ -226,19 +247,93 @@ def type_evidence(question: Question, text: str) -> bool:
     return pattern.search(rest) is not None
 
 
-def cheap_scores(question: Question, candidates: Sequence[Sentence]) -> List[float]:
-    """Per sentence: the IDF-weighted share of the question's terms it holds, answer-type evidence, a definition-line
-    bonus for how-to and definition questions, and the rank of its passage."""
+_SHORT_MONTHS = "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+#: The parts of a date: a year, a month, a day with its month.
+_DATE_PARTS = (
+    re.compile(r"\b(?:1[0-9]|20)\d\d\b|\d{4}\s*年"),
+    re.compile(rf"\b(?:{_MONTHS}|(?:{_SHORT_MONTHS})\.?)\b|\d{{1,2}}\s*月", re.I),
+    re.compile(rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|\d{{1,2}}\s*[日号]", re.I),
+)
+
+
+#: A person's or an organisation's name of two or more capitalised words ("Justin Kurzel", "Peter Handke"), or a
+#: Chinese name with a middle dot ("詹姆斯·卡梅隆").
+_FULL_NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z]\.)?\s+[A-Z][a-z]+|[\u4e00-\u9fff]+·[\u4e00-\u9fff]+")
+#: The ``who`` evidence of a single capitalised word (not a full name).
+WHO_SINGLE = 0.5
+
+
+def type_strength(question: Question, text: str) -> float:
+    """How much answer-type evidence ``text`` holds beyond the question's words, 0 to 1: for ``when``, half for a
+    year or a month alone and all of it for a day with its month (a release date, not a release year); for the
+    other types 1 when :func:`type_evidence` finds some."""
+    if not type_evidence(question, text):
+        return 0.0
+    rest = _without(text, question.terms)
+    if question.answer_type == WHO:
+        return 1.0 if _FULL_NAME.search(rest) else WHO_SINGLE
+    if question.answer_type != WHEN:
+        return 1.0
+    return min(1.0, sum(p.search(rest) is not None for p in _DATE_PARTS) / 2)
+
+
+#: A sentence after one that holds the question's terms borrows this share of that sentence's term overlap: an
+#: answer often follows the sentence that names its subject ("Super Bowl LV ... Winner." "Tampa Bay Buccaneers.").
+CONTEXT_SHARE = 0.5
+
+
+#: A question term and a sentence word that share their first this many letters (``presidential`` / ``president``,
+#: ``french`` / ``france``: one word, derived) count as :data:`RELATED_CREDIT` of a match.
+RELATED_PREFIX = 5
+RELATED_CREDIT = 0.5
+
+
+def _heads(words: frozenset) -> frozenset:
+    return frozenset(w[:RELATED_PREFIX] for w in words if len(w) >= RELATED_PREFIX)
+
+
+def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
+    """Per sentence: the IDF-weighted share (0 to 1) of the question's terms it holds, a term whose word it holds
+    only in another form (:data:`RELATED_PREFIX`) counting :data:`RELATED_CREDIT`."""
     sets = [frozenset(terms_of(s.text)) for s in candidates]
     n = len(candidates)
     weight = {t: math.log(1 + n / (1 + sum(t in s for s in sets))) for t in question.terms}
     total = sum(weight.values())
-    scores = []
+    if not total:
+        return [0.0] * n
+    related = {t: t[:RELATED_PREFIX] for t in weight if len(t) >= RELATED_PREFIX and t.isascii()}
+    out = []
     for s, terms in zip(candidates, sets):
-        overlap = sum(w for t, w in weight.items() if t in terms or (not t.isascii() and t in s.text)) / total if total else 0.0
+        heads = _heads(terms) if related else frozenset()
+        got = 0.0
+        for t, w in weight.items():
+            if t in terms or (not t.isascii() and t in s.text):
+                got += w
+            elif t in related and related[t] in heads:
+                got += RELATED_CREDIT * w
+        out.append(got / total)
+    return out
+
+
+def overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
+    """Per sentence: its :func:`term_overlaps` share, or :data:`CONTEXT_SHARE` of the previous sentence's in its
+    passage when more (0: the sentence is off the question's terms)."""
+    own = term_overlaps(question, candidates)
+    previous = {(s.chunk, s.position): o for s, o in zip(candidates, own)}
+    return [max(mine, CONTEXT_SHARE * previous.get((s.chunk, s.position - 1), 0.0)) for s, mine in zip(candidates, own)]
+
+
+def cheap_scores(question: Question, candidates: Sequence[Sentence],
+                 overlap_of: Optional[Sequence[float]] = None) -> List[float]:
+    """Per sentence: its :func:`overlaps` share (given as ``overlap_of``, else computed), answer-type evidence
+    (:func:`type_strength`), a definition-line bonus for how-to and definition questions, and the rank of its
+    passage."""
+    shares = overlaps(question, candidates) if overlap_of is None else overlap_of
+    scores = []
+    for s, overlap in zip(candidates, shares):
         score = W_TERMS * overlap + W_RANK / (s.chunk + 1)
-        if overlap and type_evidence(question, s.text):
-            score += W_TYPE
+        if overlap:
+            score += W_TYPE * type_strength(question, s.text)
         if question.answer_type in (HOW_TO, DEFINITION, OTHER) and DEFINITION_LINE.match(s.text):
             score += W_DEFINITION
         if len(s.text) < 12 or _HEADING.match(s.text):
@@ -275,10 +370,26 @@ def definition_lines(question: Question, candidates: Sequence[Sentence]) -> List
 KEEP_SHARE = 0.6
 
 
-def near_best(scores: Sequence[float], share: float = KEEP_SHARE) -> List[int]:
-    """Indexes of ``scores`` at least ``share`` of the best (all of them when the best is not positive)."""
+#: The share for a question that asks for an account rather than a fact (how, why, what is ...): its answer is often
+#: told over several sentences.
+OPEN_SHARE = 0.3
+FACTOID_TYPES = frozenset({WHO, WHEN, WHERE, COUNT})
+
+
+def keep_share(question: Question, on_topic: bool = True) -> float:
+    """The share of the best score a sentence needs to be quoted: :data:`KEEP_SHARE` for a factoid question (who,
+    when, where, how many) or a sentence off the question's terms (not ``on_topic``: an unrelated passage),
+    :data:`OPEN_SHARE` for a sentence on them answering any other question."""
+    return KEEP_SHARE if question.answer_type in FACTOID_TYPES or not on_topic else OPEN_SHARE
+
+
+def near_best(scores: Sequence[float], share: float = KEEP_SHARE,
+              shares: Optional[Sequence[float]] = None) -> List[int]:
+    """Indexes of ``scores`` at least ``share`` of the best, or each its own share of ``shares`` when given (all of
+    them when the best is not positive)."""
     best = max(scores, default=0.0)
-    return [i for i, s in enumerate(scores) if best <= 0 or s >= share * best]
+    own = [share] * len(scores) if shares is None else shares
+    return [i for i, s in enumerate(scores) if best <= 0 or s >= own[i] * best]
 
 
 def with_neighbour(candidates: Sequence[Sentence], chosen: Sequence[int]) -> List[int]:

@@ -23,8 +23,6 @@ def man_pages(tmp_path):
     return folder
 
 
-@pytest.mark.xfail(strict=True, reason="the history-expanded list pulls tar's terms into 'How do I find files by "
-                                       "name?' (weight 2.92, tar.txt first): reported to the contextualiser's owner")
 def test_a_new_subject_retrieves_its_own_page(capsys, tmp_path, man_pages):
     code = main(["ask", str(man_pages), "How do I extract files from an archive with tar?",
                  "--follow-up", "Which option filters it through gzip?",

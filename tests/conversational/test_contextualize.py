@@ -37,7 +37,7 @@ def test_ellipsis_and_proper_nouns_outweigh_common_words() -> None:
 def test_topic_shift_adds_nothing() -> None:
     c = contextualize("How do volcanoes form underwater?", [H("What is throat cancer?"), H("Is it treatable?")])
     assert (c.query, c.added, c.topic_shift) == ("How do volcanoes form underwater?", (), True)
-    assert c.reason == "topic shift: self-contained and names nothing from the history"
+    assert c.reason == "topic shift: self-contained and names a subject new to the conversation"
 
 
 def test_a_shift_must_name_its_own_subject() -> None:
@@ -160,7 +160,7 @@ def test_rewriter_strategy_records_the_plan() -> None:
     assert (bundle.query_str, bundle.plan, bundle.fusion) == (res.query, res.plan, None)
     shift = rw.rewrite("How do volcanoes form underwater?", history)
     assert (shift.query, shift.skipped_reason) == ("How do volcanoes form underwater?",
-                                                   "topic shift: self-contained and names nothing from the history")
+                                                   "topic shift: self-contained and names a subject new to the conversation")
 
 
 def test_chinese_ellipsis_keeps_the_asked_attribute_not_the_replaced_subject() -> None:
@@ -201,3 +201,30 @@ def test_an_agreement_outside_zero_to_one_is_refused_naming_it(agreed: float) ->
 def test_mentions_folds_case_plural_possessive_and_reads_chinese_substrings() -> None:
     assert mentions("The Sharks's season", ["shark"]) and mentions("北京的人口", ["人口"])
     assert not mentions("sharkskin", ["shark"]) and not mentions("", ["人口", "shark"])
+
+
+TAR = [H("How do I extract files from an archive with tar?", "-x, --extract, --get Extract files from an archive. [1]"),
+       H("Which option filters it through gzip?", "-z, --gzip, --gunzip, --ungzip Filter the archive through gzip(1).")]
+
+
+def test_a_new_subject_that_keeps_a_common_word_is_a_topic_shift() -> None:
+    c = contextualize("How do I find files by name?", TAR)  # 'find' and 'name' are new, 'files' is not
+    assert (c.query, c.topic_shift, c.added) == ("How do I find files by name?", True, ())
+    assert c.reason == "topic shift: self-contained and names a subject new to the conversation"
+    every = contextualize("How do I find files by name?", TAR, ContextRules(shift_new_share=1.0))
+    assert not every.topic_shift and "tar" in terms(every)  # the old rule: every word new, else the history joins
+    follow = contextualize("Which option keeps the old files?", TAR)  # 'option' and 'files' seen: same subject
+    assert not follow.topic_shift and "tar" in terms(follow)
+    pointing = contextualize("How do I find the files by name?", TAR)  # "the files": the ones just talked about
+    assert not pointing.topic_shift and "tar" in terms(pointing)
+    last = TAR + [H("Does it keep the owner?", "Yes, unless --no-same-owner is given.")]
+    owner = contextualize("How do I find files by owner?", last)  # 'owner' is the last turn's: not a new subject
+    assert not owner.topic_shift
+    short = contextualize("Great, I love learning shell commands today. How do I find files?", TAR)
+    assert not short.topic_shift  # the question itself ('find files') holds under shift_min_terms (3) terms
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True, "0.5"])
+def test_shift_new_share_outside_zero_to_one_is_refused_naming_it(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match=rf"shift_new_share must be a number in \(0, 1\], got {bad!r}"):
+        ContextRules(shift_new_share=bad)  # type: ignore[arg-type]

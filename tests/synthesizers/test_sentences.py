@@ -36,6 +36,11 @@ from llama_index_convrag.synthesizers.sentences import (
         ("By Richard M. Stallman. Done", ["By Richard M. Stallman.", "Done"]),
         ("On Thursday, Nov. 12, 2020. Then", ["On Thursday, Nov. 12, 2020.", "Then"]),
         ("...  \n\n -- ", []),
+        ("## Title\nBody text. More", ["## Title", "Body text.", "More"]),
+        ("Faults:\n| fault | kept |\n|---|---|\n| kill -9. Then | yes |\nAfter", ["Faults:", "| fault | kept |",
+                                                                             "| kill -9. Then | yes |", "After"]),
+        ("- one\n  wrapped. Two\n1. first", ["- one wrapped.", "Two", "1. first"]),
+        ("AUTHOR\n       Written by Mike Haertel.", ["AUTHOR", "Written by Mike Haertel."]),
         ("", []),
     ],
 )
@@ -133,7 +138,7 @@ def test_cheap_scores_weigh_rare_question_terms_rank_and_definition_lines():
     total = hidden + files + list_
     assert scores == pytest.approx([
         (hidden + files) / total + 0.2,
-        files / total + 0.2,
+        0.5 * (hidden + files) / total + 0.2,  # more than its own files / total: half the sentence before's
         0.15 + 0.2 / 2,  # no shared term: the definition-line bonus and rank 2 only
     ])
     assert shortlist(scores, 2) == [0, 1]
@@ -166,3 +171,37 @@ def test_near_best_keeps_scores_within_the_share_of_the_best():
     assert near_best([0.2, 0.1], share=0.4) == [0, 1]
     assert near_best([-0.5, -1.0]) == [0, 1]  # no positive best: nothing to compare with
     assert near_best([]) == []
+
+
+def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps():
+    from llama_index_convrag.synthesizers.sentences import KEEP_SHARE, OPEN_SHARE, keep_share, type_strength
+
+    assert answer_type("What is the release date of Cyberpunk 2077?") == "when"
+    assert answer_type("What was Tesla's revenue in Q2 2020?") == "count"
+    when = question_of("When was Splatoon 2 released?")
+    assert type_strength(when, "Splatoon 2 was released in 2017.") == 0.5  # a year alone
+    assert type_strength(when, "It was released on July 21, 2017.") == 1.0  # a day with its month
+    assert type_strength(when, "Splatoon 2 was released.") == 0.0
+    who = question_of("Who directed the Assassin's Creed movie?")
+    assert type_strength(who, "Directed by Justin Kurzel, it opened in December.") == 1.0  # a full name
+    assert type_strength(who, "The film opened in December to poor reviews from Variety.") == 0.5  # one capital
+    assert type_strength(question_of("《阿凡达》的导演是谁"), "导演詹姆斯·卡梅隆公司出品") == 1.0
+    assert keep_share(when) == KEEP_SHARE
+    assert keep_share(question_of("Why did the band break up?")) == OPEN_SHARE < KEEP_SHARE
+    assert keep_share(question_of("Why did the band break up?"), on_topic=False) == KEEP_SHARE  # an unrelated passage
+    assert near_best([1.0, 0.5, 0.35, 0.2], shares=[0.6, 0.6, 0.3, 0.6]) == [0, 2]  # each sentence its own share
+
+
+def test_a_word_in_another_form_counts_half():
+    from llama_index_convrag.synthesizers.sentences import RELATED_CREDIT, term_overlaps
+
+    candidates = sentences_of(["Voters in France chose Emmanuel Macron as their next president.",
+                               "The French presidential election of 2017 was held in two rounds."])
+    question = question_of("Who won the French presidential election?")
+    weights = {t: math.log(1 + 2 / (1 + df)) for t, df in (("french", 1), ("presidential", 1), ("election", 1),
+                                                           ("win", 0))}
+    total = sum(weights.values())
+    first, second = term_overlaps(question, candidates)
+    # president ~ presidential (the first five letters shared): half a match; France is not french ("franc", "frenc")
+    assert first == pytest.approx(RELATED_CREDIT * weights["presidential"] / total)
+    assert second == pytest.approx((weights["french"] + weights["presidential"] + weights["election"]) / total)
