@@ -35,6 +35,7 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, PathNotFoundError
 from llama_index_convrag.embeddings.windows import count_over_window
+from llama_index_convrag.ingest.chunking import DEFAULT_CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE, build_splitter
 from llama_index_convrag.ingest.progress import IngestInterrupted, StopRequest, make_progress, stop_on_sigint
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
 from llama_index_convrag.milvus.client import MilvusTarget
@@ -52,8 +53,8 @@ from llama_index_convrag.milvus.schema import (
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-DEFAULT_CHUNK_SIZE = 700
-DEFAULT_CHUNK_OVERLAP = 50
+#: Chunk size for a model that states no window; by default chunks are sized to the model's window (ingest/chunking.py)
+DEFAULT_CHUNK_SIZE = FALLBACK_CHUNK_SIZE
 DEFAULT_BATCH_SIZE = 128
 #: Files whose stored hashes one query fetches (change detection); one query per file cost about half of the
 #: ingest time with a fast embedding server (``bench/ingest_throughput.py``).
@@ -211,8 +212,8 @@ class Ingestor:
         embed_model: BaseEmbedding,
         client: Optional[MilvusClient] = None,
         target: Optional[MilvusTarget] = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        chunk_size: Optional[int] = None,
+        chunk_overlap: Optional[int] = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         dim: Optional[int] = None,
         analyzer: str = "english",
@@ -223,6 +224,7 @@ class Ingestor:
         progress_stream: Optional[TextIO] = None,
     ) -> "Ingestor":
         """Connect, create the collection if missing (our layout), else read and check its layout."""
+        splitter = build_splitter(embed_model, chunk_size, chunk_overlap)  # None: sized to the model's window
         client = open_client(client, target)
         is_lite = target.is_lite if target is not None else True
         if client.has_collection(collection_name):
@@ -233,7 +235,6 @@ class Ingestor:
             spec = default_spec(dim, {name: dim for name in (extra_dense_fields or {})})
             create_collection(client, collection_name, spec, is_lite=is_lite, analyzer=analyzer,
                               dense_index=dense_index)
-        splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    splitter=splitter, batch_size=batch_size, field_texts=extra_dense_fields,
                    show_progress=show_progress, progress_every=progress_every, progress_stream=progress_stream)
