@@ -16,8 +16,8 @@ dense alone), rows, bytes (text + vectors, and the Milvus Lite file on disk), in
 chunks longer than the model's window (what one vector per chunk does not read). The machine is shared, so
 times are comparable only within one run.
 
-    PYTHONPATH=. python bench/chunking.py [--collections scifact,cranfield] [--scifact-queries 200]
-        [--scifact-docs 1500]
+    PYTHONPATH=. python bench/chunking.py [--collections scifact,cranfield] [--queries 100] [--docs 500]
+        [--options 0,1,2]
 """
 
 from __future__ import annotations
@@ -170,9 +170,10 @@ def run_option(label: str, splitter: SentenceSplitter, pooled: bool, model: Loca
 def main(argv: Optional[Sequence[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--collections", default="scifact,cranfield")
-    p.add_argument("--scifact-queries", type=int, default=200, help="SciFact claims (of 809)")
-    p.add_argument("--scifact-docs", type=int, default=1500, help="SciFact abstracts (of 5,183; relevant ones kept)")
-    p.add_argument("--options", default=",".join(str(i) for i in range(len(OPTIONS))),
+    p.add_argument("--queries", type=int, default=100, help="queries per collection (SciFact 809, Cranfield 225)")
+    p.add_argument("--docs", type=int, default=500,
+                   help="documents per collection (SciFact 5,183, Cranfield 1,400; the relevant ones are kept)")
+    p.add_argument("--options", default="0,1,2",
                    help="indices into the option list (0 before, 1 window, 2 pooled, 3 window with more overlap)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -180,8 +181,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     chosen = [OPTIONS[int(i)] for i in args.options.split(",")]
     table = []
     for name in args.collections.split(","):
-        limits = (args.scifact_queries, args.scifact_docs) if name == "scifact" else (None, None)
-        ids, texts, queries, qrels = subset(name, *limits)
+        ids, texts, queries, qrels = subset(name, args.queries, args.docs)
         root = fresh_dir(f"chunking_{name}")
         doc_of = write_files(root / "files", ids, texts)
         qvecs = dict(zip(queries, model.embed(list(queries.values())).tolist()))
