@@ -255,6 +255,18 @@ def acquire_lite_lock(uri: str) -> None:
     _HELD_LOCKS[key] = fd  # kept open: the OS releases the lock when this process ends
 
 
+def stop_lite_server(uri: str) -> None:
+    """Stop this process' embedded Milvus Lite server of ``uri`` (closing its clients leaves it running, and a new
+    client of the same path would reuse it, even after the file was removed)."""
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:  # pragma: no cover - no Lite, no server
+        return
+    path = str(Path(uri).expanduser().absolute().resolve())
+    if path in server_manager_instance._servers:  # release_server() logs a warning for a path it does not hold
+        server_manager_instance.release_server(path)
+
+
 def release_lite_lock(uri: str) -> None:
     """Give up this process' lock on a Lite file (after its client is closed), e.g. before removing the file."""
     fd = _HELD_LOCKS.pop(str(lite_lock_path(uri).resolve()), None)
