@@ -159,12 +159,22 @@ def run_option(label: str, splitter: SentenceSplitter, pooled: bool, model: Loca
     for mode in ("hybrid", "dense"):
         r = MilvusHybridRetriever.from_defaults(collection_name="c", client=client, embed_model=model,
                                                 search_type=mode, similarity_top_k=CHUNK_DEPTH)
-        result[f"ndcg_{mode}"] = float(np.mean([ndcg_at(ranked_docs(r, queries[q], qvecs[q], doc_of), qrels[q])
-                                               for q in queries]))
+        per_query = [ndcg_at(ranked_docs(r, queries[q], qvecs[q], doc_of), qrels[q]) for q in queries]
+        result[f"per_query_{mode}"] = per_query
+        result[f"ndcg_{mode}"] = float(np.mean(per_query))
     client.close()
     result["disk_mb"] = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 1e6
-    log.info("%s: %s (report: %d chunks, over_window %d)", label, result, report.chunks, report.over_window)
+    log.info("%s: %s (report: %d chunks, over_window %d)", label,
+             {k: v for k, v in result.items() if not k.startswith("per_query")}, report.chunks, report.over_window)
     return result
+
+
+def paired_ci(a: Sequence[float], b: Sequence[float], n: int = 2000, seed: int = 0) -> Tuple[float, float, float]:
+    """Mean of ``b - a`` over queries and its 95% bootstrap interval (queries resampled)."""
+    d = np.asarray(b) - np.asarray(a)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(n, len(d)))].mean(axis=1)
+    return float(d.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -191,14 +201,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             res = run_option(label, make(model), pooled, model, root / "files", doc_of, queries, qvecs, qrels, work)
             table.append({"collection": f"{name} ({len(ids)} docs, {len(queries)} queries)", **res})
     print("\nfigures from a shared, loaded 2-core machine: compare times within this run only\n")
-    print("| collection | option | nDCG@10 hybrid / dense | rows | text + vectors MB | Lite file MB | ingest s | "
+    print("| collection | option | nDCG@10 hybrid / dense (paired difference to the first option, 95% CI) | rows | text + vectors MB | Lite file MB | ingest s | "
           "chunks past the window |")
     print("|---|---|---|---|---|---|---|---|")
+    base: Dict[str, Dict[str, Any]] = {}
     for r in table:
+        first = base.setdefault(r["collection"], r)
+        delta = "" if first is r else " (hybrid {:+.3f} [{:+.3f}, {:+.3f}])".format(
+            *paired_ci(first["per_query_hybrid"], r["per_query_hybrid"]))
         past = f"{100 * r['over_window']:.1f}%"
         if r["option"].endswith("pooled windows"):
             past += f" (one vector would miss {100 * r['over_window_one_vector']:.1f}%)"
-        print(f"| {r['collection']} | {r['option']} | {r['ndcg_hybrid']:.3f} / {r['ndcg_dense']:.3f} | {r['rows']} | "
+        print(f"| {r['collection']} | {r['option']} | {r['ndcg_hybrid']:.3f} / {r['ndcg_dense']:.3f}{delta} | {r['rows']} | "
               f"{r['text_mb'] + r['vector_mb']:.1f} | {r['disk_mb']:.1f} | {r['ingest_s']:.0f} | {past} |")
 
 

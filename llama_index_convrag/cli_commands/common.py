@@ -157,6 +157,7 @@ def connect(uri: Optional[str], *, create: bool = True) -> Any:
     from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError
 
     target = resolve_target(uri)
+    _CREATED.clear()  # a new command (main() may run several in one process): earlier files are not this run's
     if target.is_lite and not Path(target.uri).expanduser().exists():
         if not create:
             raise CLIError(EXIT_INPUT, f"no Milvus Lite file at {target.uri!r}; run 'convrag ingest PATH --uri "

@@ -41,6 +41,18 @@ def test_an_ingest_that_stores_nothing_leaves_no_db_lock_or_log(capsys, tmp_path
     assert {"x.db", "x.db.server.log"} <= {p.name for p in tmp_path.iterdir()}
 
 
+def test_a_failed_run_never_removes_a_file_that_existed_before(capsys, tmp_path):
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "a.txt").write_text("Owls hunt at night.")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "b.txt").write_text("")
+    db = str(tmp_path / "x.db")
+    assert run(capsys, ["ingest", str(tmp_path / "good"), "--uri", db])[0] == 0
+    assert run(capsys, ["ingest", str(tmp_path / "empty"), "--uri", db])[0] == 3
+    code, out, _ = run(capsys, ["docs", "list", "--uri", db])
+    assert code == 0 and out == f"{(tmp_path / 'good' / 'a.txt').as_posix()}\t1 chunks\n"
+
+
 def test_a_chat_on_a_missing_database_leaves_no_db(tmp_path):
     """A real process, as a user runs it: ``convrag chat`` before anything was ingested."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
