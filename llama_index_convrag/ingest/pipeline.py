@@ -35,7 +35,8 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, PathNotFoundError
 from llama_index_convrag.embeddings.windows import count_over_window
-from llama_index_convrag.ingest.chunking import DEFAULT_CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE, build_splitter
+from llama_index_convrag.ingest.chunking import (DEFAULT_CHUNK_OVERLAP as CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE,
+                                                 build_splitter)
 from llama_index_convrag.ingest.progress import IngestInterrupted, StopRequest, make_progress, stop_on_sigint
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
 from llama_index_convrag.milvus.client import MilvusTarget
@@ -54,7 +55,7 @@ logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
 #: Chunk size for a model that states no window; by default chunks are sized to the model's window (ingest/chunking.py)
-DEFAULT_CHUNK_SIZE = FALLBACK_CHUNK_SIZE
+DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_OVERLAP = FALLBACK_CHUNK_SIZE, CHUNK_OVERLAP
 DEFAULT_BATCH_SIZE = 128
 #: Files whose stored hashes one query fetches (change detection); one query per file cost about half of the
 #: ingest time with a fast embedding server (``bench/ingest_throughput.py``).
