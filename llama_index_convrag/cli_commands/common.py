@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, TextIO
+from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -242,6 +243,43 @@ def check_free_space(target: Any, files: Sequence[Path]) -> None:
         raise CLIError(EXIT_NO_SPACE, f"not enough free space for the Milvus Lite file {target.uri!r}: {_mb(free)} "
                                       f"free on the disk of {str(folder)!r}, an ingest of {_mb(size)} of files "
                                       f"needs about {_mb(need)}; free some space or pass another --uri")
+
+
+#: Seconds between two looks at the free space of the Lite file's disk during an ingest.
+SPACE_POLL_S = 1.0
+
+
+@contextlib.contextmanager
+def space_watch(target: Any, stream: TextIO, min_free: int = MIN_FREE_BYTES,
+                every: float = SPACE_POLL_S) -> Iterator[None]:
+    """While the body runs, look at the free space of a Lite file's disk every ``every`` seconds and say at once
+    (one line on ``stream``) when it drops below ``min_free``: Milvus Lite retries a failed write for minutes
+    before it reports an error."""
+    import threading
+
+    if not target.is_lite:
+        yield
+        return
+    folder = Path(target.uri).expanduser().resolve().parent
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every):
+            free = _free_bytes(folder)
+            if free is not None and free < min_free:
+                stream.write(f"convrag: warning: the disk holding the Milvus Lite file {target.uri!r} is full "
+                             f"({_mb(free)} free in {str(folder)!r}); the ingest cannot store more and stops with "
+                             f"exit 9 when Milvus Lite gives up (free some space and run the same command again)\n")
+                stream.flush()
+                return
+
+    watcher = threading.Thread(target=watch, name="convrag-space-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def no_space_error(target: Any, exc: BaseException) -> Optional[CLIError]:

@@ -7,7 +7,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_INPUT, EXIT_MILVUS, EXIT_USAGE, CLIError, Output,
                                                      check_dimension, check_free_space, connect, discard_created,
-                                                     embed_model, keep_created, no_space_error, resolve_target)
+                                                     embed_model, keep_created, no_space_error, resolve_target,
+                                                     space_watch)
 
 #: Seconds between progress lines when stderr is not a terminal (logs, pipes, CI).
 PROGRESS_LINE_SECONDS = 10.0
@@ -77,8 +78,9 @@ def _run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str,
     if analyzer is not None:
         options["analyzer"] = analyzer
     try:
-        report = ingest(list(paths), collection_name=collection, embed_model=model, client=client, target=target,
-                        delete_missing=delete_missing, **options)
+        with space_watch(target, out.stderr):
+            report = ingest(list(paths), collection_name=collection, embed_model=model, client=client,
+                            target=target, delete_missing=delete_missing, **options)
     except ValueError as exc:  # splitter settings, foreign layout
         raise CLIError(EXIT_INPUT if "layout" in str(exc) else EXIT_USAGE, str(exc)) from exc
     except Exception as exc:

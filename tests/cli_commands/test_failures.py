@@ -9,7 +9,7 @@ import pytest
 
 from llama_index_convrag.cli import main
 from llama_index_convrag.cli_commands.common import (EXIT_NO_SPACE, MIN_FREE_BYTES, SPACE_PER_INPUT_BYTE,
-                                                     check_free_space, no_space_error)
+                                                     check_free_space, no_space_error, space_watch)
 from llama_index_convrag.milvus.client import MilvusTarget
 
 
@@ -113,3 +113,23 @@ def test_ingest_onto_a_full_disk_says_so_at_once_and_names_the_path(tmp_path):
                                   f"{str(tmp_path / 'disk' / 'x.db')!r}: 2.0 MB free on the disk of "
                                   f"{str(tmp_path / 'disk')!r}, an ingest of 0.0 MB of files needs about 16.1 MB")
     assert list((tmp_path / "disk").iterdir()) == []  # the tmpfs is gone with its namespace; nothing was written here
+
+
+def test_the_space_watch_says_at_once_when_the_disk_drops_below_the_limit(tmp_path):
+    """The watch reads the real free space; a limit above it stands for a disk that filled during the run."""
+    import io
+    import time
+
+    stream = io.StringIO()
+    target = MilvusTarget(str(tmp_path / "x.db"))
+    with space_watch(target, stream, min_free=1 << 62, every=0.05):
+        deadline = time.monotonic() + 30
+        while not stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert stream.getvalue().startswith(f"convrag: warning: the disk holding the Milvus Lite file "
+                                        f"{str(tmp_path / 'x.db')!r} is full (")
+    assert stream.getvalue().count("\n") == 1  # said once
+    quiet = io.StringIO()
+    with space_watch(target, quiet, min_free=0, every=0.05):
+        time.sleep(0.3)
+    assert quiet.getvalue() == ""
