@@ -2,8 +2,9 @@
 
 * With no ``chunk_size`` the chunk size is the model's window (``max_input_tokens``) less the tokens it adds to
   every input (``special_tokens``), counted with the model's tokenizer (``token_spans``), so each chunk's dense
-  vector reads all of it. A model that states no window (or cannot tokenize) gets :data:`FALLBACK_CHUNK_SIZE`
-  tokens of the splitter's default tokenizer; the pipeline then warns that it cannot tell.
+  vector reads all of it. A model that cannot tokenize gets its window (at most :data:`FALLBACK_CHUNK_SIZE`) in
+  tokens of the splitter's default tokenizer; one that states no window gets :data:`FALLBACK_CHUNK_SIZE` (the
+  pipeline then warns that it cannot tell).
 * A given ``chunk_size`` is honoured, in the model's tokens when it can tokenize. One larger than the window is
   the user's choice (the pipeline counts and reports the chunks past the window).
 * The sentence splitter adds up the token counts of its pieces; with the model's own WordPiece tokenizer the sum
@@ -67,7 +68,10 @@ def build_splitter(embed_model: Any, chunk_size: Optional[int] = None,
     if chunk_size is not None and chunk_size < 1:
         raise ConfigurationError(f"chunk_size must be >= 1 token, got {chunk_size!r}")
     fits = window_chunk_size(embed_model)
-    size = chunk_size if chunk_size is not None else (fits if fits is not None else FALLBACK_CHUNK_SIZE)
+    if fits is None:  # no tokenizer to count with: the splitter's default one, within a stated window
+        window = model_window(embed_model)
+        fits = FALLBACK_CHUNK_SIZE if window is None else min(FALLBACK_CHUNK_SIZE, window)
+    size = chunk_size if chunk_size is not None else fits
     overlap = chunk_overlap if chunk_overlap is not None else default_overlap(size)
     if not 0 <= overlap < size:
         raise ConfigurationError(f"chunk_overlap must be in [0, {size - 1}] (chunk size - 1), got {overlap!r}")

@@ -30,6 +30,17 @@ def test_a_model_without_a_window_or_tokenizer_gets_the_fallback_size():
     assert (splitter.chunk_size, splitter.chunk_overlap) == (FALLBACK_CHUNK_SIZE, 50)
 
 
+class WindowOnly(MockEmbedding):
+    """A model that states its window but offers no tokenizer (as a remote embedding API does)."""
+
+    max_input_tokens: int = 128
+
+
+def test_a_model_with_a_window_but_no_tokenizer_gets_its_window_in_default_tokens():
+    splitter = build_splitter(WindowOnly(embed_dim=8))
+    assert (splitter.chunk_size, splitter.chunk_overlap) == (128, 16)
+
+
 def test_a_given_size_counts_the_models_tokens(embed_model):
     chunks = build_splitter(embed_model, chunk_size=40, chunk_overlap=0).split_text(LONG)
     counts = [len(embed_model.token_spans(c)[0]) for c in chunks]
