@@ -184,13 +184,11 @@ def connect(uri: Optional[str], *, create: bool = True) -> Any:
 def discard_created() -> None:
     """After a failed run: stop the Lite servers and remove the Lite files this process created, with their lock
     and server log, so that a failed run leaves nothing behind. Files that existed before are never touched."""
-    from llama_index_convrag.milvus.client import (forget_clients, lite_lock_path, release_lite_lock, server_log_path,
+    from llama_index_convrag.milvus.client import (forget_client, lite_lock_path, release_lite_lock, server_log_path,
                                                    stop_lite_server)
 
-    if not _CREATED:
-        return
-    forget_clients()
     for uri, target in list(_CREATED.items()):
+        forget_client(target)
         stop_lite_server(uri)
         release_lite_lock(uri)
         db = Path(uri).expanduser()

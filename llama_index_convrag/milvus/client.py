@@ -358,6 +358,17 @@ def connect_milvus_async(target: MilvusTarget, *, timeout: float = 10.0) -> Asyn
         raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
 
 
+def forget_client(target: MilvusTarget) -> None:
+    """Close and drop the cached client of ``target`` (others stay open)."""
+    with _LOCK:
+        client = _CLIENTS.pop((target.uri, target.token), None)
+    if client is not None:
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
 def forget_clients() -> None:
     """Close and drop every cached client (tests, long-running notebooks)."""
     with _LOCK:
