@@ -158,8 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
              ingest.cmd_ingest)
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--delete-missing", action="store_true", help="drop stored documents whose files are gone")
-    p.add_argument("--chunk-size", type=_positive, default=None, help="tokens per chunk (default 700)")
-    p.add_argument("--chunk-overlap", type=_non_negative, default=None, help="token overlap (default 50)")
+    p.add_argument("--chunk-size", type=_positive, default=None,
+                   help="tokens per chunk, counted by the embedding model (default: its window, 254 for the local "
+                        "MiniLM, so each chunk's vector reads all of it)")
+    p.add_argument("--chunk-overlap", type=_non_negative, default=None,
+                   help="token overlap (default: an eighth of the chunk, at most 50)")
     p.add_argument("--analyzer", choices=ANALYZER_CHOICES, default=None,
                    help="BM25 analyzer of a new collection (default english; Milvus Lite 3.x servers: standard)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
@@ -19,6 +20,7 @@ EXIT_LLM = 5
 EXIT_DIMENSION = 6
 EXIT_TOO_LARGE = 7
 EXIT_BUSY = 8
+EXIT_NO_SPACE = 9
 EXIT_INTERRUPTED = 130
 
 #: Longest question accepted (characters): beyond it the question alone would crowd out the passages in the
@@ -35,7 +37,8 @@ EXIT_CODES_HELP = """exit codes:
   5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
   6  collection built with a different embedding dimension than the model's
   7  question longer than the limit (4000 characters)
-  8  the Milvus Lite file is in use by another process
+  8  the Milvus Lite file is in use by another process (its pid named)
+  9  no space left (or too little) on the disk holding the Milvus Lite file
   130 interrupted (Ctrl-C); an interrupted ingest keeps what it stored, re-run to resume"""
 
 MILVUS_CONNECT_TIMEOUT_S = 5.0
@@ -120,50 +123,6 @@ def check_uri(uri: str) -> str:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
 
 
-def lite_lock_holder(db_path: Path) -> Optional[int]:
-    """The pid of another process holding Milvus Lite's lock on ``db_path`` (``.<name>.lock``), else None.
-
-    Milvus Lite takes a POSIX lock on that file for as long as a process has the database open; ``/proc/locks``
-    names the holder (Linux; elsewhere this returns None).
-    """
-    lock = db_path.expanduser().resolve().parent / f".{db_path.name}.lock"
-    try:
-        st = lock.stat()
-        with open("/proc/locks", encoding="ascii") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) < 6 or parts[1] != "POSIX":
-            continue
-        pid, dev_inode = parts[4], parts[5]
-        if dev_inode.rsplit(":", 1)[-1] == str(st.st_ino) and pid.isdigit() and int(pid) != os.getpid():
-            return int(pid)
-    return None
-
-
-def _process_name(pid: int) -> str:
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return f"pid {pid}"
-    return f"pid {pid}: {cmd[:120]}" if cmd else f"pid {pid}"
-
-
-def check_lite_free(target: Any) -> None:
-    """Exit 8 naming the other process when a Milvus Lite file is already open elsewhere."""
-    if not target.is_lite:
-        return
-    holder = lite_lock_holder(Path(target.uri))
-    if holder is not None:
-        raise CLIError(EXIT_BUSY, f"the Milvus Lite file {target.uri!r} is in use by another process "
-                                  f"({_process_name(holder)}); Milvus Lite allows one process per file: wait for "
-                                  f"it to finish, use another --uri, or serve the data for several processes "
-                                  f"(Milvus standalone, or 'milvus-lite server' from Milvus Lite 3.x) and pass "
-                                  f"--uri http://HOST:PORT")
-
-
 def _connect_with_retry(target: Any, timeout: float) -> Any:
     """Milvus Lite's embedded server sometimes fails to start on a busy machine: two more tries for a Lite file."""
     from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, connect_milvus
@@ -177,26 +136,173 @@ def _connect_with_retry(target: Any, timeout: float) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def connect(uri: Optional[str]) -> Any:
-    """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable."""
-    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError, resolve_milvus
+#: Lite files this process created (uri -> target): removed again when the run fails (:func:`discard_created`).
+_CREATED: Dict[str, Any] = {}
+
+
+def resolve_target(uri: Optional[str]) -> Any:
+    """The :class:`~llama_index_convrag.milvus.client.MilvusTarget` of ``--uri`` (validated, no I/O); exit 2 when bad."""
+    from llama_index_convrag.milvus.client import resolve_milvus
 
     try:
-        target = resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI
+        return resolve_milvus(uri)  # validates the URI's form, also when it came from CONVRAG_MILVUS_URI
     except ValueError as exc:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
-    check_lite_free(target)
+
+
+def connect(uri: Optional[str], *, create: bool = True) -> Any:
+    """``(target, client)`` for ``--uri`` (or ``CONVRAG_MILVUS_URI`` / ``./convrag.db``); exit 4 when unusable.
+
+    A Milvus Lite file that does not exist yet is created only with ``create`` (else exit 3, nothing created); one
+    this run created is removed again when connecting fails or :func:`discard_created` is called."""
+    from llama_index_convrag.milvus.client import LiteFileBusyError, MilvusConnectionError
+
+    target = resolve_target(uri)
+    _CREATED.clear()  # a new command (main() may run several in one process): earlier files are not this run's
+    if target.is_lite and not Path(target.uri).expanduser().exists():
+        if not create:
+            raise CLIError(EXIT_INPUT, f"no Milvus Lite file at {target.uri!r}; run 'convrag ingest PATH --uri "
+                                       f"{target.uri}' first")
+        if Path(target.uri).expanduser().parent.is_dir():
+            _CREATED[target.uri] = target
     try:
         timeout = LITE_START_TIMEOUT_S if target.is_lite else MILVUS_CONNECT_TIMEOUT_S
         client = _connect_with_retry(target, timeout)  # Lite's own log: <file>.server.log
         client.list_collections()
     except LiteFileBusyError as exc:
+        _CREATED.pop(target.uri, None)  # the other process' file
         raise CLIError(EXIT_BUSY, str(exc)) from exc
     except MilvusConnectionError as exc:
-        raise CLIError(EXIT_MILVUS, str(exc)) from exc
+        discard_created()
+        raise no_space_error(target, exc) or CLIError(EXIT_MILVUS, str(exc)) from exc
     except Exception as exc:  # a client that opened but cannot be used
+        discard_created()
         raise CLIError(EXIT_MILVUS, f"Milvus at {target.uri!r} is not usable: {type(exc).__name__}: {exc}") from exc
     return target, client
+
+
+def discard_created() -> None:
+    """After a failed run: stop the Lite servers and remove the Lite files this process created, with their lock
+    and server log, so that a failed run leaves nothing behind. Files that existed before are never touched."""
+    from llama_index_convrag.milvus.client import (forget_client, lite_lock_path, release_lite_lock, server_log_path,
+                                                   stop_lite_server)
+
+    for uri, target in list(_CREATED.items()):
+        forget_client(target)
+        stop_lite_server(uri)
+        release_lite_lock(uri)
+        db = Path(uri).expanduser()
+        for path in (db, lite_lock_path(uri), server_log_path(target), db.with_name(f".{db.name}.lock")):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        del _CREATED[uri]
+
+
+def keep_created() -> None:
+    """The run stored something: the Lite files it created are the user's now."""
+    _CREATED.clear()
+
+
+#: Free space asked of the Lite file's disk before an ingest: this many bytes per byte of input, plus
+#: :data:`MIN_FREE_BYTES` (Milvus Lite holds a chunk's text, its vector, its BM25 terms and their indexes).
+SPACE_PER_INPUT_BYTE = 8
+#: Free space below which an ingest does not start, and below which a failed write is taken for a full disk.
+MIN_FREE_BYTES = 16 << 20
+#: Words of a full disk in the errors of the OS, SQLite and Milvus Lite.
+NO_SPACE_WORDS = ("no space left", "disk is full", "disk full", "not enough space")
+
+
+def _free_bytes(folder: Path) -> Optional[int]:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MB"
+
+
+def check_free_space(target: Any, files: Sequence[Path]) -> None:
+    """Exit 9 before anything is opened when the disk of a Milvus Lite file has less free space than an ingest of
+    ``files`` needs (:data:`SPACE_PER_INPUT_BYTE` per input byte plus :data:`MIN_FREE_BYTES`)."""
+    if not target.is_lite:
+        return
+    folder = Path(target.uri).expanduser().resolve().parent
+    free = _free_bytes(folder)
+    if free is None:
+        return
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    need = SPACE_PER_INPUT_BYTE * size + MIN_FREE_BYTES
+    if free < need:
+        raise CLIError(EXIT_NO_SPACE, f"not enough free space for the Milvus Lite file {target.uri!r}: {_mb(free)} "
+                                      f"free on the disk of {str(folder)!r}, an ingest of {_mb(size)} of files "
+                                      f"needs about {_mb(need)}; free some space or pass another --uri")
+
+
+#: Seconds between two looks at the free space of the Lite file's disk during an ingest.
+SPACE_POLL_S = 1.0
+
+
+@contextlib.contextmanager
+def space_watch(target: Any, stream: TextIO, min_free: int = MIN_FREE_BYTES,
+                every: float = SPACE_POLL_S) -> Iterator[None]:
+    """While the body runs, look at the free space of a Lite file's disk every ``every`` seconds and say at once
+    (one line on ``stream``) when it drops below ``min_free``: Milvus Lite retries a failed write for minutes
+    before it reports an error."""
+    import threading
+
+    if not target.is_lite:
+        yield
+        return
+    folder = Path(target.uri).expanduser().resolve().parent
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every):
+            free = _free_bytes(folder)
+            if free is not None and free < min_free:
+                stream.write(f"convrag: warning: the disk holding the Milvus Lite file {target.uri!r} is full "
+                             f"({_mb(free)} free in {str(folder)!r}); the ingest cannot store more and stops with "
+                             f"exit 9 when Milvus Lite gives up (free some space and run the same command again)\n")
+                stream.flush()
+                return
+
+    watcher = threading.Thread(target=watch, name="convrag-space-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+def no_space_error(target: Any, exc: BaseException) -> Optional[CLIError]:
+    """Exit 9 naming the path when ``exc`` comes from a full disk (ENOSPC, "No space left on device", SQLite's
+    "database or disk is full", or less than :data:`MIN_FREE_BYTES` left on the Lite file's disk), else None."""
+    if not target.is_lite:
+        return None
+    import errno
+
+    folder = Path(target.uri).expanduser().resolve().parent
+    seen: Optional[BaseException] = exc
+    full = False
+    for _ in range(6):
+        if seen is None:
+            break
+        text = str(seen).lower()
+        full = full or getattr(seen, "errno", None) == errno.ENOSPC or any(w in text for w in NO_SPACE_WORDS)
+        seen = seen.__cause__ or seen.__context__
+    free = _free_bytes(folder)
+    if not full and (free is None or free >= MIN_FREE_BYTES):
+        return None
+    left = f"{_mb(free)} free" if free is not None else "free space unknown"
+    return CLIError(EXIT_NO_SPACE, f"the disk holding the Milvus Lite file {target.uri!r} is full ({left} in "
+                                   f"{str(folder)!r}); free some space or pass another --uri, then run the same "
+                                   f"command again (stored files are skipped)")
 
 
 def embed_model() -> Any:
@@ -245,7 +351,9 @@ def check_dimension(client: Any, collection: str, model: Any) -> None:
 
 
 def require_collection(client: Any, collection: str) -> None:
+    """Exit 3 when ``collection`` is missing (a Lite file this run created is removed again)."""
     if not client.has_collection(collection):
+        discard_created()
         raise CLIError(EXIT_INPUT, f"collection {collection!r} does not exist; run 'convrag ingest PATH "
                                    f"--collection {collection}' first or pass PATH")
 

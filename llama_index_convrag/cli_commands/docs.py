@@ -28,19 +28,23 @@ def _select(client: Any, args: Any) -> List[Any]:
 
 
 def cmd_docs_list(args: Any, out: Output) -> int:
-    _, client = connect(args.uri)
+    _, client = connect(args.uri, create=False)
     require_collection(client, args.collection)
     docs = _select(client, args)
     if out.json_mode:
         out.json({"collection": args.collection, "documents": [d.to_dict() for d in docs]})
         return 0
     for d in docs:
-        flag = "" if d.exists else "\t(file missing)"
-        out.text(f"{d.doc_id}\t{d.chunks} chunks{flag}")
+        flags = ([] if d.exists else ["file missing"]) + \
+            ([] if d.complete else [f"incomplete: {d.chunks} of {d.expected_chunks} chunks stored"])
+        out.text(f"{d.doc_id}\t{d.chunks} chunks" + "".join(f"\t({f})" for f in flags))
     missing = sum(1 for d in docs if not d.exists)
+    partial = sum(1 for d in docs if not d.complete)
     out.note(f"{len(docs)} documents in {args.collection!r}, {missing} with a missing file"
              + (f"; remove those with 'convrag docs remove --missing --collection {args.collection}'"
-                if missing else ""))
+                if missing else "")
+             + (f"; {partial} incomplete (an interrupted or failed run): the next 'convrag ingest' of their files "
+                f"stores them again" if partial else ""))
     return 0
 
 
@@ -50,7 +54,7 @@ def cmd_docs_remove(args: Any, out: Output) -> int:
     if not args.missing and not args.paths:
         raise CLIError(EXIT_USAGE, "say what to remove: PATH... (documents at or under these paths) and/or --missing "
                                    "(documents whose file no longer exists)")
-    _, client = connect(args.uri)
+    _, client = connect(args.uri, create=False)
     require_collection(client, args.collection)
     docs = _select(client, args)
     if args.paths:

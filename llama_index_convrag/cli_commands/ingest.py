@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index_convrag.cli_commands.common import (EXIT_INPUT, EXIT_MILVUS, EXIT_USAGE, CLIError, Output,
-                                                     check_dimension, connect, embed_model)
+                                                     check_dimension, check_free_space, connect, discard_created,
+                                                     embed_model, keep_created, no_space_error, resolve_target,
+                                                     space_watch)
 
 #: Seconds between progress lines when stderr is not a terminal (logs, pipes, CI).
 PROGRESS_LINE_SECONDS = 10.0
@@ -38,10 +40,26 @@ def candidate_files(paths: Sequence[str]) -> List[Path]:
 def run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str, model: Any, out: Output, *,
                delete_missing: bool = False, chunk_size: Optional[int] = None,
                chunk_overlap: Optional[int] = None, analyzer: Optional[str] = None) -> Any:
-    """Ingest ``paths`` into ``collection``; exit 3 when none of the files could be ingested (reasons listed)."""
+    """Ingest ``paths`` into ``collection``; exit 3 when none of the files could be ingested (reasons listed), exit 9
+    when the disk is (or would be) full. A Lite file this run created is removed again when it fails (not when it
+    is interrupted: re-running resumes)."""
+    try:
+        report = _run_ingest(paths, client, target, collection, model, out, delete_missing=delete_missing,
+                             chunk_size=chunk_size, chunk_overlap=chunk_overlap, analyzer=analyzer)
+    except Exception:
+        discard_created()
+        raise
+    keep_created()
+    return report
+
+
+def _run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str, model: Any, out: Output, *,
+                delete_missing: bool, chunk_size: Optional[int], chunk_overlap: Optional[int],
+                analyzer: Optional[str]) -> Any:
     from llama_index_convrag.ingest import ingest
 
     files = candidate_files(paths)
+    check_free_space(target, files)
     check_dimension(client, collection, model)
     if analyzer is None and not client.has_collection(collection):
         from llama_index_convrag.ingest.language import choose_analyzer
@@ -60,11 +78,15 @@ def run_ingest(paths: Sequence[str], client: Any, target: Any, collection: str, 
     if analyzer is not None:
         options["analyzer"] = analyzer
     try:
-        report = ingest(list(paths), collection_name=collection, embed_model=model, client=client, target=target,
-                        delete_missing=delete_missing, **options)
+        with space_watch(target, out.stderr):
+            report = ingest(list(paths), collection_name=collection, embed_model=model, client=client,
+                            target=target, delete_missing=delete_missing, **options)
     except ValueError as exc:  # splitter settings, foreign layout
         raise CLIError(EXIT_INPUT if "layout" in str(exc) else EXIT_USAGE, str(exc)) from exc
     except Exception as exc:
+        full = no_space_error(target, exc)
+        if full is not None:
+            raise full from exc
         if "unknown tokenizer type" in str(exc):  # Milvus Lite 3.x has no 'english' analyzer
             raise CLIError(EXIT_MILVUS, f"this Milvus cannot build the {options.get('analyzer', 'english')!r} BM25 "
                                         f"analyzer ({exc}); pass --analyzer standard") from exc
@@ -83,7 +105,8 @@ def not_ingested_notes(report: Any) -> List[str]:
 
 
 def cmd_ingest(args: Any, out: Output) -> int:
-    candidate_files(args.paths)  # before connecting: nothing is created when nothing can be ingested
+    files = candidate_files(args.paths)  # before connecting: nothing is created when nothing can be ingested
+    check_free_space(resolve_target(args.uri), files)  # a disk too full says so before anything is opened
     if getattr(args, "engine", "local") == "ray":
         from llama_index_convrag.cli_commands.ingest_ray import cmd_ingest_ray
         return cmd_ingest_ray(args, out)

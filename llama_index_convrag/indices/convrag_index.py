@@ -14,7 +14,6 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.chat_engine.types import BaseChatEngine
 from llama_index.core.indices.vector_store.base import VectorStoreIndex
-from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
@@ -25,7 +24,7 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.factory import build_chat_engine
 from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
-from llama_index_convrag.ingest.pipeline import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from llama_index_convrag.ingest.chunking import build_splitter
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
@@ -107,7 +106,7 @@ class ConvRAGIndex(VectorStoreIndex):
             create_collection(client, collection_name, spec, is_lite=target.is_lite if target else True,
                               analyzer=analyzer, dense_index=dense_index)
         if transformations is None:
-            transformations = [SentenceSplitter(chunk_size=DEFAULT_CHUNK_SIZE, chunk_overlap=DEFAULT_CHUNK_OVERLAP)]
+            transformations = [build_splitter(embed_model)]  # chunks sized to the model's window
         index = cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                     target=target, callback_manager=callback_manager, transformations=transformations,
                     show_progress=show_progress)

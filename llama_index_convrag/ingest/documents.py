@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from pymilvus import MilvusClient
 
@@ -21,22 +21,33 @@ PAGE = 1000
 
 @dataclass(frozen=True)
 class StoredDocument:
-    """One document of a collection: its id (the file's resolved POSIX path when ingested by us) and chunk count."""
+    """One document of a collection: its id (the file's resolved POSIX path when ingested by us), its stored chunks
+    and, when ingest recorded it, how many it has (``chunk_count``): fewer stored means a half-stored document."""
 
     doc_id: str
     chunks: int
     exists: bool
+    expected_chunks: Optional[int] = None
+
+    @property
+    def complete(self) -> bool:
+        return self.expected_chunks is None or self.chunks == self.expected_chunks
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "complete": self.complete}
 
 
-def _doc_id_field(client: MilvusClient, collection_name: str) -> str:
+def _fields(client: MilvusClient, collection_name: str) -> Tuple[str, Optional[str]]:
+    """(document id field, metadata field or None)."""
     spec = detect_spec(client, collection_name)
     if spec.doc_id_field is None:
         raise ConfigurationError(f"collection {collection_name!r} has no document id field (layout {spec.layout!r}); "
                          f"documents can only be listed in collections with one")
-    return spec.doc_id_field
+    return spec.doc_id_field, spec.metadata_field
+
+
+def _doc_id_field(client: MilvusClient, collection_name: str) -> str:
+    return _fields(client, collection_name)[0]
 
 
 def under(doc_id: str, folder: Path) -> bool:
@@ -48,9 +59,11 @@ def under(doc_id: str, folder: Path) -> bool:
 def list_documents(client: MilvusClient, collection_name: str, *, folder: Optional[Path] = None,
                    missing_only: bool = False) -> List[StoredDocument]:
     """Documents of ``collection_name`` sorted by id (those under ``folder``; only vanished files if asked)."""
-    field = _doc_id_field(client, collection_name)
+    field, meta = _fields(client, collection_name)
     counts: Dict[str, int] = {}
-    it = client.query_iterator(collection_name, batch_size=PAGE, filter=f'{field} != ""', output_fields=[field])
+    expected: Dict[str, int] = {}
+    it = client.query_iterator(collection_name, batch_size=PAGE, filter=f'{field} != ""',
+                               output_fields=[field] if meta is None else [field, meta])
     try:
         while True:
             batch = it.next()
@@ -58,6 +71,9 @@ def list_documents(client: MilvusClient, collection_name: str, *, folder: Option
                 break
             for row in batch:
                 counts[row[field]] = counts.get(row[field], 0) + 1
+                total = (row.get(meta) or {}).get("chunk_count") if meta is not None else None
+                if isinstance(total, int):
+                    expected[row[field]] = total
     finally:
         it.close()
     docs = []
@@ -67,7 +83,8 @@ def list_documents(client: MilvusClient, collection_name: str, *, folder: Option
         exists = Path(doc_id).exists()
         if missing_only and exists:
             continue
-        docs.append(StoredDocument(doc_id=doc_id, chunks=counts[doc_id], exists=exists))
+        docs.append(StoredDocument(doc_id=doc_id, chunks=counts[doc_id], exists=exists,
+                                   expected_chunks=expected.get(doc_id)))
     return docs
 
 

@@ -43,6 +43,8 @@ from llama_index_convrag.ingest.progress import (IngestInterrupted, Progress, St
 from llama_index_convrag.ingest.read_stage import ReadStage, Task
 from llama_index_convrag.ingest.report import IngestReport
 from llama_index_convrag.ingest.writer import BatchWriter, delete_document
+from llama_index_convrag.ingest.chunking import (DEFAULT_CHUNK_OVERLAP as CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE,
+                                                 build_splitter)
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import (  # noqa: F401 - HIDDEN_METADATA_KEYS: public here too
     HIDDEN_METADATA_KEYS,
@@ -56,8 +58,8 @@ from llama_index_convrag.milvus.schema import (  # noqa: F401 - HIDDEN_METADATA_
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)
 
-DEFAULT_CHUNK_SIZE = 700
-DEFAULT_CHUNK_OVERLAP = 50
+#: Chunk size for a model that states no window; by default chunks are sized to the model's window (ingest/chunking.py)
+DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_OVERLAP = FALLBACK_CHUNK_SIZE, CHUNK_OVERLAP
 DEFAULT_BATCH_SIZE = 128
 
 
@@ -135,8 +137,8 @@ class Ingestor:
         embed_model: BaseEmbedding,
         client: Optional[MilvusClient] = None,
         target: Optional[MilvusTarget] = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        chunk_size: Optional[int] = None,
+        chunk_overlap: Optional[int] = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         dim: Optional[int] = None,
         analyzer: str = "english",
@@ -154,6 +156,7 @@ class Ingestor:
         run when ``None``; see :mod:`~llama_index_convrag.ingest.limits`.
         """
         limits = PipelineLimits(embed_concurrency=embed_concurrency, read_workers=read_workers)
+        splitter = build_splitter(embed_model, chunk_size, chunk_overlap)  # None: sized to the model's window
         client = open_client(client, target)
         is_lite = target.is_lite if target is not None else True
         if client.has_collection(collection_name):
@@ -164,7 +167,6 @@ class Ingestor:
             spec = default_spec(dim, {name: dim for name in (extra_dense_fields or {})})
             create_collection(client, collection_name, spec, is_lite=is_lite, analyzer=analyzer,
                               dense_index=dense_index)
-        splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    splitter=splitter, batch_size=batch_size, field_texts=extra_dense_fields,
                    show_progress=show_progress, progress_every=progress_every, progress_stream=progress_stream,

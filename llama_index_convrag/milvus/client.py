@@ -12,7 +12,7 @@ import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pymilvus import AsyncMilvusClient, MilvusClient
 
@@ -190,10 +190,49 @@ def _holder_pid(fd: int) -> Optional[int]:
         time.sleep(0.02)
 
 
+def lite_own_lock_holder(uri: str) -> Optional[int]:
+    """The pid of another process holding Milvus Lite's own POSIX lock (``.<name>.lock``, taken by a Lite server
+    that did not come through :func:`acquire_lite_lock`, e.g. a plain ``MilvusClient``), from ``/proc/locks``;
+    None when free or not on Linux."""
+    path = Path(uri).expanduser()
+    lock = path.resolve().parent / f".{path.name}.lock"
+    try:
+        inode = str(lock.stat().st_ino)
+        with open("/proc/locks", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "POSIX" and parts[5].rsplit(":", 1)[-1] == inode and parts[4].isdigit() \
+                and int(parts[4]) != os.getpid():
+            return int(parts[4])
+    return None
+
+
+def describe_process(pid: Optional[int]) -> str:
+    """``pid N: <command line>`` (``pid N`` when it cannot be read, ``pid unknown`` for None)."""
+    if pid is None:
+        return "pid unknown"
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return f"pid {pid}"
+    return f"pid {pid}: {cmd[:120]}" if cmd else f"pid {pid}"
+
+
+def busy_message(uri: str, pid: Optional[int]) -> str:
+    """The one message for a Milvus Lite file held by another process."""
+    return (f"the Milvus Lite file {uri!r} is in use by another process ({describe_process(pid)}); Milvus Lite "
+            f"allows one process per file: wait for it to finish, use another file, or serve the data to several "
+            f"processes (Milvus standalone, or 'milvus-lite server' from Milvus Lite 3.x) at http://HOST:PORT")
+
+
 def acquire_lite_lock(uri: str) -> None:
     """Hold an exclusive ``fcntl.flock`` on :func:`lite_lock_path` for the life of this process (taken before Milvus
     Lite starts its server, so two processes started at the same instant cannot both open the file); the holder's
-    pid is written into it. Raises :class:`LiteFileBusyError` naming the holder's pid when another process holds it."""
+    pid is written into it. Raises :class:`LiteFileBusyError` naming the holder's pid when another process holds it,
+    or holds Milvus Lite's own lock on the file (:func:`lite_own_lock_holder`)."""
     import fcntl
 
     path = lite_lock_path(uri)
@@ -206,13 +245,75 @@ def acquire_lite_lock(uri: str) -> None:
     except BlockingIOError:
         pid = _holder_pid(fd)
         os.close(fd)
-        raise LiteFileBusyError(
-            f"the Milvus Lite file {uri!r} is in use by another process (pid {pid if pid is not None else 'unknown'}, "
-            f"lock {str(path)!r}); Milvus Lite allows one process per file", pid
-        ) from None
+        raise LiteFileBusyError(busy_message(uri, pid), pid) from None
+    other = lite_own_lock_holder(uri)
+    if other is not None:
+        os.close(fd)  # releases the flock
+        raise LiteFileBusyError(busy_message(uri, other), other)
     os.ftruncate(fd, 0)  # then one small write: a reader sees nothing (and waits) or the whole pid, never a mix
     os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
     _HELD_LOCKS[key] = fd  # kept open: the OS releases the lock when this process ends
+
+
+def stop_lite_server(uri: str) -> None:
+    """Stop this process' embedded Milvus Lite server of ``uri`` (closing its clients leaves it running, and a new
+    client of the same path would reuse it, even after the file was removed)."""
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:  # pragma: no cover - no Lite, no server
+        return
+    path = str(Path(uri).expanduser().absolute().resolve())
+    if path in server_manager_instance._servers:  # release_server() logs a warning for a path it does not hold
+        server_manager_instance.release_server(path)
+
+
+def release_lite_lock(uri: str) -> None:
+    """Give up this process' lock on a Lite file (after its client is closed), e.g. before removing the file."""
+    fd = _HELD_LOCKS.pop(str(lite_lock_path(uri).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
+#: The first bytes of every Milvus Lite file (Milvus Lite keeps its data in an SQLite database).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_lite_file(uri: str) -> None:
+    """:class:`MilvusConnectionError` naming the cause when ``uri`` exists but cannot be a Milvus Lite database (a
+    folder, unreadable, or not an SQLite file), before a Lite server is started on it. A missing or empty file is
+    fine: Milvus Lite creates it."""
+    path = Path(uri).expanduser()
+    if path.is_dir():
+        raise MilvusConnectionError(f"cannot open Milvus Lite file {uri!r}: it is a folder")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise MilvusConnectionError(f"cannot open Milvus Lite file {uri!r}: {exc.strerror}") from exc
+    if head and head != SQLITE_HEADER:
+        raise MilvusConnectionError(
+            f"{uri!r} is not a Milvus Lite database (those are SQLite files; this one starts with {head[:8]!r}): it "
+            f"is damaged or another kind of file; move it away and ingest again, or pass another --uri")
+
+
+def lite_server_errors(target: MilvusTarget, since: int = 0) -> List[str]:
+    """Error lines the embedded Milvus Lite server wrote to its log after byte ``since`` (its own words, e.g.
+    ``Create table failed, errs: file is not a database``), without their timestamp prefix; newest last."""
+    try:
+        with open(server_log_path(target), "rb") as f:
+            f.seek(since)
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        if line.startswith("E") and "]" in line:
+            msg = line.rsplit("]", 1)[-1].strip()
+            if msg and msg not in out:
+                out.append(msg)
+    return out
 
 
 def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
@@ -225,9 +326,13 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
         client = _CLIENTS.get(key)
         if client is not None:
             return client
+        log_start = 0
         if target.is_lite:
             _check_lite_path(target.uri)
+            check_lite_file(target.uri)
             acquire_lite_lock(target.uri)
+            log = server_log_path(target)
+            log_start = log.stat().st_size if log.is_file() else 0
         try:
             if target.is_lite:
                 # the embedded server logs every BM25 index commit to stderr: keep that out of the user's terminal
@@ -236,7 +341,9 @@ def connect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClie
             else:
                 client = MilvusClient(**client_kwargs(target, timeout))
         except Exception as exc:  # pymilvus raises several unrelated types here
-            raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
+            said = lite_server_errors(target, log_start) if target.is_lite else []
+            why = f"; Milvus Lite says: {said[0]}" if said else ""
+            raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}{why}") from exc
         _CLIENTS[key] = client
         return client
 
@@ -249,6 +356,17 @@ def connect_milvus_async(target: MilvusTarget, *, timeout: float = 10.0) -> Asyn
         return AsyncMilvusClient(**client_kwargs(target, timeout))
     except Exception as exc:
         raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
+
+
+def forget_client(target: MilvusTarget) -> None:
+    """Close and drop the cached client of ``target`` (others stay open)."""
+    with _LOCK:
+        client = _CLIENTS.pop((target.uri, target.token), None)
+    if client is not None:
+        try:
+            client.close()
+        except Exception:
+            pass
 
 
 def forget_clients() -> None:

@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llama_index_convrag.cli import main
-from llama_index_convrag.cli_commands.common import (CLIError, check_collection_name, check_question, check_uri,
-                                                     lite_lock_holder)
-from llama_index_convrag.milvus.client import suggest_collection_name
+from llama_index_convrag.cli_commands.common import CLIError, check_collection_name, check_question, check_uri
+from llama_index_convrag.milvus.client import lite_own_lock_holder, suggest_collection_name
 
 FUZZ = settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -86,16 +85,16 @@ def test_second_process_on_the_lite_file_exit_8_names_it(capsys, tmp_path):
     """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert lite_lock_holder(db) == holder.pid
+        assert lite_own_lock_holder(str(db)) == holder.pid
         (tmp_path / "a.txt").write_text("hello")
         code, out, err = run(capsys, ["ingest", str(tmp_path / "a.txt"), "--uri", str(db)])
         assert code == 8 and out == ""
         assert f"is in use by another process (pid {holder.pid}: {sys.executable} -c" in err
-        assert "wait for it to finish, use another --uri" in err and "--uri http://HOST:PORT" in err
+        assert "wait for it to finish, use another file" in err and "at http://HOST:PORT" in err
     finally:
         holder.stdin.close()
         holder.wait()
-    assert lite_lock_holder(db) is None
+    assert lite_own_lock_holder(str(db)) is None
 
 
 # --- property-based: names and questions -----------------------------------------------------------------------

@@ -85,3 +85,40 @@ def test_remove_documents_counts_and_list_filters(renamed, milvus_client):
     assert remove_documents(milvus_client, where[-1], [(old / "one.txt").as_posix()]) == 1
     assert [d.doc_id for d in list_documents(milvus_client, where[-1], missing_only=True)] == [
         (old / "two.md").as_posix()]
+
+
+def test_list_flags_a_half_stored_document_and_the_next_ingest_repairs_it(capsys, tmp_path, milvus_target,
+                                                                        collection_name, milvus_client):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    long = folder / "long.txt"
+    long.write_text(" ".join(f"Sentence {i} is about topic {i % 5} and goes on for a while." for i in range(200)))
+    (folder / "short.txt").write_text("Owls hunt at night.")
+    where = ["--uri", milvus_target.uri, "--collection", collection_name]
+    assert run(capsys, ["ingest", str(folder), "-q", *where])[0] == 0
+    doc = long.resolve().as_posix()
+    rows = milvus_client.query(collection_name, filter=f'doc_id == "{doc}"', output_fields=["metadata"])
+    total = len(rows)
+    assert total > 3 and {r["metadata"]["chunk_count"] for r in rows} == {total}
+    milvus_client.delete(collection_name, ids=[r["id"] for r in rows[:2]])  # as a run cut off mid-document leaves it
+
+    code, out, err = run(capsys, ["docs", "list", *where])
+    assert code == 0, err
+    assert out.splitlines() == [f"{doc}\t{total - 2} chunks\t(incomplete: {total - 2} of {total} chunks stored)",
+                                f"{(folder / 'short.txt').resolve().as_posix()}\t1 chunks"]
+    assert "1 incomplete (an interrupted or failed run): the next 'convrag ingest' of their files stores them" in err
+    listed = {d["doc_id"]: d for d in json.loads(run(capsys, ["docs", "list", *where, "--json"])[1])["documents"]}
+    assert (listed[doc]["complete"], listed[doc]["expected_chunks"], listed[doc]["chunks"]) == (False, total, total - 2)
+
+    code, out, _ = run(capsys, ["ingest", str(folder), *where])
+    assert code == 0 and "0 added, 1 updated, 1 unchanged" in out
+    assert [d.complete for d in list_documents(milvus_client, collection_name)] == [True, True]
+    assert run(capsys, ["docs", "list", *where])[1].splitlines()[0] == f"{doc}\t{total} chunks"
+
+
+def test_list_on_a_file_that_does_not_exist_creates_nothing(capsys, tmp_path):
+    code, out, err = run(capsys, ["docs", "list", "--uri", str(tmp_path / "x.db")])
+    assert (code, out) == (3, "")
+    assert err == (f"convrag: error: no Milvus Lite file at {str(tmp_path / 'x.db')!r}; run 'convrag ingest PATH "
+                   f"--uri {tmp_path / 'x.db'}' first\n")
+    assert list(tmp_path.iterdir()) == []

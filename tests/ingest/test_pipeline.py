@@ -185,7 +185,7 @@ def test_extra_dense_field_is_filled_and_searchable(tmp_path, milvus_client, col
 
 def test_chunks_past_the_models_window_are_counted_and_warned(tmp_path, milvus_client, collection_name, embed_model,
                                                               caplog):
-    """No chunk is embedded past the model's window unnoticed: the window is read from the model."""
+    """A chunk size past the window is the user's choice, and counted: the window is read from the model."""
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "long.txt").write_text(LONG)  # ~400 word pieces in one 700-token chunk
     (tmp_path / "d" / "short.txt").write_text("Milvus supports BM25 full text search.")
@@ -194,7 +194,7 @@ def test_chunks_past_the_models_window_are_counted_and_warned(tmp_path, milvus_c
     assert counts[0] > window >= counts[1]
     with caplog.at_level("WARNING", logger="llama_index_convrag.ingest.pipeline"):
         report = ingest([tmp_path / "d"], client=milvus_client, collection_name=collection_name,
-                        embed_model=embed_model)
+                        embed_model=embed_model, chunk_size=700)
     assert (report.chunks, report.embed_window, report.over_window) == (2, window, 1)
     assert f"1 of 2 chunks exceed LocalMiniLMEmbedding's window of {window} tokens" in caplog.text
     assert f"1 of 2 chunks exceed the embedding model's window of {window} tokens" in str(report)

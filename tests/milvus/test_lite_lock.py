@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from llama_index_convrag.milvus.client import acquire_lite_lock, lite_lock_path
+from llama_index_convrag.milvus.client import acquire_lite_lock, busy_message, lite_lock_path
 
 CHILD = """
 import sys, time
@@ -56,8 +56,9 @@ def test_a_second_take_in_the_same_process_is_a_no_op_and_a_holder_blocks_others
     out = subprocess.run([sys.executable, "-c", CHILD, db, "0"], capture_output=True, text=True, env=_env())
     assert out.returncode == 8
     assert out.stdout.split() == ["BUSY", str(os.getpid())]
-    assert out.stderr.strip() == (f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}, lock "
-                                  f"{db + '.lock'!r}); Milvus Lite allows one process per file")
+    assert out.stderr.strip() == busy_message(db, os.getpid())
+    assert out.stderr.startswith(f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}: "
+                                 f"{sys.executable} ")
 
 
 def test_cli_exits_8_naming_the_holder_of_the_flock(capsys, tmp_path):
@@ -73,7 +74,8 @@ def test_cli_exits_8_naming_the_holder_of_the_flock(capsys, tmp_path):
         code = main(["ingest", str(tmp_path / "a.txt"), "--uri", db])
         err = capsys.readouterr().err
         assert code == 8
-        assert f"is in use by another process (pid {holder.pid}, lock {db + '.lock'!r})" in err
+        assert err == f"convrag: error: {busy_message(db, holder.pid)}\n"
+        assert f"is in use by another process (pid {holder.pid}: {sys.executable} -c" in err
     finally:
         holder.stdin.close()
         holder.wait()
