@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from llama_index.core.node_parser import SentenceSplitter
 
@@ -28,12 +28,22 @@ FALLBACK_CHUNK_SIZE = 700
 DEFAULT_CHUNK_OVERLAP = 50
 
 
+class ContentTokens:
+    """The model's tokenizer as the splitter wants it (text -> its content tokens). A picklable object, not a
+    closure, so the splitter keeps counting in the model's tokens in reader processes and Ray workers."""
+
+    def __init__(self, embed_model: Any) -> None:
+        self.embed_model = embed_model
+
+    def __call__(self, text: str) -> List[Any]:
+        return self.embed_model.token_spans(text)[0]
+
+
 def model_tokenizer(embed_model: Any) -> Optional[Callable[[str], List[Any]]]:
     """The model's tokenizer as the splitter wants it (text -> its content tokens), or None when it has none."""
-    spans = getattr(embed_model, "token_spans", None)
-    if not callable(spans):
+    if not callable(getattr(embed_model, "token_spans", None)):
         return None
-    return lambda text: spans(text)[0]
+    return ContentTokens(embed_model)
 
 
 def window_chunk_size(embed_model: Any) -> Optional[int]:
@@ -60,6 +70,13 @@ class TextOnlySplitter(SentenceSplitter):
 
     def split_text_metadata_aware(self, text: str, metadata_str: str) -> List[str]:
         return self.split_text(text)
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        # LlamaIndex rebuilds a component from its fields on unpickling, which would count in its default tokenizer
+        super().__setstate__(state)
+        tokenizer = (state.get("__pydantic_private__") or {}).get("_tokenizer")
+        if tokenizer is not None:
+            self._tokenizer = tokenizer
 
 
 def build_splitter(embed_model: Any, chunk_size: Optional[int] = None,

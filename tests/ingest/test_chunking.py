@@ -1,11 +1,12 @@
 """Chunks sized to the embedding model's window, counted in its own tokens (ingest/chunking.py)."""
 
+import pickle
 from pathlib import Path
 
 import pytest
 from llama_index.core.embeddings import MockEmbedding
 
-from llama_index_convrag.ingest.chunking import (DEFAULT_CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE, build_splitter,
+from llama_index_convrag.ingest.chunking import (DEFAULT_CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE, ContentTokens, build_splitter,
                                                  default_overlap, model_tokenizer, window_chunk_size)
 from llama_index_convrag.ingest.pipeline import ingest
 
@@ -84,3 +85,12 @@ def test_metadata_is_not_counted_and_nothing_is_printed(embed_model, capsys):
     nodes = build_splitter(embed_model, chunk_size=16).get_nodes_from_documents([doc])
     assert len(nodes) > 10 and all(n.metadata == doc.metadata for n in nodes)
     assert capsys.readouterr() == ("", "")
+
+
+def test_a_pickled_splitter_still_counts_in_the_models_tokens(embed_model):
+    # reader processes and Ray workers receive the splitter pickled; LlamaIndex rebuilds components from their fields
+    splitter = build_splitter(embed_model)
+    text = " ".join(f"word{i} antidisestablishmentarianism" for i in range(400))
+    copy = pickle.loads(pickle.dumps(splitter))
+    assert isinstance(copy._tokenizer, ContentTokens)
+    assert copy.split_text(text) == splitter.split_text(text)
