@@ -4,14 +4,20 @@ Without citations our synthesizers use LlamaIndex core's own defaults (``DEFAULT
 ``DEFAULT_REFINE_PROMPT_SEL``, ``DEFAULT_TREE_SUMMARIZE_PROMPT_SEL``, ``DEFAULT_SIMPLE_INPUT_PROMPT``), so
 swapping core's factory for ours changes no prompt. With ``citations=True`` the chunks arrive numbered
 ``[1] ...`` and these templates ask the model to cite them.
+
+The citation instruction shows a marker only inside a whole sentence and says that a number alone is no answer: a
+small model shown a bare marker as the example (``e.g. [1] or [2][3]``) next to a list of numbered sources reads
+the query as "which source?" and answers ``[1]``. It asks for the language of the query, so a Chinese question
+over Chinese passages is answered in Chinese by small and large models alike.
 """
 
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.prompt_type import PromptType
 
 CITATION_INSTRUCTION = (
-    "Cite the numbered sources you use with their numbers in square brackets, e.g. [1] or [2][3]; "
-    "cite only sources that support the sentence."
+    "Write the answer as one or more complete sentences in the language of the query. "
+    "End each sentence with the number of the source that supports it in square brackets, for example: "
+    "\"The bridge opened in 1932 [2].\" Never answer with a source number alone."
 )
 
 CITATION_QA_TMPL = (
