@@ -74,7 +74,7 @@ SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True},
     "extractive": None,
 }
-DEFAULT_SETTINGS = "compact+cite (old prompt),compact+cite,extractive"
+DEFAULT_SETTINGS = "compact+cite (old prompt),compact+cite,compact,extractive"
 
 #: (question, gold answer) over the essay; each gold string occurs in the essay.
 ESSAY_QUESTIONS: Tuple[Tuple[str, str], ...] = (

@@ -23,6 +23,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_convrag.errors import ArgumentTypeError
+from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
 from llama_index_convrag.synthesizers.citations import citation_metadata, has_answer_text
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
@@ -57,9 +58,9 @@ class Recovered:
 
 
 def is_empty_answer(text: str) -> bool:
-    """Blank, only citation markers, or the synthesizers' default ``empty_response`` (what a blank LLM reply over
-    passages becomes)."""
-    return not has_answer_text(text) or text.strip() == DEFAULT_EMPTY_RESPONSE
+    """Blank, only citation markers, only the citation prompt's format example repeated, or the synthesizers' default
+    ``empty_response`` (what a blank LLM reply over passages becomes)."""
+    return not has_answer_text(text.replace(CITATION_EXAMPLE, "")) or text.strip() == DEFAULT_EMPTY_RESPONSE
 
 
 def passages_of(nodes: Sequence[NodeWithScore]) -> List[str]:
@@ -121,37 +122,50 @@ class AnswerFallback:
 
 
 class MarkerHold:
-    """Holds a stream's first deltas back while together they are only markers and whitespace; passes everything
-    through from the first delta that makes them hold a word."""
+    """Holds a stream's first deltas back while together they are only markers and whitespace, or could still be
+    the citation prompt's example repeated; passes everything through from the first delta that decides."""
 
     def __init__(self) -> None:
         self.head: Optional[str] = ""
 
     @property
     def holding(self) -> bool:
-        """True until a word has appeared (then the stream flows)."""
+        """True until the head was decided (then the stream flows)."""
         return self.head is not None
 
     def feed(self, delta: str) -> str:
         if self.head is None:
             return delta
         head = self.head + delta
-        if not has_answer_text(head):
+        if undecided(head):
             self.head = head
             return ""
         self.head = None
         return head
 
+    def end(self) -> Optional[str]:
+        """At the end of the stream: the held text when it is an answer, None when it is empty (recover)."""
+        head, self.head = self.head, None
+        return None if head is None or is_empty_answer(head) else head
+
+
+def undecided(head: str) -> bool:
+    """Whether a stream's first text is only markers so far, or could still be :data:`CITATION_EXAMPLE` repeated."""
+    rest = head.strip().strip("\"“”")
+    example = rest.startswith(CITATION_EXAMPLE) and not has_answer_text(rest[len(CITATION_EXAMPLE):])
+    return not has_answer_text(head) or CITATION_EXAMPLE.startswith(rest) or example
+
 
 def held_stream(deltas: Iterator[str], recover: Callable[[], str]) -> Iterator[str]:
-    """``deltas`` through a :class:`MarkerHold`; when they end without a word, ``recover()``'s text instead."""
+    """``deltas`` through a :class:`MarkerHold`; when they end without an answer, ``recover()``'s text instead."""
     hold = MarkerHold()
     for delta in deltas:
         out = hold.feed(delta)
         if out:
             yield out
     if hold.holding:
-        yield recover()
+        held = hold.end()
+        yield held if held is not None else recover()
 
 
 async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[], Awaitable[str]]) -> AsyncIterator[str]:
@@ -162,8 +176,9 @@ async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[], Awaitab
         if out:
             yield out
     if hold.holding:
-        yield await recover()
+        held = hold.end()
+        yield held if held is not None else await recover()
 
 
 __all__ = ["ANSWER_SOURCES", "AnswerFallback", "MarkerHold", "Recovered", "aheld_stream", "cited_retry",
-           "held_stream", "is_empty_answer", "passages_of", "writes_with_llm"]
+           "held_stream", "is_empty_answer", "passages_of", "undecided", "writes_with_llm"]

@@ -5,19 +5,23 @@ Without citations our synthesizers use LlamaIndex core's own defaults (``DEFAULT
 swapping core's factory for ours changes no prompt. With ``citations=True`` the chunks arrive numbered
 ``[1] ...`` and these templates ask the model to cite them.
 
-The citation instruction shows a marker only inside a whole sentence and says that a number alone is no answer: a
-small model shown a bare marker as the example (``e.g. [1] or [2][3]``) next to a list of numbered sources reads
-the query as "which source?" and answers ``[1]``. It asks for the language of the query, so a Chinese question
-over Chinese passages is answered in Chinese by small and large models alike.
+A small model asked to cite numbered sources often answers with the numbers alone (``[1]``), whatever the wording;
+the instruction shows the marker inside a whole sentence, marked as the format and not the answer, and says that a
+number alone is no answer. An answer that is still only markers, or only the example repeated
+(:data:`CITATION_EXAMPLE`), is not shown: the chat engine answers again without citations (``chat/fallback.py``).
+The instruction asks for the language of the query (Chinese questions over Chinese passages).
 """
 
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.prompt_type import PromptType
 
+CITATION_EXAMPLE = "The bridge opened in 1932 [2]."
+"""The format example of :data:`CITATION_INSTRUCTION` (an answer that only repeats it is no answer)."""
+
 CITATION_INSTRUCTION = (
     "Write the answer as one or more complete sentences in the language of the query. "
-    "End each sentence with the number of the source that supports it in square brackets, for example: "
-    "\"The bridge opened in 1932 [2].\" Never answer with a source number alone."
+    "End each sentence with the number of the source that supports it in square brackets "
+    f"(the format, not the answer: \"{CITATION_EXAMPLE}\"). Never answer with a source number alone."
 )
 
 CITATION_QA_TMPL = (

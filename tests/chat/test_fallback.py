@@ -12,6 +12,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index_convrag.chat import ConvRAGChatEngine
 from llama_index_convrag.chat.fallback import AnswerFallback, MarkerHold, held_stream
 from llama_index_convrag.errors import ArgumentTypeError
+from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import Extractive
 from llama_index_convrag.testing import ScriptedLLM
 from tests.chat.conftest import DOCS, FixedRetriever
@@ -139,3 +140,15 @@ def test_answer_fallback_arguments_are_checked() -> None:
         AnswerFallback(retry="no")  # type: ignore[arg-type]
     with pytest.raises(ArgumentTypeError, match="answer_fallback must be an AnswerFallback"):
         ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), ScriptedLLM.fixed("x"), answer_fallback=True)
+
+
+def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model) -> None:
+    response = engine(marker_model(bad=CITATION_EXAMPLE), store, embed_model).chat(QUESTION)
+    assert (response.response, response.metadata["turn"].answer_source) == (CITED, "llm_retry_without_citations")
+    streamed = engine(marker_model(bad=f'"{CITATION_EXAMPLE}"'), store, embed_model).stream_chat(QUESTION)
+    assert list(streamed.response_gen) == [CITED]
+
+
+def test_held_stream_shows_a_held_answer_that_only_began_like_the_example() -> None:
+    assert list(held_stream(iter(["The ", "bridge"]), lambda: "recovered")) == ["The bridge"]
+    assert list(held_stream(iter(["The ", "tower."]), lambda: "recovered")) == ["The tower."]
