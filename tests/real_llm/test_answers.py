@@ -10,6 +10,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_convrag.chat import ConvRAGChatEngine
 from llama_index_convrag.chat.fallback import ANSWER_SOURCES
+from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.synthesizers.citations import has_answer_text
 from tests.chat.conftest import store  # noqa: F401 - fixture
 
@@ -27,13 +28,15 @@ CASES: List[Tuple[str, str, str]] = [
      "Inception is a 2010 science fiction film written and directed by Christopher Nolan."),
     ("Where was Super Bowl LV played?", "Tampa",
      "Super Bowl LV was played on February 7, 2021, at Raymond James Stadium in Tampa, Florida."),
-    ("What is the capital of Australia?", "Canberra",
-     "Canberra is the capital city of Australia; Sydney is its largest city."),
-    ("Which company bought Viaweb?", "Yahoo",
-     "In 1998 Yahoo bought Viaweb, the online store builder Paul Graham started with Robert Morris."),
     ("埃菲尔铁塔是哪一年建成的？", "1889", "埃菲尔铁塔于1889年建成，是为当年的世界博览会而建。"),
     ("2022年冬奥会在哪个城市举办？", "北京", "2022年冬季奥林匹克运动会于2022年2月在北京举办。"),
 ]
+
+
+@pytest.fixture
+def short_llm(real_llm_server):
+    """Greedy, at most 80 answer tokens (a short answer; minutes per turn less on a loaded machine)."""
+    return OpenAICompatible(**real_llm_server.client_kwargs(max_tokens=80))
 
 
 class Passages(BaseRetriever):
@@ -45,10 +48,10 @@ class Passages(BaseRetriever):
         return list(self.nodes)
 
 
-def test_no_marker_only_answer_and_a_majority_contains_the_gold(real_llm, store) -> None:  # noqa: F811
+def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store) -> None:  # noqa: F811
     answers = []
     for question, gold, passage in CASES:
-        engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), real_llm, citations=True,
+        engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
                                                  conversation_store=store)
         response = engine.chat(question)
         record = response.metadata["turn"]
@@ -59,9 +62,9 @@ def test_no_marker_only_answer_and_a_majority_contains_the_gold(real_llm, store)
     assert sum(contained) * 2 > len(answers), answers
 
 
-def test_a_streamed_answer_is_never_a_bare_marker(real_llm, store) -> None:  # noqa: F811
+def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # noqa: F811
     question, gold, passage = CASES[0]
-    engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), real_llm, citations=True,
+    engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
                                              conversation_store=store)
     response = engine.stream_chat(question)
     deltas = list(response.response_gen)
