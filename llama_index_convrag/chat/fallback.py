@@ -25,7 +25,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_convrag.errors import ArgumentTypeError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
-from llama_index_convrag.synthesizers.citations import citation_metadata, has_answer_text
+from llama_index_convrag.synthesizers.citations import citation_metadata, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
 from llama_index_convrag.synthesizers.grounding import cite_sentences
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
@@ -35,6 +35,9 @@ LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM = "llm", "llm_retry_without_citations", 
 ANSWER_SOURCES = (LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM)
 """``TurnRecord.answer_source``: the LLM's answer; its retry without the citation instruction; the extractive answer
 after an empty or marker-only one; an answer no LLM wrote (a mode without an LLM call, e.g. ``extractive``)."""
+#: The citation prompt's example without its marker and full stop: a reply that only repeats it (with any marker)
+#: is no answer.
+EXAMPLE_WORDS = strip_markers(CITATION_EXAMPLE).rstrip(" .")
 
 
 def writes_with_llm(synthesizer: Any, llm: Any) -> bool:
@@ -60,7 +63,8 @@ class Recovered:
 def is_empty_answer(text: str) -> bool:
     """Blank, only citation markers, only the citation prompt's format example repeated, or the synthesizers' default
     ``empty_response`` (what a blank LLM reply over passages becomes)."""
-    return not has_answer_text(text.replace(CITATION_EXAMPLE, "")) or text.strip() == DEFAULT_EMPTY_RESPONSE
+    rest = " ".join(strip_markers(text).split()).replace(EXAMPLE_WORDS, "")
+    return not has_answer_text(rest) or text.strip() == DEFAULT_EMPTY_RESPONSE
 
 
 def passages_of(nodes: Sequence[NodeWithScore]) -> List[str]:
@@ -151,9 +155,8 @@ class MarkerHold:
 
 def undecided(head: str) -> bool:
     """Whether a stream's first text is only markers so far, or could still be :data:`CITATION_EXAMPLE` repeated."""
-    rest = head.strip().strip("\"“”")
-    example = rest.startswith(CITATION_EXAMPLE) and not has_answer_text(rest[len(CITATION_EXAMPLE):])
-    return not has_answer_text(head) or CITATION_EXAMPLE.startswith(rest) or example
+    rest = " ".join(strip_markers(head).split()).strip("\"“” ")
+    return not has_answer_text(head) or EXAMPLE_WORDS.startswith(rest) or is_empty_answer(rest)
 
 
 def held_stream(deltas: Iterator[str], recover: Callable[[], str]) -> Iterator[str]:

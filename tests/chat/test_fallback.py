@@ -147,6 +147,9 @@ def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model)
     assert (response.response, response.metadata["turn"].answer_source) == (CITED, "llm_retry_without_citations")
     streamed = engine(marker_model(bad=f'"{CITATION_EXAMPLE}"'), store, embed_model).stream_chat(QUESTION)
     assert list(streamed.response_gen) == [CITED]
+    other_marker = CITATION_EXAMPLE.replace("[2]", "[1]")  # the 0.5B model's own copy
+    streamed = engine(marker_model(bad=other_marker), store, embed_model).stream_chat(QUESTION)
+    assert list(streamed.response_gen) == [CITED]
 
 
 def test_held_stream_shows_a_held_answer_that_only_began_like_the_example() -> None:
