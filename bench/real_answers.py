@@ -17,7 +17,7 @@ target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; 
 (``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
 
     python -m llama_index_convrag.testing.real_llm setup       # once
-    PYTHONPATH=. python bench/real_answers.py --n 15           # starts its own server
+    PYTHONPATH=. python bench/real_answers.py --n 5            # starts its own server (docs/results/answers.md)
     PYTHONPATH=. python bench/real_answers.py --base-url http://127.0.0.1:PORT/v1   # a running one
     PYTHONPATH=. python bench/real_answers.py --report bench/out/real_answers.jsonl  # the table of a saved run
 """
