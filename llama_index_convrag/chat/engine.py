@@ -48,6 +48,7 @@ from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, 
                                            stage_names, sync_deltas, system_text)
 from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.chat.hooks import AnswerHook, hooks_scope
+from llama_index_convrag.chat.fallback import AnswerFallback, aheld_stream, held_stream, writes_with_llm
 from llama_index_convrag.judge.options import JudgeArg, JudgeHook, judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
@@ -95,6 +96,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         reserved_output_tokens: Optional[int] = None,
         count_tokens: Optional[TokenCounter] = None,
         answer_hooks: Sequence[AnswerHook] = (),
+        answer_fallback: Optional[AnswerFallback] = None,
     ) -> None:
         check_parts(retriever, synthesizer, query_engine, context_chat)
         bad = [h for h in answer_hooks if not isinstance(h, AnswerHook)]
@@ -112,6 +114,10 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self.conversation_id = conversation_id
         self._postprocessors = list(node_postprocessors)
         self._answer_hooks = tuple(answer_hooks)
+        if answer_fallback is not None and not isinstance(answer_fallback, AnswerFallback):
+            raise ArgumentTypeError(f"answer_fallback must be an AnswerFallback, got {answer_fallback!r}")
+        # an empty or marker-only LLM answer is never shown (chat/fallback.py)
+        self._fallback = answer_fallback if answer_fallback is not None else AnswerFallback()
         self.rephrase_question = rephrase_question and context_chat is None
         self.return_generated_question = return_generated_question
         self.return_source_nodes = return_source_nodes
@@ -279,7 +285,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             self._apply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=False)
-            text = self._no_docs_reply() if response is None else read_text(response)
+            text = self._no_docs_reply() if response is None else self._recovered(turn, query, read_text(response))
         turn.finish(self._store, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
@@ -291,7 +297,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             await self._aapply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=False)
-            text = self._no_docs_reply() if response is None else await aread_text(response)
+            text = self._no_docs_reply() if response is None else await self._arecovered(
+                turn, query, await aread_text(response))
         turn.finish(self._store, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
@@ -303,7 +310,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             self._apply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=True)
-        deltas = iter([self._no_docs_reply()]) if response is None else sync_deltas(response)
+        deltas = iter([self._no_docs_reply()]) if response is None else held_stream(
+            sync_deltas(response), lambda: self._recovered(turn, query, ""))
         finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, sync_stream=stream_lifecycle(deltas, finalizer))
 
@@ -317,7 +325,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             await self._aapply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=True)
-        deltas = aiter_one(self._no_docs_reply()) if response is None else async_deltas(response)
+        deltas = aiter_one(self._no_docs_reply()) if response is None else aheld_stream(
+            async_deltas(response), lambda: self._arecovered(turn, query, ""))
         finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, async_stream=astream_lifecycle(deltas, finalizer))
 
@@ -404,6 +413,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         return self._synthesizer  # type: ignore[return-value]
 
     def _answer(self, turn: Turn, query: str, streaming: bool) -> Any:
+        turn.begin_answer(writes_with_llm(self._synthesizer, self._llm))
         if self._query_engine is not None:
             response = self._query_engine.query(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
@@ -414,6 +424,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         return response
 
     async def _aanswer(self, turn: Turn, query: str, streaming: bool) -> Any:
+        turn.begin_answer(writes_with_llm(self._synthesizer, self._llm))
         if self._query_engine is not None:
             response = await self._query_engine.aquery(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
@@ -422,6 +433,19 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
         turn.apply_hooks(self._answer_hooks, response)
         return response
+
+    def _recovered(self, turn: Turn, query: str, text: str) -> str:
+        """``text``, or the answer shown instead when it is empty or only citation markers (chat/fallback.py)."""
+        if not turn.needs_recovery(text):
+            return text
+        return turn.apply_recovered(self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes))
+
+    async def _arecovered(self, turn: Turn, query: str, text: str) -> str:
+        """Async twin of :meth:`_recovered`."""
+        if not turn.needs_recovery(text):
+            return text
+        return turn.apply_recovered(await self._fallback.arecover(self._synthesizer_for(turn, False), query,
+                                                                  turn.nodes))
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""

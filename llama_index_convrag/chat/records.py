@@ -56,6 +56,13 @@ class TurnRecord:
     started_at: float = 0.0
     finished_at: Optional[float] = None
     judge_tree: Optional[Dict[str, Any]] = None  # SearchTree.to_dict() when the answer was judge-guided
+    answer_source: Optional[str] = None
+    """Which answer is shown (``chat.fallback.ANSWER_SOURCES``): ``llm``, ``llm_retry_without_citations`` or
+    ``extractive_fallback`` (the LLM's answer was empty or only citation markers), ``no_llm``; None before an
+    answer (no passages and a fixed reply, an error)."""
+    grounding: Optional[Dict[str, Any]] = None
+    """Answer sentences no passage supports (``synthesizers.grounding.grounding_record``: ``method``,
+    ``support_share``, ``judged``, ``unsupported``); None when there was no answer or no passage to check."""
 
     def to_dict(self) -> Dict[str, Any]:
         """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""

@@ -22,6 +22,7 @@ from llama_index.core.tools import ToolOutput
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
+from llama_index_convrag.chat.fallback import LLM, NO_LLM, Recovered, is_empty_answer, passages_of
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
@@ -30,6 +31,8 @@ from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finaliz
 from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
+from llama_index_convrag.synthesizers.citations import has_answer_text
+from llama_index_convrag.synthesizers.grounding import grounding_record
 
 dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
@@ -48,6 +51,7 @@ class Turn:
     nodes: List[NodeWithScore] = field(default_factory=list)
     trim: Optional[TrimReport] = None
     rewrite: Optional[RewriteResult] = None
+    recovered: Optional[Recovered] = None  # the answer shown instead of an empty or marker-only one
 
     @classmethod
     def begin(cls, store: ConversationStore, conversation_id: str, message: str, *,
@@ -137,15 +141,34 @@ class Turn:
                                              f"TurnRecord field")
                 setattr(self.record, name, value)
 
+    def begin_answer(self, llm_writes: bool) -> None:
+        """The answer about to be written is the LLM's (``llm``) or not (``no_llm``)."""
+        self.record.answer_source = LLM if llm_writes else NO_LLM
+
+    def needs_recovery(self, text: str) -> bool:
+        """Whether ``text``, the LLM's answer over this turn's passages, is empty (blank, or the synthesizers' default
+        ``empty_response`` for a blank reply) or only citation markers."""
+        return self.record.answer_source == LLM and bool(self.nodes) and is_empty_answer(text)
+
+    def apply_recovered(self, recovered: Recovered) -> str:
+        """Show ``recovered`` instead of the LLM's answer (its citations become the turn's); its text."""
+        self.recovered = recovered
+        self.record.answer_source = recovered.source
+        return recovered.text
+
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
                response: Any) -> None:
-        """Persist the answer, its citations and the record; finalise the placeholder."""
+        """Persist the answer, its citations, its grounding and the record; finalise the placeholder."""
         rec = self.record
         rec.answer = text
         if rec.status != "no_docs" or status != "complete":
             rec.status = status
         rec.error = None if error is None else f"{type(error).__name__}: {error}"
         rec.finished_at = time.time()
+        if self.recovered is not None:
+            response = self.recovered.response
+        if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
+            rec.grounding = grounding_record(text, passages_of(self.nodes))
         citations = build_citations(response, self.nodes) if response is not None else []
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,

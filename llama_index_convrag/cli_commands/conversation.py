@@ -159,7 +159,8 @@ class EngineSession:
                 "answer": answer if citations else no_passage_answer(self.filters),
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
                 "scores": self._scores(record.rewrite_explanation), "seconds": round(time.perf_counter() - started, 3),
-                "rewrite_ms": round(record.rewrite_latency_ms, 1)}
+                "rewrite_ms": round(record.rewrite_latency_ms, 1), "answer_source": record.answer_source,
+                "unsupported": (record.grounding or {}).get("unsupported", [])}
 
 
 def no_passage_answer(filters: Sequence[str]) -> str:
@@ -169,12 +170,25 @@ def no_passage_answer(filters: Sequence[str]) -> str:
     return "no passage matched the question; nothing to answer from"
 
 
+#: The note under an answer the engine showed instead of the model's empty or marker-only one (``answer_source``).
+RECOVERED_NOTES = {
+    "llm_retry_without_citations": "(the model gave no answer text, only citation markers; shown: its answer when "
+                                   "asked without citations, cited by matching its sentences to the passages)",
+    "extractive_fallback": "(the model gave no answer text, only citation markers; shown: the passages' sentences "
+                           "closest to the question)",
+}
+
+
 def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
     if out.json_mode:
         return
     if not turn.get("streamed"):
         out.text(f"query> {one_line(turn['retrieval_query'])}")
         out.text(f"answer> {turn['answer']}")
+    if turn.get("answer_source") in RECOVERED_NOTES:
+        out.text(RECOVERED_NOTES[turn["answer_source"]])
+    for u in turn.get("unsupported") or ():
+        out.text(f"(!) in no passage: {u['text']}")
     if mode == RETRIEVAL_ONLY:
         out.text("(retrieval only: extractive answer, no LLM configured; set OPENAI_API_KEY or --base-url for "
                  "generated answers)")

@@ -4,14 +4,24 @@ Without citations our synthesizers use LlamaIndex core's own defaults (``DEFAULT
 ``DEFAULT_REFINE_PROMPT_SEL``, ``DEFAULT_TREE_SUMMARIZE_PROMPT_SEL``, ``DEFAULT_SIMPLE_INPUT_PROMPT``), so
 swapping core's factory for ours changes no prompt. With ``citations=True`` the chunks arrive numbered
 ``[1] ...`` and these templates ask the model to cite them.
+
+A small model asked to cite numbered sources often answers with the numbers alone (``[1]``), whatever the wording;
+the instruction shows the marker inside a whole sentence, marked as the format and not the answer, and says that a
+number alone is no answer. An answer that is still only markers, or only the example repeated
+(:data:`CITATION_EXAMPLE`), is not shown: the chat engine answers again without citations (``chat/fallback.py``).
+The instruction asks for the language of the query (Chinese questions over Chinese passages).
 """
 
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.prompt_type import PromptType
 
+CITATION_EXAMPLE = "The bridge opened in 1932 [2]."
+"""The format example of :data:`CITATION_INSTRUCTION` (an answer that only repeats it is no answer)."""
+
 CITATION_INSTRUCTION = (
-    "Cite the numbered sources you use with their numbers in square brackets, e.g. [1] or [2][3]; "
-    "cite only sources that support the sentence."
+    "Write the answer as one or more complete sentences in the language of the query. "
+    "End each sentence with the number of the source that supports it in square brackets "
+    f"(the format, not the answer: \"{CITATION_EXAMPLE}\"). Never answer with a source number alone."
 )
 
 CITATION_QA_TMPL = (

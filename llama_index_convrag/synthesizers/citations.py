@@ -1,4 +1,5 @@
-"""Pure citation helpers: number chunks ``[1]..[n]`` for the prompt, parse ``[n]`` markers, map them to nodes."""
+"""Pure citation helpers: number chunks ``[1]..[n]`` for the prompt, parse ``[n]`` markers, map them to nodes, and
+tell an answer from a reply that is only markers (``[1]``: no answer a reader can use)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,28 @@ logger = logging.getLogger(__name__)
 
 # "[3]" or "[1, 4]" / "[1][4]"; not "[a]" nor "[12.5]".
 MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+#: What a marker-only reply may hold besides markers: a label naming the source ("Source: [1]", "来源：[1]").
+_SOURCE_LABEL = re.compile(r"\b(?:sources?|references?|citations?)\b|来源|出处|参考", re.IGNORECASE)
+#: A marker still being streamed at the end of the text ("... [1", "[2, ").
+_OPEN_MARKER = re.compile(r"\[\s*\d*(?:\s*,\s*\d*)*\s*$")
 
 
 def number_chunks(texts: Sequence[str]) -> List[str]:
     """Prefix each chunk with its 1-based marker: ``"[1] first chunk"``."""
     return [f"[{i}] {text.strip()}" for i, text in enumerate(texts, start=1)]
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without its ``[n]`` markers (nothing else changed)."""
+    return MARKER_RE.sub("", text)
+
+
+def has_answer_text(text: str) -> bool:
+    """Whether ``text`` holds a letter or digit outside its markers and source labels: False for ``""``, ``"[1]"``,
+    ``" [1][2]."``, ``"Source: [1]"``; True for ``"Tampa [1]."``. A marker not yet closed at the end (a stream cut
+    mid-marker, ``"[1"``) counts as a marker."""
+    rest = _SOURCE_LABEL.sub("", _OPEN_MARKER.sub("", strip_markers(text)))
+    return any(ch.isalnum() for ch in rest)
 
 
 def parse_markers(text: str) -> List[int]:

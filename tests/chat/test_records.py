@@ -32,3 +32,14 @@ def test_to_dict_is_an_independent_copy_equal_to_asdict():
     d["citations"][0]["node_id"] = "y"
     assert r.retrieved_ids == {"retrieve": ["n1", "n2"]} and r.trim_report["dropped"] == [{"i": 2}]
     assert r.citations == [{"node_id": "n1"}]
+
+
+def test_answer_source_and_grounding_round_trip_and_older_records_load_without_them():
+    grounding = {"method": "lexical", "support_share": 0.5, "judged": 1,
+                 "unsupported": [{"sentence": 0, "text": "x y.", "best_source": None, "overlap": 0.0}]}
+    r = TurnRecord(conversation_id="c", user_message_id="u", assistant_message_id="a", original_question="q",
+                   answer_source="llm_retry_without_citations", grounding=grounding)
+    assert TurnRecord.from_dict(json.loads(r.to_json())) == r
+    older = {"conversation_id": "c", "user_message_id": "u", "assistant_message_id": "a", "original_question": "q"}
+    loaded = TurnRecord.from_dict(older)
+    assert (loaded.answer_source, loaded.grounding) == (None, None)

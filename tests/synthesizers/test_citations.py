@@ -1,7 +1,8 @@
+import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_convrag.synthesizers.citations import (citation_metadata, invalid_markers, number_chunks,
-                                                        parse_citations, parse_markers)
+from llama_index_convrag.synthesizers.citations import (citation_metadata, has_answer_text, invalid_markers,
+                                                        number_chunks, parse_citations, parse_markers, strip_markers)
 
 
 def test_number_chunks_is_one_based():
@@ -28,3 +29,17 @@ def test_invalid_markers_are_counted_in_order_of_first_use():
     nodes = [TextNode(text="a", id_="A")]
     assert citation_metadata("[1] and [3]", nodes) == {
         "citations": [{"marker": 1, "node_id": "A", "source_index": 0}], "invalid_citation_markers": [3]}
+
+
+@pytest.mark.parametrize("text", ["", "  ", "[1]", " [1][2].", "[1, 3]\n", "Source: [1]", "来源：[2]", "[1", "[2, "])
+def test_markers_alone_are_no_answer_text(text):
+    assert not has_answer_text(text)
+
+
+@pytest.mark.parametrize("text", ["Tampa [1].", "1889", "[1] Paul Graham", "坦帕[1]", "Sources say yes"])
+def test_a_word_or_number_outside_markers_is_answer_text(text):
+    assert has_answer_text(text)
+
+
+def test_strip_markers_removes_only_markers():
+    assert strip_markers("Tampa [1], Florida [2, 3].") == "Tampa , Florida ."

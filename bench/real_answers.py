@@ -1,0 +1,239 @@
+"""What a real model answers through the chat engine, per answer setting, beside the extractive answer on the same
+passages: Qwen2.5-Coder-0.5B-Instruct (GGUF) behind llama.cpp's OpenAI-compatible server, greedy decoding.
+
+Sets (the first ``--n`` questions each): RGB English (``en_fact``) and Chinese (``zh_fact``): a question's positive
+and negative passages are its pool; and questions over Paul Graham's essay (:data:`ESSAY_QUESTIONS`, each gold answer
+checked in the text), the essay cut into :data:`ESSAY_CHUNK` -token chunks as its pool. Each question's top
+:data:`TOP_K` passages of its pool (``answer_containment.retrieve``: dense MiniLM cosine and term overlap fused) are
+the same for every setting; each turn is one fresh conversation of ``ConvRAGChatEngine`` over those passages.
+
+Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the package had before
+(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer.
+
+Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
+token F1 (``evaluation.answers``) against the gold; ``model [n] only``: answers the model gave that were empty or
+only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
+target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; sentences flagged unsupported
+(``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
+
+    python -m llama_index_convrag.testing.real_llm setup       # once
+    PYTHONPATH=. python bench/real_answers.py --n 5            # starts its own server (docs/results/answers.md)
+    PYTHONPATH=. python bench/real_answers.py --base-url http://127.0.0.1:PORT/v1   # a running one
+    PYTHONPATH=. python bench/real_answers.py --report bench/out/real_answers.jsonl  # the table of a saved run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import OUT, shared_data  # noqa: E402
+from answer_containment import norm, retrieve, rgb  # noqa: E402
+
+from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
+from llama_index.core.prompts import PromptTemplate  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
+from llama_index_convrag.chat.fallback import AnswerFallback  # noqa: E402
+from llama_index_convrag.config import OpenAICompatible  # noqa: E402
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.evaluation.answers import exact_match, token_f1  # noqa: E402
+from llama_index_convrag.synthesizers import Extractive  # noqa: E402
+from llama_index_convrag.synthesizers.citations import has_answer_text  # noqa: E402
+
+TOP_K = 3
+ESSAY_CHUNK = 256
+MAX_TOKENS = 80
+OLD_CITATION_QA_TMPL = (
+    "Context information is below, as numbered sources.\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query. "
+    "Cite the numbered sources you use with their numbers in square brackets, e.g. [1] or [2][3]; "
+    "cite only sources that support the sentence.\n"
+    "Query: {query_str}\n"
+    "Answer: "
+)
+"""The package's citation QA template before it showed the marker inside a sentence (kept here to measure it)."""
+
+#: name -> chat engine keywords (``None``: the extractive answer, no LLM).
+SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
+    "compact+cite (old prompt)": {"response_mode": "compact", "citations": True,
+                                  "text_qa_template": PromptTemplate(OLD_CITATION_QA_TMPL)},
+    "compact+cite": {"response_mode": "compact", "citations": True},
+    "compact": {"response_mode": "compact", "citations": False},
+    "refine+cite": {"response_mode": "refine", "citations": True},
+    "tree_summarize+cite": {"response_mode": "tree_summarize", "citations": True},
+    "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True},
+    "extractive": None,
+}
+DEFAULT_SETTINGS = "compact+cite (old prompt),compact+cite,compact,extractive"
+
+#: (question, gold answer) over the essay; each gold string occurs in the essay.
+ESSAY_QUESTIONS: Tuple[Tuple[str, str], ...] = (
+    ("What was the first computer Paul Graham wrote programs on?", "IBM 1401"),
+    ("What programming language did Paul Graham use on the IBM 1401?", "Fortran"),
+    ("Which microcomputer did Paul Graham's father buy him?", "TRS-80"),
+    ("What did Paul Graham plan to study when he went to college?", "philosophy"),
+    ("Which company making software for creating documents did Paul Graham work for?", "Interleaf"),
+    ("What was the company Paul Graham started with Robert Morris to build online stores?", "Viaweb"),
+    ("Which company bought Viaweb?", "Yahoo"),
+    ("How much seed funding did Viaweb get from Julian?", "$10,000"),
+    ("Which art school in Providence did Paul Graham attend?", "RISD"),
+    ("Who became the second president of YC?", "Sam Altman"),
+    ("What was Y Combinator's first summer program called?", "Summer Founders Program"),
+    ("What did Paul Graham write in Arc to test the new version?", "Hacker News"),
+    ("Whom did Robert recommend as another programmer for Viaweb?", "Trevor Blackwell"),
+    ("In which city is the Accademia that Paul Graham went to?", "Florence"),
+    ("What new Lisp dialect did Paul Graham write after leaving YC?", "Bel"),
+)
+
+Item = Tuple[str, List[str], List[str]]  # question, gold answers, passage pool
+
+
+class Passages(BaseRetriever):
+    """The same passages for every query (this question's top passages)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        super().__init__()
+        self.nodes = [NodeWithScore(node=TextNode(text=t, id_=f"p{i}"), score=1.0 - i / 100)
+                      for i, t in enumerate(texts)]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return list(self.nodes)
+
+
+def essay_items(n: int) -> List[Item]:
+    from llama_index.core.node_parser import SentenceSplitter
+
+    text = (shared_data() / "paul_graham" / "paul_graham_essay.txt").read_text(encoding="utf-8")
+    flat = norm(text)
+    missing = [a for _, a in ESSAY_QUESTIONS if norm(a) not in flat]
+    if missing:
+        raise SystemExit(f"gold answers not in the essay: {missing}")
+    pool = SentenceSplitter(chunk_size=ESSAY_CHUNK, chunk_overlap=20).split_text(text)
+    return [(q, [a], pool) for q, a in ESSAY_QUESTIONS[:n]]
+
+
+def answerer(name: str, kwargs: Optional[Dict[str, Any]], llm: Any, embed: Any) -> Callable[[str, List[str]], Any]:
+    """A function ``(question, passages) -> turn record`` for one setting."""
+    def answer(question: str, passages: List[str]) -> Any:
+        kw = dict(kwargs) if kwargs is not None else {"response_mode": "extractive"}
+        engine = ConvRAGChatEngine.from_defaults(
+            Passages(passages), llm if kwargs is not None else None,
+            embed_model=embed if kwargs is None else None,
+            answer_fallback=AnswerFallback(extractive=Extractive(embed)), **kw)
+        return engine.chat(question).metadata["turn"]
+    return answer
+
+
+def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) -> Dict[str, Any]:
+    question, golds, pool = item
+    top = retrieve(embed, question, pool, f"real_answers_{name}")[:TOP_K]
+    t0 = time.perf_counter()
+    record = answer(question, top)
+    seconds = time.perf_counter() - t0
+    text = record.answer
+    return {"set": name, "question": question, "gold": golds, "setting": label,
+            "held": any(norm(g) in norm(p) for p in top for g in golds), "answer": text,
+            "answer_source": record.answer_source, "contained": any(norm(g) in norm(text) for g in golds),
+            "em": exact_match(text, golds), "f1": token_f1(text, golds), "shown_marker_only": not has_answer_text(text),
+            "unsupported": len((record.grounding or {}).get("unsupported", [])), "seconds": seconds}
+
+
+def run(sets: Dict[str, List[Item]], embed: Any, answerers: Dict[str, Callable], log: Any) -> List[Dict[str, Any]]:
+    """Question k of every set before question k + 1 of any (a run cut short still covers every set)."""
+    rows = []
+    for k in range(max(len(items) for items in sets.values())):
+        for name, items in sets.items():
+            if k >= len(items):
+                continue
+            for label, answer in answerers.items():
+                row = answer_row(name, items[k], embed, label, answer)
+                rows.append(row)
+                log.write(json.dumps(row, ensure_ascii=False) + "\n")
+                log.flush()
+                print(f"  [{name} {k + 1}/{len(items)}] {label}: {row['seconds']:.1f} s, {row['answer_source']}, "
+                      f"contained={row['contained']}: {row['answer'][:100]!r}", flush=True)
+    return rows
+
+
+def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
+    out = ["| set | setting | answers (passages hold gold) | gold contained | EM | F1 | model [n] only | "
+           "shown [n] only | retry / extractive | unsupported per answer | s per turn |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["set"] for r in rows):
+        for label in settings:
+            mine = [r for r in rows if r["set"] == name and r["setting"] == label]
+            held = [r for r in mine if r["held"]]
+            if not mine:
+                continue
+            recovered = [r for r in mine if r["answer_source"] in ("llm_retry_without_citations", "extractive_fallback")]
+            retry = sum(r["answer_source"] == "llm_retry_without_citations" for r in mine)
+            contained = sum(r["contained"] for r in held)
+            out.append(
+                f"| {name} | {label} | {len(mine)} ({len(held)}) | {contained}/{len(held)} = "
+                f"{contained / len(held) if held else 0:.0%} | {sum(r['em'] for r in held) / max(1, len(held)):.2f} | "
+                f"{sum(r['f1'] for r in held) / max(1, len(held)):.2f} | {len(recovered)} | "
+                f"{sum(r['shown_marker_only'] for r in mine)} | {retry} / {len(recovered) - retry} | "
+                f"{sum(r['unsupported'] for r in mine) / len(mine):.2f} | "
+                f"{sum(r['seconds'] for r in mine) / len(mine):.1f} |")
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=15, help="questions per set")
+    parser.add_argument("--sets", default="rgb-en,rgb-zh,essay")
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help=f"comma-separated, of {list(SETTINGS)}")
+    parser.add_argument("--base-url", default=None, help="a running llama.cpp server (else one is started)")
+    parser.add_argument("--n-threads", type=int, default=2)
+    parser.add_argument("--report", type=Path, default=None, help="print the table of a saved run's JSON lines")
+    args = parser.parse_args(argv)
+    settings = args.settings.split(",")
+    if args.report is not None:
+        rows = [json.loads(line) for line in args.report.open(encoding="utf-8")]
+        print("\n".join(table(rows, [s for s in SETTINGS if any(r["setting"] == s for r in rows)])))
+        return 0
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown:
+        parser.error(f"unknown settings {unknown}; accepted: {list(SETTINGS)}")
+    server = None
+    if args.base_url is None:
+        from llama_index_convrag.testing.real_llm import locate, start_server
+
+        server = start_server(locate(), n_threads=args.n_threads, log_path=OUT / "real_answers_server.log")
+        client = server.client_kwargs(max_tokens=MAX_TOKENS)
+    else:
+        from llama_index_convrag.testing.real_llm import MODEL_ALIAS
+
+        client = {"model": MODEL_ALIAS, "api_base": args.base_url, "api_key": "not-needed", "context_window": 4096,
+                  "max_tokens": MAX_TOKENS, "temperature": 0.0, "timeout": 600.0, "max_retries": 0}
+    try:
+        llm = OpenAICompatible(**client)
+        embed = LocalMiniLMEmbedding()
+        answerers = {s: answerer(s, SETTINGS[s], llm, embed) for s in settings}
+        loaders = {"rgb-en": lambda: rgb("en_fact", args.n), "rgb-zh": lambda: rgb("zh_fact", args.n),
+                   "essay": lambda: essay_items(args.n)}
+        OUT.mkdir(parents=True, exist_ok=True)
+        sets = {name: loaders[name]() for name in args.sets.split(",")}
+        with open(OUT / "real_answers.jsonl", "w", encoding="utf-8") as log:
+            rows = run(sets, embed, answerers, log)
+    finally:
+        if server is not None:
+            server.stop()
+    print(f"(Qwen2.5-Coder-0.5B-Instruct GGUF, llama.cpp, greedy, max {MAX_TOKENS} tokens; top {TOP_K} passages; "
+          "seconds from a loaded 2-core machine)")
+    print("\n".join(table(rows, settings)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""``ask`` / ``chat`` over a model that answers ``[1]`` when asked to cite (a small model's failure, served over real
+HTTP by the local OpenAI-compatible server): the recovered answer is printed with a note, and the sentence no
+passage supports is marked (text) and listed (``--json``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from llama_index_convrag.cli import main
+from llama_index_convrag.cli_commands.conversation import RECOVERED_NOTES
+
+TEA = "Green tea should steep for two minutes in water at eighty degrees. Black tea takes boiling water."
+UNCITED = "Green tea steeps for two minutes. It was invented on Mars in 1700."
+SHOWN = "Green tea steeps for two minutes [1]. It was invented on Mars in 1700."
+
+
+def markers_when_asked_to_cite(body: Dict[str, Any]) -> Dict[str, Any]:
+    return {"content": "[1]" if "square brackets" in body["messages"][-1]["content"] else UNCITED}
+
+
+@pytest.fixture
+def argv(tmp_path: Path, milvus_target: Any, collection_name: str, openai_server: Any) -> List[str]:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tea.txt").write_text(TEA, encoding="utf-8")
+    openai_server.chat_responder = markers_when_asked_to_cite
+    return [str(docs), "--top-k", "1", "--store", str(tmp_path / "c.db"), "--base-url", openai_server.base_url,
+            "--model", "x", "--uri", milvus_target.uri, "--collection", collection_name]
+
+
+def test_ask_json_carries_the_answer_source_and_the_unsupported_sentence(capsys, argv) -> None:
+    code = main(["ask", argv[0], "How long should green tea steep?", *argv[1:], "--json"])
+    assert code == 0
+    turn = json.loads(capsys.readouterr().out)["turns"][0]
+    assert (turn["answer"], turn["answer_source"]) == (SHOWN, "llm_retry_without_citations")
+    assert turn["unsupported"] == [{"sentence": 1, "text": "It was invented on Mars in 1700.", "best_source": None,
+                                    "overlap": 0.0}]
+    assert turn["citations"][0]["cited_as"] == 1
+
+
+def test_chat_streams_the_recovered_answer_and_marks_the_unsupported_sentence(capsys, argv, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("How long should green tea steep?\n"))
+    assert main(["chat", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:4] == [f"answer> {SHOWN}", RECOVERED_NOTES["llm_retry_without_citations"],
+                          "(!) in no passage: It was invented on Mars in 1700."]

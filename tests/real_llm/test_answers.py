@@ -1,0 +1,72 @@
+"""What the real model answers through the chat engine's default answer path (compact, citations on), asserted on
+the answers: over a fixed set of questions, no shown answer is empty or only citation markers, and a majority contain
+the gold answer that their passages hold. English and Chinese."""
+
+from typing import List, Tuple
+
+import pytest
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat.fallback import ANSWER_SOURCES
+from llama_index_convrag.config import OpenAICompatible
+from llama_index_convrag.synthesizers.citations import has_answer_text
+from tests.chat.conftest import store  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.real_llm
+
+DISTRACTORS = [
+    "Green tea should steep for two minutes in water at eighty degrees.",
+    "The Berlin Wall fell in 1989, and Germany was reunified the next year.",
+]
+#: (question, gold, the passage holding it); the distractors come after it.
+CASES: List[Tuple[str, str, str]] = [
+    ("When was the Eiffel Tower completed?", "1889",
+     "The Eiffel Tower in Paris was completed in 1889 for the World's Fair."),
+    ("Who directed the film Inception?", "Nolan",
+     "Inception is a 2010 science fiction film written and directed by Christopher Nolan."),
+    ("Where was Super Bowl LV played?", "Tampa",
+     "Super Bowl LV was played on February 7, 2021, at Raymond James Stadium in Tampa, Florida."),
+    ("埃菲尔铁塔是哪一年建成的？", "1889", "埃菲尔铁塔于1889年建成，是为当年的世界博览会而建。"),
+    ("2022年冬奥会在哪个城市举办？", "北京", "2022年冬季奥林匹克运动会于2022年2月在北京举办。"),
+]
+
+
+@pytest.fixture
+def short_llm(real_llm_server):
+    """Greedy, at most 80 answer tokens (a short answer; minutes per turn less on a loaded machine)."""
+    return OpenAICompatible(**real_llm_server.client_kwargs(max_tokens=80))
+
+
+class Passages(BaseRetriever):
+    def __init__(self, texts: List[str]) -> None:
+        super().__init__()
+        self.nodes = [NodeWithScore(node=TextNode(text=t, id_=f"p{i}"), score=1.0 - i / 10) for i, t in enumerate(texts)]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        return list(self.nodes)
+
+
+def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store) -> None:  # noqa: F811
+    answers = []
+    for question, gold, passage in CASES:
+        engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
+                                                 conversation_store=store)
+        response = engine.chat(question)
+        record = response.metadata["turn"]
+        assert has_answer_text(response.response), (question, response.response)
+        assert record.answer_source in ANSWER_SOURCES and record.grounding is not None
+        answers.append((gold, response.response))
+    contained = [gold.lower() in text.lower() for gold, text in answers]
+    assert sum(contained) * 2 > len(answers), answers
+
+
+def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # noqa: F811
+    question, gold, passage = CASES[0]
+    engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
+                                             conversation_store=store)
+    response = engine.stream_chat(question)
+    deltas = list(response.response_gen)
+    assert deltas and has_answer_text(deltas[0]), deltas  # the first delta shown already holds a word
+    assert store.get_message(response.message_id).content == "".join(deltas)
