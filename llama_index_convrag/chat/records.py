@@ -56,6 +56,9 @@ class TurnRecord:
     started_at: float = 0.0
     finished_at: Optional[float] = None
     judge_tree: Optional[Dict[str, Any]] = None  # SearchTree.to_dict() when the answer was judge-guided
+    warnings: List[str] = field(default_factory=list)
+    """What went wrong without stopping the turn: a reranker that failed (its order kept), an intermediate LLM
+    call cut at its output limit, a judge that found no passage relevant."""
 
     def to_dict(self) -> Dict[str, Any]:
         """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""

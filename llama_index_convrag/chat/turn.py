@@ -20,6 +20,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import ToolOutput
 
+from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
@@ -28,6 +29,7 @@ from llama_index_convrag.conversational.query import ConversationalQuery
 from llama_index_convrag.conversational.rewrite import RewriteResult, select_history
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
 from llama_index_convrag.instrumentation import emit
+from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
 
@@ -48,6 +50,7 @@ class Turn:
     nodes: List[NodeWithScore] = field(default_factory=list)
     trim: Optional[TrimReport] = None
     rewrite: Optional[RewriteResult] = None
+    output: OutputWatch = field(default_factory=OutputWatch)  # how the answer step's LLM calls finished
 
     @classmethod
     def begin(cls, store: ConversationStore, conversation_id: str, message: str, *,
@@ -108,9 +111,13 @@ class Turn:
                 k: round(v, 3) if isinstance(v, float) else v for k, v in fusion.items()}
 
     def apply_stages(self, stages: Stages) -> None:
-        """Record the node ids of every retrieval stage; the last stage's nodes go on."""
+        """Record the node ids of every retrieval stage; the last stage's nodes go on. A reranker that failed (its
+        nodes carry ``FALLBACK_KEY``: the incoming order was kept) is named in the record's ``warnings``."""
         self.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
         self.nodes = list(stages[list(stages)[-1]])
+        failed = next((n.node.metadata[FALLBACK_KEY] for n in self.nodes if FALLBACK_KEY in n.node.metadata), None)
+        if failed is not None:
+            self.record.warnings.append(f"rerank failed, the retrieval order was kept: {failed}")
 
     def apply_sources(self, nodes: Sequence[NodeWithScore]) -> None:
         """The nodes an answer was given from, when something other than this turn retrieved them."""
@@ -139,8 +146,13 @@ class Turn:
 
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
                response: Any) -> None:
-        """Persist the answer, its citations and the record; finalise the placeholder."""
+        """Persist the answer, its citations and the record; finalise the placeholder. An answer the model cut at
+        its output limit, or left empty, is stored as ``error`` with its text kept (:meth:`OutputWatch.problem`)."""
         rec = self.record
+        problem = self.output.problem(text) if status == "complete" and response is not None else None
+        if problem is not None:
+            status, error = "error", IncompleteAnswer(problem)
+        rec.warnings.extend(self.output.earlier_truncations())
         rec.answer = text
         if rec.status != "no_docs" or status != "complete":
             rec.status = status
