@@ -27,7 +27,8 @@ from llama_index.llms.openai import OpenAI
 from llama_index_convrag._env import pick
 from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, ModelLimits, needs_probe, probe_server,
                                                      resolve_limits)
-from llama_index_convrag.config.output_watch import OutputWatch, current_watch, finish_reason, report_finish
+from llama_index_convrag.config.output_watch import (OutputWatch, current_watch, finish_reason, produced_nothing,
+                                                     report_finish)
 
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
@@ -57,12 +58,12 @@ class WatchedOpenAI(OpenAI):
 
     def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         response = super()._chat(messages, **kwargs)
-        report_finish(current_watch(), finish_reason(response.raw), self.max_tokens)
+        report_finish(current_watch(), finish_reason(response.raw), self.max_tokens, empty=produced_nothing(response))
         return response
 
     async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         response = await super()._achat(messages, **kwargs)
-        report_finish(current_watch(), finish_reason(response.raw), self.max_tokens)
+        report_finish(current_watch(), finish_reason(response.raw), self.max_tokens, empty=produced_nothing(response))
         return response
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Iterator[ChatResponse]:
@@ -72,19 +73,23 @@ class WatchedOpenAI(OpenAI):
         return self._awatched(await super()._astream_chat(messages, **kwargs), current_watch())
 
     def _watched(self, gen: Iterator[ChatResponse], watch: Optional[OutputWatch]) -> Iterator[ChatResponse]:
-        reason = None
-        for response in gen:
-            reason = finish_reason(response.raw) or reason
-            yield response
-        report_finish(watch, reason, self.max_tokens, streamed=True)
+        reason, last = None, None
+        for last in gen:
+            reason = finish_reason(last.raw) or reason
+            yield last
+        self._report_stream(watch, reason, last)
 
     async def _awatched(self, gen: AsyncIterator[ChatResponse],
                         watch: Optional[OutputWatch]) -> AsyncIterator[ChatResponse]:
-        reason = None
-        async for response in gen:
-            reason = finish_reason(response.raw) or reason
-            yield response
-        report_finish(watch, reason, self.max_tokens, streamed=True)
+        reason, last = None, None
+        async for last in gen:
+            reason = finish_reason(last.raw) or reason
+            yield last
+        self._report_stream(watch, reason, last)
+
+    def _report_stream(self, watch: Optional[OutputWatch], reason: Optional[str], last: Optional[ChatResponse]) -> None:
+        """A stream's end: its finish reason and whether its accumulated message (``last``) holds anything."""
+        report_finish(watch, reason, self.max_tokens, streamed=True, empty=last is None or produced_nothing(last))
 
 
 class OpenAICompatible(WatchedOpenAI):

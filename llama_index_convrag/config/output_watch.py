@@ -25,14 +25,17 @@ class IncompleteAnswer(RuntimeError):
 
 @dataclass(frozen=True)
 class Finish:
-    """One finished call: the server's ``finish_reason`` (None when it sent none) and the ``max_tokens`` sent."""
+    """One finished call: the server's ``finish_reason`` (None when it sent none), the ``max_tokens`` sent, whether
+    it was streamed and whether it produced nothing (no text, no tool call)."""
 
     reason: Optional[str]
     max_tokens: Optional[int]
     streamed: bool = False
+    empty: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"finish_reason": self.reason, "max_tokens": self.max_tokens, "streamed": self.streamed}
+        return {"finish_reason": self.reason, "max_tokens": self.max_tokens, "streamed": self.streamed,
+                "empty": self.empty}
 
 
 class OutputWatch:
@@ -68,7 +71,7 @@ class OutputWatch:
                     f"CONVRAG_LLM_MAX_TOKENS or ask for a shorter answer")
         if last.reason is None and last.streamed:
             return "the LLM server ended the stream without a finish reason: the answer may be cut off"
-        if not text.strip():
+        if last.empty or not text.strip():
             return f"the model returned an empty answer (finish_reason {last.reason!r})"
         return None
 
@@ -98,10 +101,16 @@ def current_watch() -> Optional[OutputWatch]:
 
 
 def report_finish(watch: Optional[OutputWatch], reason: Optional[str], max_tokens: Optional[int],
-                  streamed: bool = False) -> None:
+                  streamed: bool = False, empty: bool = False) -> None:
     """Record one finished call on ``watch`` (nothing when no watch is open)."""
     if watch is not None:
-        watch.add(Finish(reason=reason, max_tokens=max_tokens, streamed=streamed))
+        watch.add(Finish(reason=reason, max_tokens=max_tokens, streamed=streamed, empty=empty))
+
+
+def produced_nothing(response: Any) -> bool:
+    """Whether a (final or accumulated streamed) ``ChatResponse`` holds neither text nor a tool call."""
+    message = response.message
+    return not (message.content or "").strip() and not message.additional_kwargs.get("tool_calls")
 
 
 def finish_reason(raw: Any) -> Optional[str]:
@@ -114,4 +123,4 @@ def finish_reason(raw: Any) -> Optional[str]:
     return None if reason is None else str(reason)
 
 
-__all__ = ["Finish", "IncompleteAnswer", "LENGTH", "OutputWatch", "current_watch", "finish_reason", "report_finish", "watching"]
+__all__ = ["Finish", "IncompleteAnswer", "LENGTH", "OutputWatch", "current_watch", "finish_reason", "produced_nothing", "report_finish", "watching"]
