@@ -35,7 +35,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
-from llama_index_convrag.config.llm import configured_llm
+from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
@@ -182,6 +182,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         stored in the turn record (``judge_tree``) and returned in the metadata.
         """
         llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
+        count_tokens = count_tokens if count_tokens is not None else token_counter(llm)  # the served model's count
         refuse_old_keywords(kwargs)
         judging = judge_options(judge)
         options, synth_kw = split_engine_kwargs(kwargs)

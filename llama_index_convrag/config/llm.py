@@ -15,8 +15,9 @@ to the open :class:`~.output_watch.OutputWatch` (a reply cut at the output limit
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, AsyncIterator, Dict, Iterator, Mapping, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, Mapping, Optional, Sequence
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, LLMMetadata
 from llama_index.core.bridge.pydantic import Field
@@ -25,14 +26,18 @@ from llama_index.core.settings import Settings
 from llama_index.llms.openai import OpenAI
 
 from llama_index_convrag._env import pick
-from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, ModelLimits, needs_probe, probe_server,
-                                                     resolve_limits)
+from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, PROBE_TIMEOUT_S, ModelLimits, needs_probe,
+                                                     probe_server, probe_tokenizer, request_json, resolve_limits,
+                                                     token_count, tokenize_body)
+from llama_index_convrag.config.tokens import count_tokens as local_count
 from llama_index_convrag.config.output_watch import (OutputWatch, current_watch, finish_reason, produced_nothing,
                                                      report_finish)
 
 ENV_API_KEY = "OPENAI_API_KEY"
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_LLM_MODEL = "CONVRAG_LLM_MODEL"
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 #: Retries of a failed request (a timeout included): one, so a dead server costs two timeouts, not four.
@@ -100,10 +105,25 @@ class OpenAICompatible(WatchedOpenAI):
 
     context_window: int = DEFAULT_CONTEXT_WINDOW
     function_calling: bool = True
+    tokenizer_url: Optional[str] = Field(default=None, description="The server's token-count endpoint, if any.")
+    tokenizer_kind: Optional[str] = Field(default=None, description="Its request shape (model_limits.TOKENIZE_ENDPOINTS).")
 
     @classmethod
     def class_name(cls) -> str:
         return "OpenAICompatible"
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as the served model counts them (its token-count endpoint); tiktoken's count when the
+        server has none or does not answer."""
+        if self.tokenizer_url is None or self.tokenizer_kind is None or not text:
+            return local_count(text)
+        counted = token_count(request_json(self.tokenizer_url, self.api_key, PROBE_TIMEOUT_S,
+                                           tokenize_body(self.tokenizer_kind, text, self.model)))
+        if counted is None:
+            logger.warning("the LLM server's token count at %s did not answer; counting with tiktoken",
+                           self.tokenizer_url)
+            return local_count(text)
+        return counted
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -114,6 +134,14 @@ class OpenAICompatible(WatchedOpenAI):
             is_function_calling_model=self.function_calling,
             model_name=self.model,
         )
+
+
+def token_counter(llm: Optional[LLM]) -> Optional[Callable[[str], int]]:
+    """The served model's own token counter (an :class:`OpenAICompatible` whose server has a token-count endpoint),
+    else None (callers count with their tokenizer)."""
+    if isinstance(llm, OpenAICompatible) and llm.tokenizer_url is not None:
+        return llm.count_tokens
+    return None
 
 
 def configured_llm(llm: Optional[LLM]) -> Optional[LLM]:
@@ -156,8 +184,11 @@ def resolve_llm(
     server = probe_server(url, name, api_key=key) if probe and needs_probe(context_window, max_tokens, env) else None
     limits = resolve_limits(context_window=context_window, max_tokens=max_tokens, timeout=timeout, env=env,
                             server=server)
+    tokenizer = probe_tokenizer(url, name, api_key=key) if probe else None
     return OpenAICompatible(
         model=name, api_key=key if key is not None else "not-needed", api_base=url,
         context_window=limits.context_window, max_tokens=limits.max_tokens, timeout=limits.timeout,
         max_retries=DEFAULT_MAX_RETRIES, limit_sources=limits.sources,
+        tokenizer_url=None if tokenizer is None else tokenizer[0],
+        tokenizer_kind=None if tokenizer is None else tokenizer[1],
     )

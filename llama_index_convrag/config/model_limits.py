@@ -140,8 +140,11 @@ def server_root(base_url: str) -> str:
 
 
 # --- the probe (I/O) ------------------------------------------------------------------------------------------------
-def _get_json(url: str, api_key: Optional[str], timeout: float) -> Any:
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+def request_json(url: str, api_key: Optional[str], timeout: float, body: Optional[Dict[str, Any]] = None) -> Any:
+    """GET ``url`` (POST ``body`` when given); the JSON reply, or None on any failure."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
     try:
@@ -155,13 +158,53 @@ def probe_server(base_url: str, model: Optional[str] = None, *, api_key: Optiona
                  timeout: float = PROBE_TIMEOUT_S) -> ServerLimits:
     """Ask an OpenAI-compatible server for its limits: ``GET /props`` (llama.cpp), then ``GET /v1/models``. A server
     that says nothing (or is not there) gives an empty :class:`ServerLimits`; this never raises."""
-    window = window_from_props(_get_json(server_root(base_url) + "/props", api_key, timeout))
+    window = window_from_props(request_json(server_root(base_url) + "/props", api_key, timeout))
     if window is not None:
         return ServerLimits(context_window=window, endpoint="GET /props")
-    window, output = limits_from_models(_get_json(base_url.rstrip("/") + "/models", api_key, timeout), model)
+    window, output = limits_from_models(request_json(base_url.rstrip("/") + "/models", api_key, timeout), model)
     if window is None and output is None:
         return ServerLimits()
     return ServerLimits(context_window=window, max_tokens=output, endpoint="GET /v1/models")
+
+
+# --- the server's own tokenizer ---------------------------------------------------------------------------------------
+#: Token-count endpoints, tried in order: ``(path at the server root, request body for TEXT, reply key)``. llama.cpp
+#: answers ``{"tokens": [...]}``, llama-cpp-python ``{"count": n}``, vLLM ``{"count": n, "tokens": [...]}``.
+TOKENIZE_ENDPOINTS = (("/tokenize", "llama.cpp"), ("/extras/tokenize/count", "llama-cpp-python"),
+                      ("/tokenize", "vllm"))
+
+
+def tokenize_body(kind: str, text: str, model: Optional[str]) -> Dict[str, Any]:
+    """The request body of one token count on a ``kind`` server (:data:`TOKENIZE_ENDPOINTS`)."""
+    if kind == "llama.cpp":
+        return {"content": text, "add_special": False}
+    if kind == "llama-cpp-python":
+        return {"input": text}
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def token_count(reply: Any) -> Optional[int]:
+    """The count in a tokenize reply (``count``, else the length of ``tokens``), or None."""
+    if not isinstance(reply, dict):
+        return None
+    count = reply.get("count")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    tokens = reply.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+def probe_tokenizer(base_url: str, model: Optional[str] = None, *, api_key: Optional[str] = None,
+                    timeout: float = PROBE_TIMEOUT_S) -> Optional[Tuple[str, str]]:
+    """``(url, kind)`` of the server's token-count endpoint (:data:`TOKENIZE_ENDPOINTS`), or None when it has none.
+    Counting with the served model's own tokenizer keeps a budget exact where tiktoken undercounts (digits, other
+    vocabularies)."""
+    root = server_root(base_url)
+    for path, kind in TOKENIZE_ENDPOINTS:
+        reply = request_json(root + path, api_key, timeout, tokenize_body(kind, "hello world", model))
+        if token_count(reply) is not None and token_count(reply) > 0:
+            return root + path, kind
+    return None
 
 
 # --- the rule ----------------------------------------------------------------------------------------------------
@@ -212,6 +255,6 @@ def needs_probe(context_window: Optional[int], max_tokens: Optional[int], env: M
             or (max_tokens is None and not (env.get(ENV_MAX_TOKENS) or "").strip()))
 
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT_S", "ENV_CONTEXT_WINDOW", "ENV_MAX_TOKENS",
+__all__ = ["TOKENIZE_ENDPOINTS", "probe_tokenizer", "request_json", "token_count", "tokenize_body", "DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT_S", "ENV_CONTEXT_WINDOW", "ENV_MAX_TOKENS",
            "ENV_TIMEOUT", "ModelLimits", "ServerLimits", "limits_from_models", "needs_probe", "probe_server",
            "resolve_limits", "server_root", "window_from_props"]

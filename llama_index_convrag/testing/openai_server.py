@@ -2,18 +2,20 @@
 
 Endpoints: ``POST /v1/chat/completions`` (plain, SSE streaming, tool calls), ``POST /v1/embeddings``,
 ``POST /v1/rerank`` (Cohere/Jina shape), ``GET /v1/models`` (with ``model_meta`` on its entry) and, when ``props``
-is set, llama.cpp's ``GET /props``. Replies come from replaceable responder functions; every request is recorded;
+is set, llama.cpp's ``GET /props``; with ``tokenize`` on, llama.cpp's ``POST /tokenize``. Replies come from replaceable responder functions; every request is recorded;
 failures can be injected to test timeouts and retries.
 
 Limits as a real server keeps them: a reply is cut at the request's ``max_tokens`` (``finish_reason "length"``), and
 with ``context_window`` set a request whose prompt tokens plus ``max_tokens`` exceed it is answered HTTP 400 as
 llama-cpp-python answers it. Tokens are counted with tiktoken's ``cl100k_base`` (``config.tokens``), plus
-:data:`TOKENS_PER_MESSAGE` per message for the chat template.
+:data:`TOKENS_PER_MESSAGE` per message for the chat template, times ``token_scale`` (a served model whose vocabulary
+needs more tokens for the same text than tiktoken's).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import struct
 import threading
@@ -97,8 +99,13 @@ class LocalOpenAIServer:
         self.model_meta: Dict[str, Any] = {}
         #: llama.cpp's ``GET /props`` payload (``{"default_generation_settings": {"n_ctx": 4096}}``); None: 404.
         self.props: Optional[Dict[str, Any]] = None
-        #: Paths of the GET requests, in order (the probes of ``/props`` and ``/v1/models``).
-        self.gets: List[str] = []
+        #: Tokens per tiktoken token of the served "model" (1.3: its tokenizer needs 30% more for the same text).
+        self.token_scale = 1.0
+        #: Serve llama.cpp's ``POST /tokenize`` (``{"content"}`` -> ``{"tokens"}``), counting as the window check does.
+        self.tokenize = False
+        #: Paths of the requests outside the API (``GET /props``, ``GET /v1/models``, ``POST /tokenize``: a client's
+        #: probes of the limits), in order; ``requests`` holds the API calls only, and failures apply to those.
+        self.probes: List[str] = []
         #: ``"TypeName: message"`` of every exception that escaped a request handler (a bug in a responder, say);
         #: a client that went away (its timeout, a closed stream) is not one.
         self.handler_errors: List[str] = []
@@ -159,22 +166,31 @@ class LocalOpenAIServer:
             self.requests.clear()
             self._failures.clear()
             self.handler_errors.clear()
-            self.gets.clear()
+            self.probes.clear()
         self.delay_s = 0.0
         self.stream_delay_s = 0.0
         self.reset_stream_after = None
         self.context_window = None
         self.model_meta = {}
         self.props = None
+        self.token_scale = 1.0
+        self.tokenize = False
 
-    def window_error(self, body: Dict[str, Any]) -> Optional[str]:
-        """llama-cpp-python's message for a request past ``context_window``, or None when it fits."""
+    def scaled(self, tokens: int) -> int:
+        """``tokens`` (tiktoken) as the served model counts them (``token_scale``)."""
+        return math.ceil(tokens * self.token_scale)
+
+    def window_error(self, body: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """llama-cpp-python's error for a request past ``context_window`` (its words, type and code), or None."""
         if self.context_window is None:
             return None
-        requested = prompt_tokens(body) + int(body.get("max_tokens") or 0)
-        if requested <= self.context_window:
+        prompt, output = self.scaled(prompt_tokens(body)), int(body.get("max_tokens") or 0)
+        if prompt + output <= self.context_window:
             return None
-        return f"Requested tokens ({requested}) exceed context window of {self.context_window}"
+        return {"message": f"This model's maximum context length is {self.context_window} tokens. However, you "
+                           f"requested {prompt + output} tokens ({prompt} in the messages, {output} in the "
+                           f"completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
 
     def paths(self) -> List[str]:
         return [r.path for r in self.requests]
@@ -271,7 +287,7 @@ def _make_handler(server: LocalOpenAIServer) -> type:
         def do_GET(self) -> None:  # noqa: N802
             path = self.path.split("?")[0].rstrip("/")
             with server._lock:
-                server.gets.append(path)
+                server.probes.append(path)
             if path in ("/v1/models", "/models"):
                 entry = {"id": "local", "object": "model", **server.model_meta}
                 self._send_json(200, {"object": "list", "data": [entry]})
@@ -284,6 +300,15 @@ def _make_handler(server: LocalOpenAIServer) -> type:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.split("?")[0].rstrip("/")
+            if not path.endswith(("/chat/completions", "/embeddings", "/rerank")):
+                with server._lock:
+                    server.probes.append(path)
+                if path == "/tokenize" and server.tokenize:
+                    tokens = server.scaled(count_tokens(str(body.get("content", ""))))
+                    self._send_json(200, {"tokens": list(range(tokens))})
+                else:
+                    self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+                return
             server._record(path, body)
             if server.delay_s:
                 time.sleep(server.delay_s)
@@ -296,10 +321,8 @@ def _make_handler(server: LocalOpenAIServer) -> type:
                     self._chat(body)
                 elif path.endswith("/embeddings"):
                     self._embeddings(body)
-                elif path.endswith("/rerank"):
-                    self._rerank(body)
                 else:
-                    self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+                    self._rerank(body)
             except (BrokenPipeError, ConnectionResetError):  # the client went away (its timeout, a closed stream)
                 self.close_connection = True
             except Exception as exc:  # report responder bugs to the client, do not hang it
@@ -308,7 +331,7 @@ def _make_handler(server: LocalOpenAIServer) -> type:
         def _chat(self, body: Dict[str, Any]) -> None:
             too_long = server.window_error(body)
             if too_long is not None:
-                self._send_json(400, {"error": {"message": too_long, "type": "invalid_request_error"}})
+                self._send_json(400, {"error": too_long})
                 return
             reply = server.chat_responder(body)
             if not body.get("stream"):

@@ -7,7 +7,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -20,14 +20,19 @@ WINDOW = 1024  # llama.cpp's /props says so; 8 passages of ~250 tokens cannot al
 LONG_ANSWER = " ".join(f"step{i}" for i in range(400))
 
 
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    folder = tmp_path / "docs"
+def write_docs(folder: Path, sentence: Callable[[str, int, int], str], sentences: int) -> Path:
+    """One file per topic of :data:`TOPICS`: a title, then ``sentences`` sentences ``sentence(topic, i, j)``."""
     folder.mkdir()
     for i, topic in enumerate(TOPICS):
-        words = " ".join(f"{topic} note {i}-{j} about steeping water temperature and leaves." for j in range(25))
+        words = " ".join(sentence(topic, i, j) for j in range(sentences))
         (folder / f"tea{i}.md").write_text(f"# {topic}\n{words}\n", encoding="utf-8")
     return folder
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    return write_docs(tmp_path / "docs", lambda t, i, j: f"{t} note {i}-{j} about steeping water temperature and "
+                                                         f"leaves.", 25)
 
 
 @pytest.fixture
@@ -99,7 +104,7 @@ def test_top_k_8_fits_the_window_the_server_reports(capsys, docs, where, server,
     assert turn["status"] == "complete" and turn["answer"] == "Steep it for two minutes [1]."
     bodies = chat_bodies(server)
     assert bodies and all(b["max_tokens"] == WINDOW // 4 for b in bodies)  # always sent
-    assert "/props" in server.gets
+    assert "/props" in server.probes
 
 
 def test_the_budget_drops_passages_and_says_the_window_in_the_turn_record(capsys, docs, where, server, tmp_path):
@@ -122,7 +127,22 @@ def test_without_the_window_the_server_refuses_the_same_turn(capsys, docs, where
     code, _, err = run(capsys, ["ask", str(docs), "How hot should the water be for green tea?", "--top-k", "8",
                                 "--context-window", "8192", *llm_args(server), *where])
     assert code == 5
-    assert f"exceed context window of {WINDOW}" in err
+    assert f"This model's maximum context length is {WINDOW} tokens" in err
+
+
+@pytest.mark.parametrize("tokenize", [True, False])
+def test_a_model_counting_more_tokens_than_tiktoken_is_budgeted_with_its_own_count(capsys, docs, where, server,
+                                                                                   tokenize):
+    """The served model needs twice the tokens tiktoken counts for the same text: with its ``/tokenize`` the budget
+    counts as it does and the turn fits; without, tiktoken's count and 5% slack are not enough (HTTP 400)."""
+    server.token_scale, server.tokenize = 2.0, tokenize
+    code, _, err = run(capsys, ["ask", str(docs), "How hot should the water be for green tea?", "--top-k", "8",
+                                *llm_args(server), *where])
+    if tokenize:
+        assert code == 0, err
+        assert "/tokenize" in server.probes
+    else:
+        assert code == 5 and f"maximum context length is {WINDOW} tokens" in err
 
 
 def test_option_beats_environment_beats_server(capsys, docs, where, server, monkeypatch):
@@ -236,6 +256,14 @@ def test_llm_rerank_fits_the_window_and_its_scores_are_said(capsys, docs, where,
                                    "something)")
     rank_prompts = [b for b in chat_bodies(server) if "numbered documents" in b["messages"][-1]["content"]]
     assert len(rank_prompts) == 1 and "Document 8:" in rank_prompts[0]["messages"][-1]["content"]
+
+
+def test_llm_rerank_fits_the_window_counted_as_the_served_model_counts(capsys, docs, where, server):
+    server.token_scale, server.tokenize = 2.0, True
+    code, out, err = run(capsys, ["ask", str(docs), "green tea?", "--top-k", "8", "--rerank", "llm",
+                                  *llm_args(server), *where, "--json"])
+    assert code == 0, err
+    assert json.loads(out)["turns"][0]["warnings"] == []  # the rerank prompt was not refused
 
 
 def test_llm_rerank_that_fails_says_so_and_the_scores_line_tells_the_truth(capsys, docs, where, server, tmp_path):

@@ -1,11 +1,15 @@
 """config.model_limits: explicit > environment > server-reported > default, the parsers of what servers say, and the
 probe against a real HTTP server on 127.0.0.1."""
 
+import math
+
 import pytest
 
-from llama_index_convrag.config.llm import OpenAICompatible, resolve_llm
+from llama_index_convrag.config.llm import OpenAICompatible, resolve_llm, token_counter
 from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, ServerLimits, limits_from_models,
-                                                     probe_server, resolve_limits, server_root, window_from_props)
+                                                     probe_server, probe_tokenizer, resolve_limits, server_root,
+                                                     token_count, tokenize_body, window_from_props)
+from llama_index_convrag.config.tokens import count_tokens
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.testing import LocalOpenAIServer
 
@@ -71,7 +75,7 @@ def test_probe_reads_llamacpp_props_first_then_models():
         assert probe_server(server.base_url, "local") == ServerLimits(3000, None, "GET /v1/models")
         server.props = {"default_generation_settings": {"n_ctx": 4096}}
         assert probe_server(server.base_url, "local") == ServerLimits(4096, None, "GET /props")
-        assert server.gets[-1] == "/props"
+        assert server.probes[-1] == "/props"
 
 
 def test_probe_of_a_closed_port_says_nothing():
@@ -90,6 +94,28 @@ def test_resolve_llm_uses_the_server_window_and_always_sets_max_tokens():
         given = resolve_llm(base_url=server.base_url, model="local", env={}, context_window=2048, max_tokens=64,
                             timeout=9.0)
         assert (given.metadata.context_window, given.max_tokens, given.timeout) == (2048, 64, 9.0)
-        server.gets.clear()
+        server.probes.clear()
         resolve_llm(base_url=server.base_url, model="local", env=ENV)
-        assert server.gets == []  # window and output limit both set: no probe
+        assert not {"/props", "/v1/models"} & set(server.probes)  # window and output limit both set: not asked
+
+
+def test_tokenize_shapes_of_each_server():
+    assert tokenize_body("llama.cpp", "hi", "m") == {"content": "hi", "add_special": False}
+    assert tokenize_body("llama-cpp-python", "hi", "m") == {"input": "hi"}
+    assert tokenize_body("vllm", "hi", "m") == {"model": "m", "prompt": "hi", "add_special_tokens": False}
+    assert (token_count({"tokens": [1, 2, 3]}), token_count({"count": 7}), token_count({"detail": "x"})) == (3, 7, None)
+
+
+def test_the_served_models_own_count_is_used_when_the_server_has_one():
+    text = "For green tea, note 12: steep the leaves at 82 degrees."
+    with LocalOpenAIServer() as server:
+        plain = resolve_llm(base_url=server.base_url, model="local", env={})
+        assert probe_tokenizer(server.base_url) is None and token_counter(plain) is None
+        assert plain.count_tokens(text) == count_tokens(text)  # no endpoint: tiktoken
+        server.tokenize, server.token_scale = True, 1.3
+        assert probe_tokenizer(server.base_url) == (f"http://127.0.0.1:{server.port}/tokenize", "llama.cpp")
+        llm = resolve_llm(base_url=server.base_url, model="local", env={})
+        assert token_counter(llm) == llm.count_tokens
+        assert llm.count_tokens(text) == math.ceil(count_tokens(text) * 1.3)
+        server.tokenize = False  # the endpoint goes away: tiktoken again, no error
+        assert llm.count_tokens(text) == count_tokens(text)

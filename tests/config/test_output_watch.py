@@ -78,6 +78,7 @@ def test_no_watch_open_means_nothing_is_recorded(openai_server):
 
 def test_the_window_check_answers_like_llama_cpp_python(openai_server):
     openai_server.context_window = 300
-    with pytest.raises(openai.BadRequestError, match=r"Requested tokens \(\d+\) exceed context window of 300"):
+    with pytest.raises(openai.BadRequestError, match=r"maximum context length is 300 tokens. However, you requested "
+                                                     r"305 tokens \(6 in the messages, 299 in the completion\)"):
         _llm(openai_server, 299).chat(MESSAGES)
     assert openai_server.requests[-1].body["max_tokens"] == 299

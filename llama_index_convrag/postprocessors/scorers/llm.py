@@ -10,8 +10,9 @@ bare numbers only ("1", "2, 1, 3", "[2] [1]") is read as document numbers in ord
 only document references ("Document 1, Document 3"); Qwen2.5-0.5B behind llama.cpp replied with both.
 
 Every prompt fits the LLM's window: the passages share what the window leaves after the output limit, the template
-and the question (:func:`passage_budget`, the chat budget's 95% rule), each cut to its share (:func:`cut_passages`,
-counted with tiktoken's ``cl100k_base``). When not even :data:`MIN_PASSAGE_TOKENS` per passage fit, the scorer raises
+and the question (:func:`passage_budget`, the chat budget's 95% rule), each cut to its share (:func:`cut_passages`),
+counted as the served model counts where its server has a token-count endpoint, else with tiktoken. When not even
+:data:`MIN_PASSAGE_TOKENS` per passage fit, the scorer raises
 :class:`ScorerError` naming the numbers (``ModelRerank`` then keeps the incoming order and says so).
 """
 
@@ -28,6 +29,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_convrag.config.llm import token_counter
 from llama_index_convrag.config.tokens import count_tokens, cut_to_tokens
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
@@ -198,12 +200,19 @@ class LLMScorer(PromptMixin, Scorer):
 
     # pure helpers shared by the twins ----------------------------------------------------------------
     def _fit(self, prompt: BasePromptTemplate, kwargs: dict, texts: Sequence[str], per_doc: str) -> List[str]:
-        """``texts`` cut so that ``prompt`` filled with ``kwargs`` and them fits the LLM's window."""
+        """``texts`` cut so that ``prompt`` filled with ``kwargs`` and them fits the LLM's window, counted as the
+        served model counts (``config.llm.token_counter``) where its server says, else with tiktoken."""
         meta = self.llm.metadata
+        served = token_counter(self.llm)
+        count = served if served is not None else count_tokens
         reserved = meta.num_output if meta.num_output > 0 else DEFAULT_RESERVED_OUTPUT
-        overhead = count_tokens(prompt.format(llm=self.llm, **{**kwargs, "context_str": ""}))
-        overhead += len(texts) * (count_tokens(per_doc) + 2)
-        fitted, cut = cut_passages(texts, passage_budget(meta.context_window, reserved, overhead, len(texts)))
+        overhead = count(prompt.format(llm=self.llm, **{**kwargs, "context_str": ""}))
+        overhead += len(texts) * (count(per_doc) + 2)
+        share = passage_budget(meta.context_window, reserved, overhead, len(texts))
+        if served is not None:  # cut in tiktoken tokens: scale the share by how the two counts compare here
+            joined = "\n\n".join(texts)
+            share = max(1, math.floor(share * count_tokens(joined) / max(served(joined), 1)))
+        fitted, cut = cut_passages(texts, share)
         if cut:
             logger.info("LLM rerank: %d of %d passages cut to fit the %d-token window", cut, len(texts),
                         meta.context_window)
