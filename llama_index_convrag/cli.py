@@ -155,7 +155,7 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
                              "server's, else 512); an answer cut at it is stored as 'error' with its text")
     parser.add_argument("--llm-timeout", type=_seconds, default=None, metavar="SECONDS",
                         help="seconds per LLM request, streamed (between chunks) or not (default: "
-                             "$CONVRAG_LLM_TIMEOUT or 120)")
+                             "$CONVRAG_LLM_TIMEOUT or 300)")
     parser.add_argument("--no-citations", dest="citations", action="store_false",
                         help="answers without [n] citation markers (the passages are still listed)")
 

@@ -26,8 +26,9 @@ ENV_TIMEOUT = "CONVRAG_LLM_TIMEOUT"
 DEFAULT_CONTEXT_WINDOW = 8192
 #: Output tokens per call when nothing else says: a hidden refine step cannot run on for thousands of tokens.
 DEFAULT_MAX_TOKENS = 512
-#: Seconds per request (non-streamed: the whole reply; streamed: between two chunks).
-DEFAULT_TIMEOUT_S = 120.0
+#: Seconds per request (non-streamed: the whole reply; streamed: between two chunks): room for a model on a CPU to
+#: write DEFAULT_MAX_TOKENS tokens.
+DEFAULT_TIMEOUT_S = 300.0
 #: Seconds the probe of ``/v1/models`` and ``/props`` waits for each answer.
 PROBE_TIMEOUT_S = 3.0
 #: The smallest window accepted (the budget keeps 5% slack and the output limit out of it).

@@ -111,7 +111,7 @@ def test_the_budget_drops_passages_and_says_the_window_in_the_turn_record(capsys
     code, out, err = run(capsys, ["ask", str(docs), "How hot should the water be for green tea?", "--top-k", "8",
                                   *llm_args(server), *where])
     assert code == 0, err
-    assert f"llm: context window {WINDOW} (server GET /props), max tokens {WINDOW // 4} (default), timeout 120 s " \
+    assert f"llm: context window {WINDOW} (server GET /props), max tokens {WINDOW // 4} (default), timeout 300 s " \
            f"(default)" in err
     (record,) = turn_records(tmp_path)
     assert record["status"] == "complete"

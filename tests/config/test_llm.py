@@ -24,7 +24,7 @@ def test_api_key_in_env_builds_openai():
     llm = resolve_llm(env={"OPENAI_API_KEY": "sk-x", "CONVRAG_LLM_MODEL": "gpt-4o"})
     assert type(llm) is WatchedOpenAI and isinstance(llm, OpenAI)
     assert llm.model == "gpt-4o"
-    assert (llm.max_tokens, llm.timeout, llm.max_retries) == (512, 120.0, 1)  # max_tokens always sent
+    assert (llm.max_tokens, llm.timeout, llm.max_retries) == (512, 300.0, 1)  # max_tokens always sent
     assert llm.metadata.context_window == OpenAI(model="gpt-4o", api_key="sk-x").metadata.context_window
 
 

@@ -19,7 +19,7 @@ SERVER = ServerLimits(context_window=4096, max_tokens=200, endpoint="GET /props"
 
 def test_defaults_when_nothing_says():
     limits = resolve_limits()
-    assert (limits.context_window, limits.max_tokens, limits.timeout) == (DEFAULT_CONTEXT_WINDOW, 512, 120.0)
+    assert (limits.context_window, limits.max_tokens, limits.timeout) == (DEFAULT_CONTEXT_WINDOW, 512, 300.0)
     assert limits.sources == {"context_window": "default", "max_tokens": "default", "timeout": "default"}
 
 
@@ -89,7 +89,7 @@ def test_resolve_llm_uses_the_server_window_and_always_sets_max_tokens():
         server.props = {"default_generation_settings": {"n_ctx": 4096}}
         llm = resolve_llm(base_url=server.base_url, model="local", env={})
         assert isinstance(llm, OpenAICompatible)
-        assert (llm.metadata.context_window, llm.max_tokens, llm.timeout) == (4096, 512, 120.0)
+        assert (llm.metadata.context_window, llm.max_tokens, llm.timeout) == (4096, 512, 300.0)
         assert llm.limits().sources["context_window"] == "server GET /props"
         given = resolve_llm(base_url=server.base_url, model="local", env={}, context_window=2048, max_tokens=64,
                             timeout=9.0)
