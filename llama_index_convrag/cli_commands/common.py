@@ -264,16 +264,15 @@ def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[st
     if model is not None and not (has_key or has_url):
         raise CLIError(EXIT_LLM, f"--model {model!r} needs an LLM endpoint: set {ENV_API_KEY} (OpenAI) or "
                                  f"{ENV_BASE_URL} / --base-url (OpenAI-compatible server)")
+    url = base_url if base_url is not None else os.environ.get(ENV_BASE_URL)
+    if url:  # before the client asks the server for its limits
+        check_reachable(url)
     try:
-        llm = _resolve(base_url=base_url, model=model, **limits)
+        return _resolve(base_url=base_url, model=model, **limits)
     except ConfigurationError as exc:  # a limit out of range (option or environment)
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     except Exception as exc:  # LlamaIndex's OpenAI validates model names and keys
         raise CLIError(EXIT_LLM, f"cannot configure the LLM: {exc}") from exc
-    api_base = getattr(llm, "api_base", None)
-    if llm is not None and (base_url is not None or os.environ.get(ENV_BASE_URL)) and api_base:
-        check_reachable(str(api_base))
-    return llm
 
 
 #: The window ``--gguf`` serves when none is set (llama.cpp's ``n_ctx``).

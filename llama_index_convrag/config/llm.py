@@ -26,7 +26,7 @@ from llama_index.core.settings import Settings
 from llama_index.llms.openai import OpenAI
 
 from llama_index_convrag._env import pick
-from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, PROBE_TIMEOUT_S, ModelLimits, needs_probe,
+from llama_index_convrag.config.model_limits import (DEFAULT_CONTEXT_WINDOW, ModelLimits, needs_probe,
                                                      probe_server, probe_tokenizer, request_json, resolve_limits,
                                                      token_count, tokenize_body)
 from llama_index_convrag.config.tokens import count_tokens as local_count
@@ -117,7 +117,7 @@ class OpenAICompatible(WatchedOpenAI):
         server has none or does not answer."""
         if self.tokenizer_url is None or self.tokenizer_kind is None or not text:
             return local_count(text)
-        counted = token_count(request_json(self.tokenizer_url, self.api_key, PROBE_TIMEOUT_S,
+        counted = token_count(request_json(self.tokenizer_url, self.api_key, float(self.timeout),
                                            tokenize_body(self.tokenizer_kind, text, self.model)))
         if counted is None:
             logger.warning("the LLM server's token count at %s did not answer; counting with tiktoken",
@@ -181,10 +181,13 @@ def resolve_llm(
         return WatchedOpenAI(model=name, api_key=key, max_tokens=limits.max_tokens, timeout=limits.timeout,
                              max_retries=DEFAULT_MAX_RETRIES, limit_sources={**limits.sources,
                                                                              "context_window": "model table"})
-    server = probe_server(url, name, api_key=key) if probe and needs_probe(context_window, max_tokens, env) else None
+    wait = resolve_limits(context_window=context_window, max_tokens=max_tokens, timeout=timeout, env=env).timeout
+    # probes wait as long as a call would: a busy local server answers them after the generation in progress
+    server = probe_server(url, name, api_key=key, timeout=wait) \
+        if probe and needs_probe(context_window, max_tokens, env) else None
     limits = resolve_limits(context_window=context_window, max_tokens=max_tokens, timeout=timeout, env=env,
                             server=server)
-    tokenizer = probe_tokenizer(url, name, api_key=key) if probe else None
+    tokenizer = probe_tokenizer(url, name, api_key=key, timeout=wait) if probe else None
     return OpenAICompatible(
         model=name, api_key=key if key is not None else "not-needed", api_base=url,
         context_window=limits.context_window, max_tokens=limits.max_tokens, timeout=limits.timeout,

@@ -40,8 +40,10 @@ def docs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(real_llm_server: Any, milvus_target: Any, collection_name: str, tmp_path: Path) -> List[str]:
+    """The server, and a timeout for a loaded 2-core machine (an 8-passage prompt takes minutes there)."""
     return ["--base-url", real_llm_server.base_url, "--model", real_llm_server.model_alias, "--uri",
-            milvus_target.uri, "--collection", collection_name, "--store", str(tmp_path / "c.db")]
+            milvus_target.uri, "--collection", collection_name, "--store", str(tmp_path / "c.db"),
+            "--llm-timeout", "1500"]
 
 
 def run_json(capsys: pytest.CaptureFixture, argv: List[str]) -> Any:
@@ -66,6 +68,7 @@ def test_the_server_states_no_window_so_the_default_applies(real_llm_server) -> 
 def test_top_k_8_fits_the_window_set_in_the_environment(capsys, docs, cli, monkeypatch) -> None:
     monkeypatch.setenv("CONVRAG_LLM_CONTEXT_WINDOW", "4096")
     code, data, err = run_json(capsys, ["ask", str(docs), QUESTION, "--top-k", "8", "--max-tokens", "48", *cli])
+    assert "llm_limits" in data, err
     assert data["llm_limits"]["sources"]["context_window"] == "env CONVRAG_LLM_CONTEXT_WINDOW"
     turn = data["turns"][0]
     assert "HTTP 400" not in err and "maximum context length" not in err
@@ -94,8 +97,7 @@ def test_an_answer_cut_at_max_tokens_is_stored_as_error(capsys, docs, cli, tmp_p
 
 
 def test_a_stalled_request_times_out_with_the_limit_named(capsys, docs, cli, tmp_path) -> None:
-    code = main(["ask", str(docs), QUESTION, "--top-k", "4", "--llm-timeout", "0.2", "--context-window", "4096",
-                 *cli])
+    code = main(["ask", str(docs), QUESTION, "--top-k", "4", "--context-window", "4096", *cli, "--llm-timeout", "0.2"])
     err = capsys.readouterr().err
     assert code == EXIT_LLM
     assert "the LLM server did not answer in time (timeout 0.2 s" in err
