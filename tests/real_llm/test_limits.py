@@ -20,7 +20,7 @@ from llama_index_convrag.cli_commands.common import EXIT_LLM
 from llama_index_convrag.cli_commands.conversation import RERANK_FAILED, llm_failure
 from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.config.model_limits import ServerLimits, probe_server
-from llama_index_convrag.judge import JudgeQueryEngine
+from llama_index_convrag.judge import JudgeOptions, JudgeQueryEngine, SearchLimits
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing.real_llm import start_server
 from tests.chat.conftest import index, retriever, store  # noqa: F401 - fixtures
@@ -133,7 +133,8 @@ def test_no_citations_on_the_command_line(capsys, docs, cli) -> None:
 
 @SLOW
 def test_the_judge_grading_everything_0_says_so(real_llm, retriever) -> None:  # noqa: F811
-    response = JudgeQueryEngine.from_defaults(retriever, llm=real_llm, max_depth=1).query("Who directed Inception?")
+    response = JudgeQueryEngine.from_defaults(retriever, llm=real_llm, judge=JudgeOptions(
+        limits=SearchLimits(max_depth=1))).query("Who directed Inception?")
     tree = response.metadata["judge_tree"]
     if not any(c.kept for c in tree.root.chunks):
         assert response.response.startswith("the judge found no relevant passage: it graded ")
@@ -169,10 +170,10 @@ def test_a_server_killed_mid_stream_is_an_llm_failure_and_the_store_is_right(rea
 @SLOW
 def test_chat_goes_on_after_a_failed_question(capsys, docs, cli, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(f"{QUESTION}\nWhat about black tea?\n"))
-    code = main(["chat", str(docs), "--top-k", "2", "--max-tokens", "4", "--context-window", "4096",
+    code = main(["chat", str(docs), "--top-k", "2", "--max-tokens", "1", "--context-window", "4096",
                  "--rewrite-strategy", "none", *cli])
     out, err = capsys.readouterr()
     assert code == EXIT_LLM
     assert out.count("answer> ") == 2  # both questions ran
-    assert stored_statuses(tmp_path) == ["error", "error"]  # both cut at 4 tokens, both said
-    assert err.count("output limit (max_tokens=4)") == 2
+    assert stored_statuses(tmp_path) == ["error", "error"]  # both cut at 1 token (any answer is), both said
+    assert err.count("output limit (max_tokens=1)") == 2
