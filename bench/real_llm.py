@@ -63,6 +63,17 @@ from llama_index_convrag.testing.real_llm import locate, start_server  # noqa: E
 
 log = logging.getLogger("bench.real_llm")
 SECTIONS = ("rewrite", "rgb", "rerank", "latency")
+#: Milvus Lite refuses a file name of 36 characters or more.
+LITE_NAME_LIMIT = 36
+
+
+def lite_file_name(sections: Sequence[str]) -> str:
+    """The Milvus Lite file of a section set, one per set (Milvus Lite opens a file from one process at a time):
+    ``real_llm_`` and the sections' positions in :data:`SECTIONS` (``real_llm_0123.db`` for all four), short of
+    Milvus Lite's name limit."""
+    name = "real_llm_" + "".join(str(SECTIONS.index(s)) for s in SECTIONS if s in sections) + ".db"
+    assert len(name) < LITE_NAME_LIMIT, name
+    return name
 
 
 # --- data ----------------------------------------------------------------------------------------------------------
@@ -365,7 +376,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     client = target = None
     if {"rewrite", "latency"} & set(sections):  # Milvus first: it starts slowly on a loaded machine
         # one Milvus Lite file per section set: Milvus Lite opens a file from one process at a time
-        target = MilvusTarget(uri=str(OUT / f"real_llm_{'_'.join(sections)}.db"))
+        target = MilvusTarget(uri=str(OUT / lite_file_name(sections)))
         client = connect_milvus(target)
     embed = LocalMiniLMEmbedding()
     embed.warm_up()

@@ -45,8 +45,8 @@ MAIN_EPILOG = f"""examples:
   convrag bench list
 
 environment: CONVRAG_MILVUS_URI (default ./convrag.db), CONVRAG_MILVUS_TOKEN (a Milvus server's token: user:password
-or an API key), OPENAI_API_KEY, OPENAI_BASE_URL, CONVRAG_LLM_MODEL, CONVRAG_EMBED_MODEL (default: the local MiniLM
-model, no network)
+or an API key), OPENAI_API_KEY, OPENAI_BASE_URL, CONVRAG_LLM_MODEL, CONVRAG_LLM_CONTEXT_WINDOW, CONVRAG_LLM_MAX_TOKENS,
+CONVRAG_LLM_TIMEOUT, CONVRAG_EMBED_MODEL (default: the local MiniLM model, no network)
 
 {EXIT_CODES_HELP}"""
 
@@ -131,6 +131,33 @@ def _chat_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=None,
                         help="SQLite conversation store (default: convrag_chats.db next to the Milvus file)")
     _llm_options(parser)
+    _limit_options(parser)
+
+
+def _seconds(text: str) -> float:
+    """An argparse ``type`` accepting a number of seconds > 0, naming the bad value otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _limit_options(parser: argparse.ArgumentParser) -> None:
+    """The LLM's limits (``engine_options.limit_kwargs``; ``config.model_limits``) and ``--no-citations``."""
+    parser.add_argument("--context-window", type=_int_at_least(256), default=None, metavar="TOKENS",
+                        help="the model's context window (default: $CONVRAG_LLM_CONTEXT_WINDOW, else what the "
+                             "server reports: llama.cpp GET /props, GET /v1/models; else 8192)")
+    parser.add_argument("--max-tokens", type=_positive, default=None, metavar="TOKENS",
+                        help="output limit sent with every LLM call (default: $CONVRAG_LLM_MAX_TOKENS, else the "
+                             "server's, else 512); an answer cut at it is stored as 'error' with its text")
+    parser.add_argument("--llm-timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="seconds per LLM request, streamed (between chunks) or not (default: "
+                             "$CONVRAG_LLM_TIMEOUT or 300)")
+    parser.add_argument("--no-citations", dest="citations", action="store_false",
+                        help="answers without [n] citation markers (the passages are still listed)")
 
 
 def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, examples: str,

@@ -35,7 +35,8 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
-from llama_index_convrag.config.llm import configured_llm
+from llama_index_convrag.config.llm import configured_llm, token_counter
+from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
@@ -187,6 +188,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         stored in the turn record (``judge_tree``) and returned in the metadata.
         """
         llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
+        count_tokens = count_tokens if count_tokens is not None else token_counter(llm)  # the served model's count
         refuse_old_keywords(kwargs)
         judging = judge_options(judge)
         options, synth_kw = split_engine_kwargs(kwargs)
@@ -418,7 +420,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = self._query_engine.query(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id):
+        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id), watching(turn.output):
             response = self._synthesizer_for(turn, streaming).synthesize(query, turn.nodes)
         turn.apply_hooks(self._answer_hooks, response)
         return response
@@ -429,7 +431,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             response = await self._query_engine.aquery(query)
             turn.apply_sources(getattr(response, "source_nodes", None) or [])
             return response
-        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id):
+        with hooks_scope(self._answer_hooks, turn.record.assistant_message_id), watching(turn.output):
             response = await self._synthesizer_for(turn, streaming).asynthesize(query, turn.nodes)
         turn.apply_hooks(self._answer_hooks, response)
         return response

@@ -63,6 +63,9 @@ class TurnRecord:
     grounding: Optional[Dict[str, Any]] = None
     """Answer sentences no passage supports (``synthesizers.grounding.grounding_record``: ``method``,
     ``support_share``, ``judged``, ``unsupported``); None when there was no answer or no passage to check."""
+    warnings: List[str] = field(default_factory=list)
+    """What went wrong without stopping the turn: a reranker that failed (its order kept), an intermediate LLM
+    call cut at its output limit, a judge that found no passage relevant."""
 
     def to_dict(self) -> Dict[str, Any]:
         """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""

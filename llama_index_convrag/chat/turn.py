@@ -20,15 +20,17 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import ToolOutput
 
+from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
-from llama_index_convrag.chat.fallback import LLM, NO_LLM, Recovered, is_empty_answer, passages_of
+from llama_index_convrag.chat.fallback import LLM as LLM_ANSWER, NO_LLM, Recovered, is_empty_answer, passages_of
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
 from llama_index_convrag.conversational.rewrite import RewriteResult, select_history
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
 from llama_index_convrag.instrumentation import emit
+from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
 from llama_index_convrag.synthesizers.citations import has_answer_text
@@ -52,6 +54,7 @@ class Turn:
     trim: Optional[TrimReport] = None
     rewrite: Optional[RewriteResult] = None
     recovered: Optional[Recovered] = None  # the answer shown instead of an empty or marker-only one
+    output: OutputWatch = field(default_factory=OutputWatch)  # how the answer step's LLM calls finished
 
     @classmethod
     def begin(cls, store: ConversationStore, conversation_id: str, message: str, *,
@@ -112,9 +115,13 @@ class Turn:
                 k: round(v, 3) if isinstance(v, float) else v for k, v in fusion.items()}
 
     def apply_stages(self, stages: Stages) -> None:
-        """Record the node ids of every retrieval stage; the last stage's nodes go on."""
+        """Record the node ids of every retrieval stage; the last stage's nodes go on. A reranker that failed (its
+        nodes carry ``FALLBACK_KEY``: the incoming order was kept) is named in the record's ``warnings``."""
         self.record.retrieved_ids = {k: [n.node.node_id for n in v] for k, v in stages.items()}
         self.nodes = list(stages[list(stages)[-1]])
+        failed = next((n.node.metadata[FALLBACK_KEY] for n in self.nodes if FALLBACK_KEY in n.node.metadata), None)
+        if failed is not None:
+            self.record.warnings.append(f"rerank failed, the retrieval order was kept: {failed}")
 
     def apply_sources(self, nodes: Sequence[NodeWithScore]) -> None:
         """The nodes an answer was given from, when something other than this turn retrieved them."""
@@ -143,12 +150,12 @@ class Turn:
 
     def begin_answer(self, llm_writes: bool) -> None:
         """The answer about to be written is the LLM's (``llm``) or not (``no_llm``)."""
-        self.record.answer_source = LLM if llm_writes else NO_LLM
+        self.record.answer_source = LLM_ANSWER if llm_writes else NO_LLM
 
     def needs_recovery(self, text: str) -> bool:
         """Whether ``text``, the LLM's answer over this turn's passages, is empty (blank, or the synthesizers' default
         ``empty_response`` for a blank reply) or only citation markers."""
-        return self.record.answer_source == LLM and bool(self.nodes) and is_empty_answer(text)
+        return self.record.answer_source == LLM_ANSWER and bool(self.nodes) and is_empty_answer(text)
 
     def apply_recovered(self, recovered: Recovered) -> str:
         """Show ``recovered`` instead of the LLM's answer (its citations become the turn's); its text."""
@@ -158,8 +165,16 @@ class Turn:
 
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
                response: Any) -> None:
-        """Persist the answer, its citations, its grounding and the record; finalise the placeholder."""
+        """Persist the answer, its citations, its grounding and the record; finalise the placeholder. An answer the
+        model cut at its output limit, or left empty, is stored as ``error`` with its text kept
+        (:meth:`OutputWatch.problem`); a recovered answer (:meth:`apply_recovered`) is not the watched call's, so it is
+        not judged by it."""
         rec = self.record
+        judged = status == "complete" and response is not None and self.recovered is None
+        problem = self.output.problem(text) if judged else None
+        if problem is not None:
+            status, error = "error", IncompleteAnswer(problem)
+        rec.warnings.extend(self.output.earlier_truncations())
         rec.answer = text
         if rec.status != "no_docs" or status != "complete":
             rec.status = status

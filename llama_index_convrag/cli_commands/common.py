@@ -358,28 +358,33 @@ def require_collection(client: Any, collection: str) -> None:
                                    f"--collection {collection}' first or pass PATH")
 
 
-def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[str] = None) -> Any:
+def resolve_llm(base_url: Optional[str], model: Optional[str], gguf: Optional[str] = None, **limits: Any) -> Any:
     """The LLM from --gguf, --base-url/--model and the environment, or None (retrieval-only); exit 5 when
-    inconsistent."""
+    inconsistent. ``limits``: ``context_window`` / ``max_tokens`` / ``timeout`` given on the command line (exit 2
+    for a bad value, here or in the environment)."""
     from llama_index_convrag.config.llm import ENV_API_KEY, ENV_BASE_URL, resolve_llm as _resolve
+    from llama_index_convrag.errors import ConfigurationError
 
     if gguf is not None:
-        return gguf_llm(gguf, base_url, model)
+        return gguf_llm(gguf, base_url, model, **limits)
     has_key = bool(os.environ.get(ENV_API_KEY))
     has_url = base_url is not None or bool(os.environ.get(ENV_BASE_URL))
     if model is not None and not (has_key or has_url):
         raise CLIError(EXIT_LLM, f"--model {model!r} needs an LLM endpoint: set {ENV_API_KEY} (OpenAI) or "
                                  f"{ENV_BASE_URL} / --base-url (OpenAI-compatible server)")
+    url = base_url if base_url is not None else os.environ.get(ENV_BASE_URL)
+    if url:  # before the client asks the server for its limits
+        check_reachable(url)
     try:
-        llm = _resolve(base_url=base_url, model=model)
+        return _resolve(base_url=base_url, model=model, **limits)
+    except ConfigurationError as exc:  # a limit out of range (option or environment)
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
     except Exception as exc:  # LlamaIndex's OpenAI validates model names and keys
         raise CLIError(EXIT_LLM, f"cannot configure the LLM: {exc}") from exc
-    api_base = getattr(llm, "api_base", None)
-    if llm is not None and (base_url is not None or os.environ.get(ENV_BASE_URL)) and api_base:
-        check_reachable(str(api_base))
-    return llm
 
 
+#: The window ``--gguf`` serves when none is set (llama.cpp's ``n_ctx``).
+GGUF_CONTEXT_WINDOW = 4096
 #: Seconds to wait for the LLM server's TCP handshake before the first turn.
 LLM_PROBE_TIMEOUT_S = 3.0
 
@@ -404,11 +409,14 @@ def check_reachable(url: str, timeout: float = LLM_PROBE_TIMEOUT_S) -> None:
         raise CLIError(EXIT_LLM, f"cannot reach the LLM server at {url!r}: {reason}") from exc
 
 
-def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
-    """Start llama.cpp's server for ``gguf`` on 127.0.0.1 (stopped at exit) and return a client for it."""
+def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str], **limits: Any) -> Any:
+    """Start llama.cpp's server for ``gguf`` on 127.0.0.1 (stopped at exit) and return a client for it; the
+    context window (``--context-window``, else the environment, else the server's 4096) is the server's ``n_ctx``."""
     import atexit
 
     from llama_index_convrag.config.llm import OpenAICompatible
+    from llama_index_convrag.config.model_limits import ServerLimits, resolve_limits
+    from llama_index_convrag.errors import ConfigurationError
     from llama_index_convrag.config.llamacpp_server import INSTALL_HINT, LlamaServer, LlamaServerError, has_server
     from llama_index_convrag.testing.real_llm import RealLLMUnavailable, locate
 
@@ -423,13 +431,19 @@ def gguf_llm(gguf: str, base_url: Optional[str], model: Optional[str]) -> Any:
         except RealLLMUnavailable:
             raise CLIError(EXIT_LLM, f"--gguf needs llama-cpp-python's server, which {sys.executable} cannot "
                                      f"import: {INSTALL_HINT}") from None
-    server = LlamaServer(gguf, python=python)
+    try:
+        chosen = resolve_limits(**limits, env=os.environ,
+                                server=ServerLimits(context_window=GGUF_CONTEXT_WINDOW, endpoint="--gguf n_ctx"))
+    except ConfigurationError as exc:
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
+    server = LlamaServer(gguf, python=python, n_ctx=chosen.context_window)
     try:
         server.start()
     except LlamaServerError as exc:
         raise CLIError(EXIT_LLM, f"cannot serve {gguf!r}: {exc}") from exc
     atexit.register(server.stop)
-    return OpenAICompatible(**server.client_kwargs())
+    return OpenAICompatible(**server.client_kwargs(max_tokens=chosen.max_tokens, timeout=chosen.timeout),
+                            limit_sources=chosen.sources)
 
 
 def llm_error(exc: BaseException) -> Optional[CLIError]:

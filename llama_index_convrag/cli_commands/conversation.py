@@ -5,6 +5,11 @@ turn persisted in the conversation store); this module only prints it. With an L
 answer use it; without one the turn is retrieval-only: the no-LLM ``contextual`` rewrite (salient history terms, the
 follow-up's own results fused with the expanded query's; ``--json`` carries why each term was added) and an
 extractive answer (the retrieved sentences closest to the question, cited), with the passages shown as its sources.
+
+A turn whose LLM fails (HTTP error, timeout, a server that dies mid-stream) or whose answer is not complete (cut at
+the output limit, empty) is stored as ``error`` with its question and partial text, said on stderr, and makes the
+command exit 5; ``chat`` goes on with the next question. A reranker that failed is said too, and the scores line
+then describes the retrieval scores the passages kept.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, check_dimension, check_question,
+from llama_index_convrag.cli_commands.common import (EXIT_LLM, EXIT_USAGE, CLIError, Output, check_dimension, check_question,
                                                      connect,
                                                      default_store_path, embed_model, llm_error, require_collection,
                                                      resolve_llm)
 from llama_index_convrag.cli_commands.conversations import open_store, require_conversation
 from llama_index_convrag.cli_commands.conversations import store_path as store_path_for
-from llama_index_convrag.cli_commands.engine_options import check_llm_needs, engine_kwargs, retriever_kwargs
+from llama_index_convrag.cli_commands.engine_options import (check_llm_needs, engine_kwargs, limit_kwargs,
+                                                             retriever_kwargs)
 from llama_index_convrag.cli_commands.ingest import not_ingested_notes, run_ingest
 from llama_index_convrag.conversational.retriever import FUSION_DEPTH
 
@@ -100,18 +106,45 @@ def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
             f"better){why}; within each list: {meaning}")
 
 
+#: Said after the scores line's meaning when the reranker failed and the passages kept their retrieval scores.
+RERANK_FAILED = " (the reranker failed, so these are the retrieval scores in retrieval order)"
+
+
+def llm_failure(exc: BaseException, timeout: Optional[float]) -> Optional[CLIError]:
+    """An exit-5 error for an LLM failure during a turn: the OpenAI client's (``common.llm_error``), a timeout
+    naming the limit, or a connection the server dropped mid-answer (httpx errors a stream raises unwrapped)."""
+    try:
+        import httpx
+        import openai
+    except ImportError:  # pragma: no cover - both come with llama-index-llms-openai
+        return llm_error(exc)
+    limit = "" if timeout is None else f" (timeout {timeout:g} s; raise it with --llm-timeout or CONVRAG_LLM_TIMEOUT)"
+    seen: Optional[BaseException] = exc
+    while seen is not None:
+        if isinstance(seen, (openai.APITimeoutError, httpx.TimeoutException)):
+            return CLIError(EXIT_LLM, f"the LLM server did not answer in time{limit}: {type(seen).__name__}")
+        if isinstance(seen, httpx.TransportError):
+            return CLIError(EXIT_LLM, f"the LLM server closed the connection mid-answer (the partial answer is "
+                                      f"stored as 'error'): {type(seen).__name__}: {seen}")
+        seen = seen.__cause__ if seen.__cause__ is not None else seen.__context__
+    return llm_error(exc)
+
+
 class EngineSession:
     """Our chat engine from ``index.as_chat_engine``; ``mode`` is ``llm`` or ``retrieval-only`` (streams when asked).
     ``scores`` explains a plain turn's scores, ``fused_scores`` those inside each list of a fused follow-up (whose
     two searches skip the dense feedback round: ``retrievers.conversational.with_depth``)."""
 
     def __init__(self, engine: Any, mode: str, scores: str = "", fused_scores: str = "",
-                 filters: Sequence[str] = ()) -> None:
+                 filters: Sequence[str] = (), retrieval_scores: str = "", timeout: Optional[float] = None) -> None:
         self.engine = engine
         self.filters = list(filters)
         self.mode = mode
         self.scores = scores
         self.fused_scores = fused_scores
+        self.retrieval_scores = retrieval_scores if retrieval_scores else scores
+        self.timeout = timeout
+        self.limits: Optional[Dict[str, Any]] = None  # the LLM's limits and where they came from (--json)
 
     @property
     def conversation_id(self) -> str:
@@ -120,7 +153,9 @@ class EngineSession:
     def reset(self) -> None:
         self.engine.reset()
 
-    def _scores(self, explanation: Optional[Dict[str, Any]]) -> str:
+    def _scores(self, explanation: Optional[Dict[str, Any]], rerank_failed: bool = False) -> str:
+        if rerank_failed:
+            return self.retrieval_scores + RERANK_FAILED
         fusion = explanation.get("fusion") if explanation is not None else None
         if fusion is None or not self.fused_scores:
             return self.scores
@@ -142,7 +177,9 @@ class EngineSession:
                 response = self.engine.chat(question)
                 answer, meta = response.response, response.metadata
         except Exception as exc:
-            mapped = llm_error(exc)
+            if stream and not out.json_mode:
+                out.text()  # end the partial answer's line
+            mapped = llm_failure(exc, self.timeout)
             if mapped is not None:
                 raise mapped from exc
             raise
@@ -158,9 +195,11 @@ class EngineSession:
                 "rewrite_explanation": record.rewrite_explanation,
                 "answer": answer if citations else no_passage_answer(self.filters),
                 "citations": citations, "sources": _sources(citations), "streamed": stream and not out.json_mode,
-                "scores": self._scores(record.rewrite_explanation), "seconds": round(time.perf_counter() - started, 3),
-                "rewrite_ms": round(record.rewrite_latency_ms, 1), "answer_source": record.answer_source,
-                "unsupported": (record.grounding or {}).get("unsupported", [])}
+                "scores": self._scores(record.rewrite_explanation, any(w.startswith("rerank failed")
+                                                                       for w in record.warnings)),
+                "seconds": round(time.perf_counter() - started, 3), "rewrite_ms": round(record.rewrite_latency_ms, 1),
+                "status": record.status, "error": record.error, "warnings": list(record.warnings),
+                "answer_source": record.answer_source, "unsupported": (record.grounding or {}).get("unsupported", [])}
 
 
 def no_passage_answer(filters: Sequence[str]) -> str:
@@ -180,6 +219,11 @@ RECOVERED_NOTES = {
 
 
 def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
+    for warning in turn.get("warnings") or ():
+        out.stderr.write(f"convrag: warning: {warning}\n")
+    if turn.get("status") == "error":
+        out.stderr.write(f"convrag: error: the answer is not complete (stored as 'error' with its text): "
+                         f"{turn.get('error')}\n")
     if out.json_mode:
         return
     if not turn.get("streamed"):
@@ -210,7 +254,7 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.storage.conversation.recovery import open_lease
 
-    llm = resolve_llm(args.base_url, args.model, args.gguf)  # configuration errors before any slow work
+    llm = resolve_llm(args.base_url, args.model, args.gguf, **limit_kwargs(args))  # errors before any slow work
     check_llm_needs(args, llm is not None)
     store_path = Path(args.store) if args.store is not None else None
     if args.conversation is not None:  # resuming: the store and the conversation must exist, before Milvus
@@ -242,13 +286,19 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
                                       **retriever_kwargs(args, llm, model))
     except (TypeError, ValueError) as exc:  # an option value the engine refuses (its message names the accepted)
         raise CLIError(EXIT_USAGE, str(exc)) from exc
+    limits = llm.limits() if llm is not None and hasattr(llm, "limits") else None
     session = EngineSession(engine, "llm" if llm is not None else RETRIEVAL_ONLY,
                             score_meaning(args.search_type, args.ranker, args.rerank, args.feedback),
                             score_meaning(args.search_type, args.ranker, args.rerank, feedback=False),
-                            filters=args.filter or ())
+                            filters=args.filter or (),
+                            retrieval_scores=score_meaning(args.search_type, args.ranker, None, args.feedback),
+                            timeout=limits.timeout if limits is not None else None)
+    session.limits = limits.to_dict() if limits is not None else None
     resumed = f" (resumed, {len(engine.chat_history)} earlier messages)" if args.conversation is not None else ""
     out.note(f"mode: {session.mode}; collection {args.collection!r}; conversation {session.conversation_id}"
              f"{resumed} in {store_path}")
+    if limits is not None:
+        out.note(f"llm: {limits.describe()}")
     return session, report
 
 
@@ -260,9 +310,9 @@ def cmd_ask(args: Any, out: Output) -> int:
         print_turn(turn, out, session.mode)
         turns.append(turn)
     if out.json_mode:
-        out.json({"mode": session.mode, "collection": args.collection,
+        out.json({"mode": session.mode, "collection": args.collection, "llm_limits": session.limits,
                   "ingest": report.to_dict() if report is not None else None, "turns": turns})
-    return 0
+    return EXIT_LLM if any(t["status"] == "error" for t in turns) else 0
 
 
 def cmd_chat(args: Any, out: Output) -> int:
@@ -297,9 +347,20 @@ def cmd_chat(args: Any, out: Output) -> int:
             out.stderr.write(f"convrag: error: {exc}\n")
             code = exc.code
             continue
-        turn = session.turn(question, out, stream=stream)
+        try:
+            turn = session.turn(question, out, stream=stream)
+        except CLIError as exc:  # the LLM failed on this question (stored as 'error'): the chat goes on
+            if exc.code != EXIT_LLM:
+                raise
+            out.stderr.write(f"convrag: error: {exc}\n")
+            code = exc.code
+            turns.append({"question": question, "status": "error", "error": str(exc), "exit_code": exc.code})
+            continue
         print_turn(turn, out, session.mode)
         turns.append(turn)
+        if turn["status"] == "error":
+            code = EXIT_LLM
     if out.json_mode:
-        out.json({"mode": session.mode, "collection": args.collection, "turns": turns})
+        out.json({"mode": session.mode, "collection": args.collection, "llm_limits": session.limits,
+                  "turns": turns})
     return code

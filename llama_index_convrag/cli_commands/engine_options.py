@@ -8,7 +8,11 @@ that ``--help`` stays light; ``tests/test_cli.py`` checks they agree):
 * ``--chat-mode`` -> ``chat_mode`` and ``--system-prompt`` -> ``system_prompt`` (context modes only);
 * ``--rerank`` -> ``ranker_type="model"`` with a :class:`ModelRerank` over the fused candidates;
 * ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``filters`` (LlamaIndex ``MetadataFilters``);
-* ``--conversation ID`` -> ``conversation_id`` (resume a stored conversation).
+* ``--conversation ID`` -> ``conversation_id`` (resume a stored conversation);
+* ``--no-citations`` -> ``citations=False`` (answers without ``[n]`` markers);
+* ``--context-window``, ``--max-tokens``, ``--llm-timeout`` -> the LLM's limits (:func:`limit_kwargs`; explicit,
+  then ``CONVRAG_LLM_CONTEXT_WINDOW`` / ``CONVRAG_LLM_MAX_TOKENS`` / ``CONVRAG_LLM_TIMEOUT``, then what the server
+  reports, then the defaults: ``config.model_limits``).
 
 Combinations the library would refuse later (an LLM-only option without an LLM, a system prompt in the
 condense-question mode) are refused here, before any file or connection is opened: exit 2 with the reason.
@@ -36,6 +40,16 @@ NO_LLM_REWRITE_STRATEGIES = ("auto", "concat", "contextual", "none")
 RERANKERS = ("embedding", "llm")
 #: Fused candidates handed to the reranker: the retriever's ``pre_topk`` default, or ``--top-k`` when larger.
 RERANK_MIN_CANDIDATES = 10
+
+
+#: The limit options: CLI destination -> ``resolve_llm`` keyword.
+LIMIT_OPTIONS = {"context_window": "context_window", "max_tokens": "max_tokens", "llm_timeout": "timeout"}
+
+
+def limit_kwargs(args: Any) -> Dict[str, Any]:
+    """``context_window`` / ``max_tokens`` / ``timeout`` for ``resolve_llm``: only those given on the command line."""
+    given = {kw: getattr(args, dest, None) for dest, kw in LIMIT_OPTIONS.items()}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def filter_value(text: str) -> Any:
@@ -140,4 +154,6 @@ def engine_kwargs(args: Any, llm: Any) -> Dict[str, Any]:
              "rewrite_strategy": args.rewrite_strategy, "system_prompt": args.system_prompt,
              "conversation_id": args.conversation}
     kw.update({k: v for k, v in given.items() if v is not None})
+    if getattr(args, "citations", True) is False:
+        kw["citations"] = False
     return kw

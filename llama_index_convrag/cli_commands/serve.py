@@ -14,7 +14,7 @@ from typing import Any, Dict
 from llama_index_convrag.cli_commands.common import (EXIT_USAGE, CLIError, Output, connect, embed_model,
                                                      require_collection, resolve_llm)
 from llama_index_convrag.cli_commands.engine_options import (check_llm_needs, check_static, engine_kwargs,
-                                                             retriever_kwargs)
+                                                             limit_kwargs, retriever_kwargs)
 from llama_index_convrag.cli_commands.ingest import run_ingest
 from llama_index_convrag.cli_commands.keys import open_serve_store
 
@@ -31,7 +31,7 @@ def build_app(args: Any) -> Any:
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.storage.conversation.recovery import open_lease
 
-    llm = resolve_llm(args.base_url, args.model, args.gguf)
+    llm = resolve_llm(args.base_url, args.model, args.gguf, **limit_kwargs(args))
     check_llm_needs(args, llm is not None)
     target, client = connect(args.uri)
     require_collection(client, args.collection)

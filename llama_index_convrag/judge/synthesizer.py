@@ -7,6 +7,9 @@ answer set when not streaming) and ``judge_stats`` (its stats as a dict). Chunks
 ``source_nodes`` after the numbered ones (citations number only the chunks synthesis saw directly).
 
 Events are tagged with the message id set by :func:`message_scope` (the chat engine sets the turn's assistant id).
+
+When the judge keeps no chunk the wrapped synthesizer is not called: the answer says so, with the grades
+(:func:`no_evidence_reply`), instead of the synthesizer's empty response.
 """
 
 from __future__ import annotations
@@ -24,13 +27,29 @@ from llama_index.core.types import RESPONSE_TEXT_TYPE
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.search import SearchResult, TreeSearch
+from llama_index_convrag.judge.tree import SearchTree
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 
 dispatcher = get_dispatcher(__name__)
 
 _MESSAGE_ID: ContextVar[Optional[str]] = ContextVar("convrag_judge_message_id", default=None)
 
-__all__ = ["JudgeSynthesizer", "current_message_id", "message_scope"]
+__all__ = ["JudgeSynthesizer", "current_message_id", "message_scope", "no_evidence_reply"]
+
+
+def no_evidence_reply(tree: SearchTree) -> str:
+    """What a judged turn answers when no chunk was kept: how many were graded what, and unreadable replies."""
+    chunks = list(tree.root.chunks)
+    graded = [c for c in chunks if c.grade is not None]
+    unreadable = sum(1 for c in graded if c.error is not None)
+    zeros = sum(1 for c in graded if c.grade == 0)
+    parts = [f"the judge found no relevant passage: it graded {zeros} of {len(chunks)} passage(s) 0 (not relevant)"]
+    if unreadable:
+        parts.append(f"{unreadable} of its replies could not be read (graded 0); a larger judge model may help")
+    ungraded = len(chunks) - len(graded)
+    if ungraded:
+        parts.append(f"{ungraded} passage(s) were not graded")
+    return "; ".join(parts) + "; nothing to answer from"
 
 
 @contextlib.contextmanager
@@ -93,6 +112,8 @@ class JudgeSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         bundle = _bundle(query)
         result = self._search.search(bundle.query_str, nodes=nodes, message_id=current_message_id())
+        if not result.evidence and nodes:
+            return _attach(Response(no_evidence_reply(result.tree), source_nodes=[]), result)
         response = self._synthesizer.synthesize(bundle, result.evidence, _extra(result, additional_source_nodes),
                                                 **extra_vars)
         return _attach(response, result)
@@ -107,6 +128,8 @@ class JudgeSynthesizer(BaseSynthesizer):
     ) -> RESPONSE_TYPE:
         bundle = _bundle(query)
         result = await self._search.asearch(bundle.query_str, nodes=nodes, message_id=current_message_id())
+        if not result.evidence and nodes:
+            return _attach(Response(no_evidence_reply(result.tree), source_nodes=[]), result)
         response = await self._synthesizer.asynthesize(bundle, result.evidence,
                                                        _extra(result, additional_source_nodes), **extra_vars)
         return _attach(response, result)

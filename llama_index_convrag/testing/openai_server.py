@@ -1,27 +1,57 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests, notebooks and benches.
 
 Endpoints: ``POST /v1/chat/completions`` (plain, SSE streaming, tool calls), ``POST /v1/embeddings``,
-``POST /v1/rerank`` (Cohere/Jina shape) and ``GET /v1/models``. Replies come from replaceable responder
-functions; every request is recorded; failures can be injected to test timeouts and retries.
+``POST /v1/rerank`` (Cohere/Jina shape), ``GET /v1/models`` (with ``model_meta`` on its entry) and, when ``props``
+is set, llama.cpp's ``GET /props``; with ``tokenize`` on, llama.cpp's ``POST /tokenize``. Replies come from replaceable responder functions; every request is recorded;
+failures can be injected to test timeouts and retries.
+
+Limits as a real server keeps them: a reply is cut at the request's ``max_tokens`` (``finish_reason "length"``), and
+with ``context_window`` set a request whose prompt tokens plus ``max_tokens`` exceed it is answered HTTP 400 as
+llama-cpp-python answers it. Tokens are counted with tiktoken's ``cl100k_base`` (``config.tokens``), plus
+:data:`TOKENS_PER_MESSAGE` per message for the chat template, times ``token_scale`` (a served model whose vocabulary
+needs more tokens for the same text than tiktoken's).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import struct
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from llama_index_convrag.config.tokens import count_tokens, cut_to_tokens
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.testing.scripted_llm import split_deltas
 
 ChatResponder = Callable[[Dict[str, Any]], Dict[str, Any]]
 EmbedFn = Callable[[Sequence[str]], List[List[float]]]
 RerankFn = Callable[[str, Sequence[str]], List[float]]
+#: Tokens a chat template adds around each message (role markers), counted by the window check.
+TOKENS_PER_MESSAGE = 4
+
+
+def _message_text(message: Dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def prompt_tokens(body: Dict[str, Any]) -> int:
+    """Prompt tokens of a chat request: every message's text plus :data:`TOKENS_PER_MESSAGE` each, and the tools."""
+    messages = body.get("messages", [])
+    tools = json.dumps(body["tools"]) if body.get("tools") else ""
+    return sum(count_tokens(_message_text(m)) + TOKENS_PER_MESSAGE for m in messages) + count_tokens(tools)
+
+
+def cut_to(text: str, max_tokens: Optional[int]) -> Tuple[str, bool]:
+    """``text`` cut to its first ``max_tokens`` tokens (None: not cut), and whether it was cut."""
+    return (text, False) if max_tokens is None else cut_to_tokens(text, int(max_tokens))
 
 
 def echo_chat(body: Dict[str, Any]) -> Dict[str, Any]:
@@ -63,6 +93,19 @@ class LocalOpenAIServer:
         self.delay_s = 0.0
         self.stream_delay_s = 0.0
         self.reset_stream_after: Optional[int] = None
+        #: Served window: a chat request whose prompt tokens + ``max_tokens`` exceed it is answered HTTP 400.
+        self.context_window: Optional[int] = None
+        #: Extra keys of the ``GET /v1/models`` entry (``{"max_model_len": 4096}`` as vLLM says its window).
+        self.model_meta: Dict[str, Any] = {}
+        #: llama.cpp's ``GET /props`` payload (``{"default_generation_settings": {"n_ctx": 4096}}``); None: 404.
+        self.props: Optional[Dict[str, Any]] = None
+        #: Tokens per tiktoken token of the served "model" (1.3: its tokenizer needs 30% more for the same text).
+        self.token_scale = 1.0
+        #: Serve llama.cpp's ``POST /tokenize`` (``{"content"}`` -> ``{"tokens"}``), counting as the window check does.
+        self.tokenize = False
+        #: Paths of the requests outside the API (``GET /props``, ``GET /v1/models``, ``POST /tokenize``: a client's
+        #: probes of the limits), in order; ``requests`` holds the API calls only, and failures apply to those.
+        self.probes: List[str] = []
         #: ``"TypeName: message"`` of every exception that escaped a request handler (a bug in a responder, say);
         #: a client that went away (its timeout, a closed stream) is not one.
         self.handler_errors: List[str] = []
@@ -123,9 +166,31 @@ class LocalOpenAIServer:
             self.requests.clear()
             self._failures.clear()
             self.handler_errors.clear()
+            self.probes.clear()
         self.delay_s = 0.0
         self.stream_delay_s = 0.0
         self.reset_stream_after = None
+        self.context_window = None
+        self.model_meta = {}
+        self.props = None
+        self.token_scale = 1.0
+        self.tokenize = False
+
+    def scaled(self, tokens: int) -> int:
+        """``tokens`` (tiktoken) as the served model counts them (``token_scale``)."""
+        return math.ceil(tokens * self.token_scale)
+
+    def window_error(self, body: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """llama-cpp-python's error for a request past ``context_window`` (its words, type and code), or None."""
+        if self.context_window is None:
+            return None
+        prompt, output = self.scaled(prompt_tokens(body)), int(body.get("max_tokens") or 0)
+        if prompt + output <= self.context_window:
+            return None
+        return {"message": f"This model's maximum context length is {self.context_window} tokens. However, you "
+                           f"requested {prompt + output} tokens ({prompt} in the messages, {output} in the "
+                           f"completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
 
     def paths(self) -> List[str]:
         return [r.path for r in self.requests]
@@ -139,9 +204,18 @@ class LocalOpenAIServer:
             self.requests.append(RecordedRequest(path=path, body=body))
 
 
+def _cut_reply(body: Dict[str, Any], reply: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
+    """The reply cut at the request's ``max_tokens`` (text replies only), and whether it was cut."""
+    if reply.get("tool_calls") or reply.get("content") is None:
+        return reply, False
+    text, cut = cut_to(str(reply["content"]), body.get("max_tokens"))
+    return {**reply, "content": text}, cut
+
+
 def _chat_completion(body: Dict[str, Any], reply: Dict[str, Any]) -> Dict[str, Any]:
+    reply, cut = _cut_reply(body, reply)
     message: Dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
-    finish = "stop"
+    finish = "length" if cut else "stop"
     if reply.get("tool_calls"):
         message["tool_calls"] = [
             {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -172,9 +246,10 @@ def _stream_chunks(body: Dict[str, Any], reply: Dict[str, Any]) -> List[Dict[str
                  "function": {"name": call["name"], "arguments": call["arguments"]}}]}}]})
         finish = "tool_calls"
     else:
+        reply, cut = _cut_reply(body, reply)
         for delta in split_deltas(reply.get("content") or ""):
             chunks.append({**base, "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}]})
-        finish = "stop"
+        finish = "length" if cut else "stop"
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     return chunks
 
@@ -210,8 +285,14 @@ def _make_handler(server: LocalOpenAIServer) -> type:
             self.wfile.write(data)
 
         def do_GET(self) -> None:  # noqa: N802
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send_json(200, {"object": "list", "data": [{"id": "local", "object": "model"}]})
+            path = self.path.split("?")[0].rstrip("/")
+            with server._lock:
+                server.probes.append(path)
+            if path in ("/v1/models", "/models"):
+                entry = {"id": "local", "object": "model", **server.model_meta}
+                self._send_json(200, {"object": "list", "data": [entry]})
+            elif path == "/props" and server.props is not None:
+                self._send_json(200, server.props)
             else:
                 self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
 
@@ -219,6 +300,15 @@ def _make_handler(server: LocalOpenAIServer) -> type:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.split("?")[0].rstrip("/")
+            if not path.endswith(("/chat/completions", "/embeddings", "/rerank")):
+                with server._lock:
+                    server.probes.append(path)
+                if path == "/tokenize" and server.tokenize:
+                    tokens = server.scaled(count_tokens(str(body.get("content", ""))))
+                    self._send_json(200, {"tokens": list(range(tokens))})
+                else:
+                    self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+                return
             server._record(path, body)
             if server.delay_s:
                 time.sleep(server.delay_s)
@@ -231,16 +321,18 @@ def _make_handler(server: LocalOpenAIServer) -> type:
                     self._chat(body)
                 elif path.endswith("/embeddings"):
                     self._embeddings(body)
-                elif path.endswith("/rerank"):
-                    self._rerank(body)
                 else:
-                    self._send_json(404, {"error": {"message": f"unknown path {path}"}})
+                    self._rerank(body)
             except (BrokenPipeError, ConnectionResetError):  # the client went away (its timeout, a closed stream)
                 self.close_connection = True
             except Exception as exc:  # report responder bugs to the client, do not hang it
                 self._send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
 
         def _chat(self, body: Dict[str, Any]) -> None:
+            too_long = server.window_error(body)
+            if too_long is not None:
+                self._send_json(400, {"error": too_long})
+                return
             reply = server.chat_responder(body)
             if not body.get("stream"):
                 self._send_json(200, _chat_completion(body, reply))

@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.settings import Settings
 from llama_index.llms.openai import OpenAI
 
-from llama_index_convrag.config.llm import OpenAICompatible, configured_llm, resolve_llm
+from llama_index_convrag.config.llm import OpenAICompatible, WatchedOpenAI, configured_llm, resolve_llm
 from tests.fakes import ScriptedLLM
 
 
@@ -22,8 +22,10 @@ def test_explicit_llm_wins_over_environment():
 
 def test_api_key_in_env_builds_openai():
     llm = resolve_llm(env={"OPENAI_API_KEY": "sk-x", "CONVRAG_LLM_MODEL": "gpt-4o"})
-    assert type(llm) is OpenAI
+    assert type(llm) is WatchedOpenAI and isinstance(llm, OpenAI)
     assert llm.model == "gpt-4o"
+    assert (llm.max_tokens, llm.timeout, llm.max_retries) == (512, 300.0, 1)  # max_tokens always sent
+    assert llm.metadata.context_window == OpenAI(model="gpt-4o", api_key="sk-x").metadata.context_window
 
 
 def test_base_url_builds_compatible_client_for_any_model_name():

@@ -42,10 +42,19 @@ def test_streaming_answers_stream_but_sub_answers_do_not(retriever_k):
     assert response.metadata["judge_tree"].root.chunks[0].child.answer == f"A({TOWER_Q})"
 
 
-def test_everything_dropped_gives_the_empty_response(retriever_k):
-    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=scripted({})).query(ROOT_Q)
-    assert response.response == "Empty Response"
+def test_everything_dropped_says_so_instead_of_the_empty_response(retriever_k):
+    llm = scripted({})
+    response = JudgeQueryEngine.from_defaults(retriever_k(2), llm=llm).query(ROOT_Q)
+    assert response.response == ("the judge found no relevant passage: it graded 2 of 2 passage(s) 0 (not "
+                                 "relevant); nothing to answer from")
+    assert llm.call_count == 2  # the two grades; the synthesizer is not asked to answer from nothing
     assert [c.status for c in response.metadata["judge_tree"].chunks()] == ["dropped", "dropped"]
+    assert response.metadata["judge_tree"].root.answer == response.response
+
+
+async def test_everything_dropped_says_so_async_too(retriever_k):
+    response = await JudgeQueryEngine.from_defaults(retriever_k(2), llm=scripted({})).aquery(ROOT_Q)
+    assert response.response.startswith("the judge found no relevant passage: it graded 2 of 2 passage(s) 0")
 
 
 def test_a_separate_judge_llm_grades_and_the_main_llm_answers(retriever_k):

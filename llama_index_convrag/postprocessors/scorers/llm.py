@@ -8,20 +8,29 @@ does not help" is prose, not a pick); a repeated number keeps its first mention;
 relevance inherits the one above it (the list is in relevance order); anything else is ignored. A reply made of
 bare numbers only ("1", "2, 1, 3", "[2] [1]") is read as document numbers in order, and so is a line listing
 only document references ("Document 1, Document 3"); Qwen2.5-0.5B behind llama.cpp replied with both.
+
+Every prompt fits the LLM's window: the passages share what the window leaves after the output limit, the template
+and the question (:func:`passage_budget`, the chat budget's 95% rule), each cut to its share (:func:`cut_passages`),
+counted as the served model counts where its server has a token-count endpoint, else with tiktoken. When not even
+:data:`MIN_PASSAGE_TOKENS` per passage fit, the scorer raises
+:class:`ScorerError` naming the numbers (``ModelRerank`` then keeps the incoming order and says so).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_convrag.config.llm import token_counter
+from llama_index_convrag.config.tokens import count_tokens, cut_to_tokens
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.postprocessors.scorers.base import Scorer, ScorerError
 from llama_index_convrag.prompts.rerank import LISTWISE_DOC_TMPL, LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
@@ -42,6 +51,12 @@ _OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
 _LEADING = re.compile(r"^\s*[*_]*\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d)")
 _DOC_LIST = re.compile(r"^(?:doc(?:ument)?\s*#?\s*\d+\s*[,;]\s*(?:and\s+)?)+doc(?:ument)?\s*#?\s*\d+\W*$", re.I)
 _BARE_NUMBERS = re.compile(r"^[\s\[\](),;>.#]*\d+(?:[\s\[\](),;>.#]+\d+)*[\s\[\](),;>.#]*$")
+#: Share of ``context_window - reserved output`` a prompt may fill (the chat budget's ratio: tokenizers differ).
+BUDGET_RATIO = 0.95
+#: Output tokens reserved when the LLM states no output limit.
+DEFAULT_RESERVED_OUTPUT = 256
+#: Fewer tokens per passage than this and the ranking means nothing: the scorer refuses.
+MIN_PASSAGE_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,25 @@ class Choice:
 
     number: int
     relevance: Optional[float]
+
+
+def passage_budget(context_window: int, reserved_output: int, overhead: int, count: int) -> int:
+    """Tokens each of ``count`` passages may take: ``floor(0.95 * (window - reserved output)) - overhead`` shared
+    equally; ScorerError naming the numbers when that is under :data:`MIN_PASSAGE_TOKENS`."""
+    room = math.floor(BUDGET_RATIO * (context_window - reserved_output)) - overhead
+    share = room // max(count, 1)
+    if share < MIN_PASSAGE_TOKENS:
+        raise ScorerError(f"the LLM rerank prompt does not fit the model's context window: {count} passage(s) "
+                          f"share {room} tokens (floor({BUDGET_RATIO} x ({context_window} - {reserved_output} "
+                          f"output)) - {overhead} for the prompt), under {MIN_PASSAGE_TOKENS} each; rerank fewer "
+                          f"passages or use a model with a larger window")
+    return share
+
+
+def cut_passages(texts: Sequence[str], max_tokens: int) -> Tuple[List[str], int]:
+    """Each text cut to its first ``max_tokens`` tokens, and how many were cut."""
+    pairs = [cut_to_tokens(t, max_tokens) for t in texts]
+    return [text for text, _ in pairs], sum(1 for _, cut in pairs if cut)
 
 
 def parse_listwise(reply: str, num_docs: int, max_relevance: float) -> List[Choice]:
@@ -165,13 +199,37 @@ class LLMScorer(PromptMixin, Scorer):
         return {}
 
     # pure helpers shared by the twins ----------------------------------------------------------------
+    def _fit(self, prompt: BasePromptTemplate, kwargs: dict, texts: Sequence[str], per_doc: str) -> List[str]:
+        """``texts`` cut so that ``prompt`` filled with ``kwargs`` and them fits the LLM's window, counted as the
+        served model counts (``config.llm.token_counter``) where its server says, else with tiktoken."""
+        meta = self.llm.metadata
+        served = token_counter(self.llm)
+        count = served if served is not None else count_tokens
+        reserved = meta.num_output if meta.num_output > 0 else DEFAULT_RESERVED_OUTPUT
+        overhead = count(prompt.format(llm=self.llm, **{**kwargs, "context_str": ""}))
+        overhead += len(texts) * (count(per_doc) + 2)
+        share = passage_budget(meta.context_window, reserved, overhead, len(texts))
+        if served is not None:  # cut in tiktoken tokens: scale the share by how the two counts compare here
+            joined = "\n\n".join(texts)
+            share = max(1, math.floor(share * count_tokens(joined) / max(served(joined), 1)))
+        fitted, cut = cut_passages(texts, share)
+        if cut:
+            logger.info("LLM rerank: %d of %d passages cut to fit the %d-token window", cut, len(texts),
+                        meta.context_window)
+        return fitted
+
     def _listwise_kwargs(self, query: str, texts: Sequence[str]) -> dict:
-        context = "\n\n".join(LISTWISE_DOC_TMPL.format(number=i, text=t) for i, t in enumerate(texts, start=1))
-        return {"context_str": context, "query_str": query, "num_docs": len(texts),
-                "max_relevance": self.max_relevance}
+        kwargs = {"context_str": "", "query_str": query, "num_docs": len(texts), "max_relevance": self.max_relevance}
+        header = LISTWISE_DOC_TMPL.format(number=len(texts), text="")
+        fitted = self._fit(self.listwise_prompt, kwargs, texts, header)
+        kwargs["context_str"] = "\n\n".join(LISTWISE_DOC_TMPL.format(number=i, text=t)
+                                             for i, t in enumerate(fitted, start=1))
+        return kwargs
 
     def _pointwise_kwargs(self, query: str, text: str) -> dict:
-        return {"context_str": text, "query_str": query, "max_relevance": self.max_relevance}
+        kwargs = {"context_str": "", "query_str": query, "max_relevance": self.max_relevance}
+        kwargs["context_str"] = self._fit(self.pointwise_prompt, kwargs, [text], "")[0]
+        return kwargs
 
     def _listwise_result(self, reply: str, count: int) -> List[float]:
         choices = parse_listwise(reply, count, self.max_relevance)

@@ -166,3 +166,41 @@ def test_validation(kwargs, message):
     with pytest.raises(ValueError) as info:
         LLMScorer(ScriptedLLM.echo(), **kwargs)
     assert str(info.value) == message
+
+
+# --- the prompt fits the LLM's window ---------------------------------------------------------------------------
+from llama_index_convrag.config.tokens import count_tokens  # noqa: E402
+from llama_index_convrag.postprocessors.scorers.llm import (  # noqa: E402
+    MIN_PASSAGE_TOKENS, cut_passages, passage_budget)
+
+LONG_TEXTS = [" ".join(f"passage{i} word{j}" for j in range(300)) for i in range(10)]
+
+
+def test_passage_budget_shares_the_window_left_and_refuses_below_the_minimum():
+    assert passage_budget(4096, 512, 100, 10) == (int(0.95 * (4096 - 512)) - 100) // 10
+    with pytest.raises(ScorerError, match=r"10 passage\(s\) share 100 tokens \(floor\(0.95 x \(1000 - 800 output\)\) "
+                                          r"- 90 for the prompt\), under 16 each"):
+        passage_budget(1000, 800, 90, 10)
+
+
+def test_cut_passages_cuts_only_the_long_ones():
+    texts, cut = cut_passages(["short one", LONG_TEXTS[0]], 20)
+    assert cut == 1 and texts[0] == "short one" and count_tokens(texts[1]) <= 20
+    assert LONG_TEXTS[0].startswith(texts[1])
+
+
+@pytest.mark.parametrize("mode", ["listwise", "pointwise"])
+def test_every_prompt_fits_the_window_of_the_llm(mode):
+    llm = ScriptedLLM.fixed("Doc: 1, Relevance: 9" if mode == "listwise" else "5", context_window=1024)
+    LLMScorer(llm, mode=mode).score("which passage?", LONG_TEXTS)
+    reserved = 256  # the scripted LLM states no output limit
+    assert llm.prompts and all(count_tokens(p) <= int(0.95 * (1024 - reserved)) for p in llm.prompts)
+    assert all(f"passage{i} word0" in "".join(llm.prompts) for i in range(10))  # every passage is still there
+
+
+def test_a_window_too_small_for_the_passages_is_a_scorer_error_before_any_call():
+    llm = ScriptedLLM.fixed("Doc: 1, Relevance: 9", context_window=400)
+    texts = [f"passage {i}" for i in range(40)]
+    with pytest.raises(ScorerError, match=f"under {MIN_PASSAGE_TOKENS} each"):
+        LLMScorer(llm).score("q", texts)
+    assert llm.call_count == 0
