@@ -211,9 +211,9 @@ def no_passage_answer(filters: Sequence[str]) -> str:
 
 #: The note under an answer the engine showed instead of the model's empty or marker-only one (``answer_source``).
 RECOVERED_NOTES = {
-    "llm_retry_without_citations": "(the model gave no answer text, only citation markers; shown: its answer when "
+    "llm_retry_without_citations": "(the model gave no answer text, or only citation markers; shown: its answer when "
                                    "asked without citations, cited by matching its sentences to the passages)",
-    "extractive_fallback": "(the model gave no answer text, only citation markers; shown: the passages' sentences "
+    "extractive_fallback": "(the model gave no answer text, or only citation markers; shown: the passages' sentences "
                            "closest to the question)",
 }
 
