@@ -57,8 +57,9 @@ def test_a_second_take_in_the_same_process_is_a_no_op_and_a_holder_blocks_others
     assert out.returncode == 8
     assert out.stdout.split() == ["BUSY", str(os.getpid())]
     assert out.stderr.strip() == busy_message(db, os.getpid())
-    assert out.stderr.startswith(f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}: "
-                                 f"{sys.executable} ")
+    # the holder named with its command line (this test run's: argv[0] may be python or python3, pytest follows)
+    assert out.stderr.startswith(f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}: ")
+    assert "pytest" in out.stderr.split("; Milvus Lite allows", 1)[0]
 
 
 def test_cli_exits_8_naming_the_holder_of_the_flock(capsys, tmp_path):
