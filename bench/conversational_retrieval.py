@@ -1,7 +1,7 @@
 """Conversational retrieval without an LLM: raw follow-up vs contextualised strategies vs the human rewrite.
 
 For each set (CAsT 2021 passages, CAsT 2022 responses, CANARD dev answers; see ``bench/_conv_data.py``) and each
-chunking (256-token chunks and the ingest default, 700), the corpus is chunked with LlamaIndex's SentenceSplitter,
+chunking (256-token chunks, and 700 tokens: the ingest default before chunks were sized to the window), the corpus is chunked with LlamaIndex's SentenceSplitter,
 embedded once with the local MiniLM (cached in ``bench/out``) and searched in Python like the product's hybrid
 retriever without its dense feedback search: dense cosine top-100 and BM25 top-100 (Milvus' ``english`` analyzer emulated: standard tokens,
 lower case, Lucene stop words, Snowball stemmer; k1=1.2, b=0.75), min-max normalised weighted fusion 0.5/0.5 over
@@ -59,7 +59,7 @@ LUCENE_STOP = frozenset("a an and are as at be but by for if in into is it no no
                         "there these they this to was will with".split())
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 DEPTH = 100
-CHUNKS = {256: 20, 700: 50}  # chunk size -> overlap (700/50 is the ingest default)
+CHUNKS = {256: 20, 700: 50}  # chunk size -> overlap (700/50 was the ingest default)
 
 
 class Analyzer:

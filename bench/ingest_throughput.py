@@ -1,8 +1,9 @@
 """Ingestion throughput: chunks/s of ``ingest`` split into embedding and Milvus insert time.
 
-SciFact abstracts are written as .txt files and ingested (read -> SentenceSplitter(700, 50) -> MiniLM -> upsert).
-Side by side: the embedding model's ceiling (one ``embed`` call on the same chunk texts), raw pymilvus insert of
-the same rows, and LlamaIndex ``MilvusVectorStore.add`` of the same nodes and vectors.
+SciFact abstracts are written as .txt files and ingested (read -> the default splitter, sized to the model's
+window -> MiniLM -> upsert). Side by side: the embedding model's ceiling (one ``embed`` call on the same chunk
+texts), raw pymilvus insert of the same rows, and LlamaIndex ``MilvusVectorStore.add`` of the same nodes and
+vectors.
 
     PYTHONPATH=. python bench/ingest_throughput.py [--quick] [--server-rounds N]
 """
