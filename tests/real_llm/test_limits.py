@@ -87,8 +87,9 @@ def test_top_k_8_fits_the_window_set_in_the_environment(capsys, docs, cli, monke
 
 
 def test_the_same_turn_past_the_window_is_refused_by_the_server(capsys, docs, cli) -> None:
-    """The check: with the window left at the default 8192, the server refuses the prompt (exit 5)."""
-    code = main(["ask", str(docs), QUESTION, "--top-k", "8", "--max-tokens", "48", *cli])
+    """The check: with the window left at the default 8192, the server refuses the prompt (exit 5). Chunks are sized
+    to the embedding window (about 250 tokens), so 20 passages are past the server's 4,096 and within 8,192."""
+    code = main(["ask", str(docs), QUESTION, "--top-k", "20", "--max-tokens", "48", *cli])
     err = capsys.readouterr().err
     assert code == EXIT_LLM and "maximum context length is 4096 tokens" in err, err
 
