@@ -8,7 +8,7 @@ answering ones included (the rubric's last line, echoed).
 import pytest
 
 from llama_index_convrag.config import OpenAICompatible
-from llama_index_convrag.judge import GRADES, JudgeQueryEngine, LLMJudge
+from llama_index_convrag.judge import GRADES, JudgeOptions, JudgeQueryEngine, LLMJudge, SearchLimits
 from tests.chat.conftest import index, retriever  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.real_llm
@@ -27,7 +27,8 @@ def test_replies_parse_into_grades(real_llm_server, function_calling) -> None:
 
 
 def test_a_judged_query_grades_every_retrieved_chunk(real_llm, retriever) -> None:  # noqa: F811
-    response = JudgeQueryEngine.from_defaults(retriever, llm=real_llm, max_depth=1).query("Who directed Inception?")
+    response = JudgeQueryEngine.from_defaults(retriever, llm=real_llm,
+                                              judge=JudgeOptions(limits=SearchLimits(max_depth=1))).query("Who directed Inception?")
     tree = response.metadata["judge_tree"]
     assert tree.status == "complete" and len(tree.root.chunks) == 3
     assert all(c.grade in GRADES and c.error is None for c in tree.root.chunks), tree.to_dict()
