@@ -9,10 +9,11 @@ last call stopped at its output limit (``finish_reason == "length"``), or the mo
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, ContextManager, Dict, List, Optional
+
+from llama_index_convrag._scope import bound
 
 #: ``finish_reason`` of a reply cut by the output limit (OpenAI, vLLM, llama.cpp).
 LENGTH = "length"
@@ -85,14 +86,9 @@ class OutputWatch:
 _WATCH: ContextVar[Optional[OutputWatch]] = ContextVar("convrag_output_watch", default=None)
 
 
-@contextmanager
-def watching(watch: OutputWatch) -> Iterator[OutputWatch]:
+def watching(watch: OutputWatch) -> ContextManager[OutputWatch]:
     """``watch`` collects every call that ends while the block runs (and streams started in it)."""
-    token = _WATCH.set(watch)
-    try:
-        yield watch
-    finally:
-        _WATCH.reset(token)
+    return bound(_WATCH, watch)
 
 
 def current_watch() -> Optional[OutputWatch]:

@@ -14,9 +14,8 @@ When the judge keeps no chunk the wrapped synthesizer is not called: the answer 
 
 from __future__ import annotations
 
-import contextlib
 from contextvars import ContextVar
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, ContextManager, List, Optional, Sequence
 
 from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
 from llama_index.core.instrumentation import get_dispatcher
@@ -25,6 +24,7 @@ from llama_index.core.response_synthesizers import BaseSynthesizer as CoreBaseSy
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType, TextNode
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 
+from llama_index_convrag._scope import bound
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.judge.search import SearchResult, TreeSearch
 from llama_index_convrag.judge.tree import SearchTree
@@ -52,14 +52,9 @@ def no_evidence_reply(tree: SearchTree) -> str:
     return "; ".join(parts) + "; nothing to answer from"
 
 
-@contextlib.contextmanager
-def message_scope(message_id: Optional[str]) -> Iterator[None]:
+def message_scope(message_id: Optional[str]) -> ContextManager[Optional[str]]:
     """Tag judge events (and the tree) raised inside the block with ``message_id``."""
-    token = _MESSAGE_ID.set(message_id)
-    try:
-        yield
-    finally:
-        _MESSAGE_ID.reset(token)
+    return bound(_MESSAGE_ID, message_id)
 
 
 def current_message_id() -> Optional[str]:

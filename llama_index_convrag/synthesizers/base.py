@@ -19,7 +19,6 @@ Prompts live in named attributes of each mode (``self._text_qa_template``, ...) 
 from __future__ import annotations
 
 import asyncio
-from contextlib import contextmanager
 from contextvars import ContextVar
 import logging
 from typing import (
@@ -30,7 +29,6 @@ from typing import (
     Dict,
     Generator,
     Iterable,
-    Iterator,
     List,
     Optional,
     Sequence,
@@ -64,6 +62,7 @@ from llama_index.core.settings import Settings
 from llama_index.core.types import RESPONSE_TEXT_TYPE
 from llama_index.core.utilities.token_counting import TokenCounter
 
+from llama_index_convrag._scope import bound
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
@@ -108,14 +107,9 @@ dispatcher = get_dispatcher(__name__)
 _ACTIVE_RUN: ContextVar[Optional[RunState]] = ContextVar("convrag_synthesis_run", default=None)
 
 
-@contextmanager
-def active_run(run: RunState) -> Iterator[RunState]:
+def active_run(run: RunState) -> ContextManager[RunState]:
     """``run`` is the ledger every call counts into while the block runs (nested calls of one synthesize)."""
-    token = _ACTIVE_RUN.set(run)
-    try:
-        yield run
-    finally:
-        _ACTIVE_RUN.reset(token)
+    return bound(_ACTIVE_RUN, run)
 logger = logging.getLogger(__name__)
 
 DEFAULT_PADDING = 5
