@@ -16,9 +16,10 @@ Pure functions only; :class:`~llama_index_convrag.retrievers.milvus_hybrid.Milvu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.schema import BM25, DENSE, CollectionSpec
@@ -42,17 +43,15 @@ class Feedback:
 
 def feedback_vector(query: Sequence[float], docs: Sequence[Sequence[float]], weight: float) -> list:
     """``q + weight * mean(docs)`` rescaled to ``|q|`` (the query itself when ``docs`` is empty)."""
-    q = [float(x) for x in query]
+    q = np.asarray(query, dtype=np.float64)
     if not docs:
-        return q
-    n = len(docs)
-    moved = [qi + weight * sum(float(d[i]) for d in docs) / n for i, qi in enumerate(q)]
-    norm_q = math.sqrt(sum(x * x for x in q))
-    norm_m = math.sqrt(sum(x * x for x in moved))
+        return q.tolist()
+    moved = q + weight * np.asarray(docs, dtype=np.float64).mean(axis=0)
+    norm_q, norm_m = float(np.linalg.norm(q)), float(np.linalg.norm(moved))
     if norm_m == 0.0:
-        return q
+        return q.tolist()
     scale = norm_q / norm_m if norm_q > 0 else 1.0
-    return [x * scale for x in moved]
+    return (moved * scale).tolist()
 
 
 def _eligible(spec: CollectionSpec, search_type: str, fields: Tuple[str, ...], fusion_kind: str

@@ -7,6 +7,7 @@ With no active key in the store the server is open (user :data:`~..storage.conve
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Optional
 
 from fastapi import Request
@@ -63,3 +64,21 @@ async def current_user(request: Request) -> str:
     """FastAPI dependency: the key check is a store call (``ServeState.store_call``)."""
     state = request.app.state.serve
     return await state.store_call(resolve_user, state.store, bearer(request))
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A request's key, not yet checked: routes that start a turn resolve it in their first store call (one trip to
+    the thread pool before the turn's first event instead of two)."""
+
+    store: SQLConversationStore
+    key: Optional[str]
+
+    def user(self) -> str:
+        """:func:`resolve_user` (blocking: call it inside a store call)."""
+        return resolve_user(self.store, self.key)
+
+
+async def caller(request: Request) -> Caller:
+    """FastAPI dependency: the key as sent (401 at once when the header is malformed), checked later by the route."""
+    return Caller(request.app.state.serve.store, bearer(request))

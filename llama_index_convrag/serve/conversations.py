@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
-from llama_index_convrag.serve.auth import current_user
+from llama_index_convrag.serve.auth import Caller, caller, current_user
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.models import (NewConversation, NewFeedback, NewMessage, Regenerate, Rename,
                                               citation_view, message_view)
@@ -122,11 +122,15 @@ async def _turn(state: ServeState, conversation_id: str, question: str, stream: 
 @router.post("/conversations/{conversation_id}/messages",
              responses={200: {"description": "text/event-stream (see docs/SERVE.md), or JSON with stream=false"}})
 async def post_message(conversation_id: str, body: NewMessage, request: Request,
-                       user: str = Depends(current_user)) -> Response:
+                       who: Caller = Depends(caller)) -> Response:
     state = _state(request)
-    check_question(state, body.content)
-    return await _turn(state, conversation_id, body.content, body.stream,
-                       check=partial(owned_conversation, state, conversation_id, user))
+
+    def check() -> None:  # in the turn's first store call: the key, the question's length, the owner
+        user = who.user()
+        check_question(state, body.content)
+        owned_conversation(state, conversation_id, user)
+
+    return await _turn(state, conversation_id, body.content, body.stream, check=check)
 
 
 @router.get("/messages/{message_id}")
@@ -169,9 +173,9 @@ def get_versions(message_id: str, request: Request, user: str = Depends(current_
 @router.post("/messages/{message_id}/regenerate",
              responses={200: {"description": "text/event-stream as for messages, or JSON with stream=false"}})
 async def regenerate(message_id: str, body: Regenerate, request: Request,
-                     user: str = Depends(current_user)) -> Response:
+                     who: Caller = Depends(caller)) -> Response:
     state = _state(request)
-    message, latest_user = await state.store_call(_regeneration_target, state, message_id, user)
+    message, latest_user = await state.store_call(_regeneration_target, state, message_id, who)
     return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user,
                        claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
 
@@ -184,10 +188,10 @@ def _abandon_pending(state: ServeState, message: Message) -> None:
         state.store.finalize_message(message.id, content=stored.content, status="error", error=ABANDONED_ERROR)
 
 
-def _regeneration_target(state: ServeState, message_id: str, user: str) -> Tuple[Message, Message]:
-    """``(the answer, the user message it replies to)``; 404 for another user's id, 400 unless it is the newest
-    answer of its conversation (store reads: a store call)."""
-    message = owned_message(state, message_id, user)
+def _regeneration_target(state: ServeState, message_id: str, who: Caller) -> Tuple[Message, Message]:
+    """``(the answer, the user message it replies to)``; 401 for a bad key, 404 for another user's id, 400 unless it
+    is the newest answer of its conversation (store reads: a store call)."""
+    message = owned_message(state, message_id, who.user())
     if message.role != "assistant" or message.reply_to is None:
         raise APIError(400, "not_regenerable", f"message {message_id!r} is not an assistant answer", "message_id")
     messages = state.store.get_conversation(message.conversation_id)

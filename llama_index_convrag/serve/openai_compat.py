@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from llama_index_convrag.serve.access import check_question, owned_conversation
-from llama_index_convrag.serve.auth import current_user
+from llama_index_convrag.serve.auth import Caller, caller, current_user
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.models import ChatCompletionRequest, text_of
 from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, coalesced, data_frame
@@ -45,7 +45,8 @@ def _question_and_seed(body: ChatCompletionRequest) -> tuple:
     return text_of(body.messages[last].content), seed
 
 
-def _prepare(state: ServeState, body: ChatCompletionRequest, user: str) -> tuple:
+def _prepare(state: ServeState, body: ChatCompletionRequest, who: Caller) -> tuple:
+    user = who.user()
     question, seed = _question_and_seed(body)
     check_question(state, question)
     if body.conversation_id is not None:
@@ -104,9 +105,9 @@ async def _complete(events: AsyncGenerator[Event, None], model: str) -> JSONResp
 @router.post("/chat/completions",
              responses={200: {"description": "chat.completion, or chat.completion.chunk events with stream=true"}})
 async def chat_completions(body: ChatCompletionRequest, request: Request,
-                           user: str = Depends(current_user)) -> Response:
+                           who: Caller = Depends(caller)) -> Response:
     state: ServeState = request.app.state.serve
-    conversation_id, question = await state.store_call(_prepare, state, body, user)
+    conversation_id, question = await state.store_call(_prepare, state, body, who)
     events = turn_events(state, await open_turn(state, conversation_id, question))
     if body.stream:
         return EventStreamResponse(_stream(coalesced(events, state.stream_window_s), body.model), headers=SSE_HEADERS)

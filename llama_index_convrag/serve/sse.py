@@ -41,39 +41,51 @@ async def coalesced(events: AsyncIterator[Event], window_s: float) -> AsyncGener
         return
     loop = asyncio.get_running_loop()
     buffer: Deque[Any] = deque()
-    ready, urgent = asyncio.Event(), asyncio.Event()  # something arrived; something that ends a held delta
     end: Dict[str, Optional[BaseException]] = {}
+    # one waiter at a time (a future, not an Event plus wait_for: no task and no Event per held delta): ``any`` when
+    # the buffer is empty, else only an event that ends a held delta (or the end) wakes the reader early
+    wake: Dict[str, Any] = {"future": None, "any": False, "urgent": False}
+
+    def notify(urgent: bool) -> None:
+        wake["urgent"] = wake["urgent"] or urgent
+        future = wake["future"]
+        if future is not None and not future.done() and (urgent or wake["any"]):
+            future.set_result(None)
+
+    async def sleep_until_woken(timeout: Optional[float], any_item: bool) -> None:
+        future = wake["future"] = loop.create_future()
+        wake["any"] = any_item
+        timer = None if timeout is None else loop.call_later(timeout, lambda: future.done() or future.set_result(None))
+        try:
+            await future
+        finally:
+            wake["future"] = None
+            if timer is not None:
+                timer.cancel()
 
     async def pump() -> None:
         try:
             async for item in events:
                 buffer.append(item)
-                ready.set()
-                if item[0] != "delta":
-                    urgent.set()
+                notify(item[0] != "delta")
         except BaseException as e:  # noqa: BLE001 - handed to the reader (CancelledError included)
             end["error"] = e
         else:
             end["error"] = None
-        ready.set()
-        urgent.set()
+        notify(True)
 
     task = loop.create_task(pump())
     last_delta = float("-inf")
     try:
         while True:
             if not buffer and not end:
-                ready.clear()
-                await ready.wait()
+                await sleep_until_woken(None, any_item=True)
             if buffer and buffer[0][0] == "delta":
                 hold = last_delta + window_s - loop.time()
-                if hold > 0 and not urgent.is_set() and not end:
-                    try:
-                        await asyncio.wait_for(urgent.wait(), hold)
-                    except asyncio.TimeoutError:
-                        pass
+                if hold > 0 and not wake["urgent"] and not end:
+                    await sleep_until_woken(hold, any_item=False)
                 last_delta = loop.time()
-            urgent.clear()
+            wake["urgent"] = False
             while buffer:
                 name, data = buffer.popleft()
                 if name != "delta":
