@@ -10,13 +10,16 @@ with API keys own the conversations; after each turn a client reads one conversa
 
 Printed per concurrency (the median over the repeats), HTTP beside in-process: turn time p50 / p95, server overhead
 per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event (HTTP: the ``start`` event; in-process:
-the placeholder stored), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
+the placeholder stored), the paired overhead (per HTTP turn: the client's turn time minus the engine's time for that
+same turn inside the server, from the ``done`` event's ``timings``: what HTTP, the key check, the store calls and
+the events add to one turn, but not how much the server's other work slows its engine), the server's own time (per
+turn: ``server_ms - engine_ms``), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
 which also answers each conversation's creation and the cross-user read; in-process: the baseline process; and the
 load client's); then after the drain, read from the store file: user messages stored = sent, messages left
 ``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.
 
     python bench/serve_load.py --quick                                 # 32 conversations x 2 turns, once
-    python bench/serve_load.py --concurrency 32,128,512 --repeat 2     # 2 turns each; --store-calls loop to compare
+    python bench/serve_load.py --concurrency 32,128,512 --repeat 2     # 2 turns each; --store-calls threads to compare
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ class Run:
 
     turn_s: List[float] = field(default_factory=list)
     first_s: List[float] = field(default_factory=list)
+    #: per answered HTTP turn: the client's turn time minus the engine's time in the server (the done event's timings)
+    paired_s: List[float] = field(default_factory=list)
+    #: per answered HTTP turn: the server's time for the turn minus the engine's (server_ms - engine_ms)
+    own_s: List[float] = field(default_factory=list)
     sent: int = 0
     disconnects: int = 0
     disconnected_ids: List[str] = field(default_factory=list)
@@ -74,6 +81,8 @@ class Run:
         for r in runs:
             out.turn_s += r.turn_s
             out.first_s += r.first_s
+            out.paired_s += r.paired_s
+            out.own_s += r.own_s
             out.disconnected_ids += r.disconnected_ids
             out.conversation_ids += r.conversation_ids
             out.sent, out.disconnects = out.sent + r.sent, out.disconnects + r.disconnects
@@ -107,6 +116,8 @@ async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, k
         start = time.perf_counter()
         first = None
         deltas = 0
+        event = ""
+        timings: Dict[str, float] = {}
         run.sent += 1
         async with client.stream("POST", f"/v1/conversations/{cid}/messages", headers=headers,
                                  json={"content": QUESTIONS[t % len(QUESTIONS)]}) as resp:
@@ -114,8 +125,12 @@ async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, k
                 run.errors_5xx += 1
                 continue
             async for line in resp.aiter_lines():
-                if line.startswith("event: ") and first is None:
-                    first = time.perf_counter() - start
+                if line.startswith("event: "):
+                    event = line[7:]
+                    if first is None:
+                        first = time.perf_counter() - start
+                if event == "done" and line.startswith("data: "):
+                    timings = json.loads(line[6:])["timings"]
                 if disconnect and line.startswith("data: ") and not deltas and "assistant_message_id" in line:
                     run.disconnected_ids.append(json.loads(line[6:])["assistant_message_id"])
                 if line.startswith("event: delta"):
@@ -127,6 +142,9 @@ async def http_conversation(client: httpx.AsyncClient, index: int, turns: int, k
             await wait_settled(client, cid, headers)
         else:
             run.turn_s.append(time.perf_counter() - start)
+            if timings:
+                run.paired_s.append(run.turn_s[-1] - timings["engine_ms"] / 1000)
+                run.own_s.append((timings["server_ms"] - timings["engine_ms"]) / 1000)
         if first is not None:
             run.first_s.append(first)
         peek = await client.get(f"/v1/conversations/{probe[1]}", headers={"Authorization": f"Bearer {key}"})
@@ -246,7 +264,9 @@ def figures(http: Run, inproc: Run) -> Dict[str, float]:
     ms = {name: 1000 * pct(values, q) for name, values, q in (
         ("turn_p50", http.turn_s, .5), ("turn_p95", http.turn_s, .95), ("in_turn_p50", inproc.turn_s, .5),
         ("in_turn_p95", inproc.turn_s, .95), ("first_p50", http.first_s, .5), ("first_p95", http.first_s, .95),
-        ("in_first_p50", inproc.first_s, .5), ("in_first_p95", inproc.first_s, .95))}
+        ("in_first_p50", inproc.first_s, .5), ("in_first_p95", inproc.first_s, .95),
+        ("paired_p50", http.paired_s, .5), ("paired_p95", http.paired_s, .95), ("own_p50", http.own_s, .5),
+        ("own_p95", http.own_s, .95))}
     ms["over_p50"], ms["over_p95"] = ms["turn_p50"] - ms["in_turn_p50"], ms["turn_p95"] - ms["in_turn_p95"]
     ms["tps"], ms["in_tps"] = http.turns_per_s, inproc.turns_per_s
     ms["cpu"], ms["in_cpu"] = 1000 * http.cpu_s / http.sent, 1000 * inproc.cpu_s / inproc.sent
@@ -256,9 +276,11 @@ def figures(http: Run, inproc: Run) -> Dict[str, float]:
 
 ROW = ("{n:>5} | {turn_p50:>7.1f} / {turn_p95:>7.1f} | {in_turn_p50:>6.1f} / {in_turn_p95:>6.1f} | "
        "{over_p50:>7.1f} / {over_p95:>7.1f} | {first_p50:>6.1f} / {first_p95:>6.1f} | {in_first_p50:>4.1f} / "
-       "{in_first_p95:>4.1f} | {tps:>6.1f} | {in_tps:>6.1f} | {cpu:>5.1f} | {in_cpu:>5.1f} | {client_cpu:>5.1f}")
+       "{in_first_p95:>4.1f} | {paired_p50:>6.1f} / {paired_p95:>6.1f} | {own_p50:>5.1f} / {own_p95:>5.1f} | "
+       "{tps:>6.1f} | {in_tps:>6.1f} | {cpu:>5.1f} | {in_cpu:>5.1f} | {client_cpu:>5.1f}")
 HEADER = (f"{'conv':>5} | {'turn p50/p95 ms http':>17} | {'in-process':>15} | {'overhead p50/p95 ms':>17} | "
-          f"{'first event ms http':>15} | {'in-proc':>11} | {'turns/s':>6} | {'in-proc':>6} | "
+          f"{'first event ms http':>15} | {'in-proc':>11} | {'paired overhead':>15} | {'server own':>13} | "
+          f"{'turns/s':>6} | {'in-proc':>6} | "
           f"{'CPU ms/turn':>5} | {'in-proc':>5} | {'client':>5}")
 
 
@@ -276,8 +298,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     keys_store.close()
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {"CONVRAG_TEST_TOKEN_DELAY": token_delay, "CONVRAG_TEST_MAX_QUESTION": "2000", "PYTHONPATH": path}
-    if args.store_calls == "loop":
-        env["CONVRAG_TEST_STORE_ON_LOOP"] = "1"
+    env["CONVRAG_TEST_STORE_CALLS"] = args.store_calls
     inproc = subprocess.Popen([sys.executable, __file__, "--role", "inproc"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, cwd=ROOT, text=True,
                               env={**os.environ, **env, "CONVRAG_TEST_DIR": str(work / "inproc")})
@@ -313,7 +334,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     clients_text = (f"{args.clients} process(es)" if args.clients is not None
                     else f"one process per {CONVERSATIONS_PER_CLIENT} conversations")
     print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store "
-          f"(store calls: {args.store_calls}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
+          f"(store calls: {args.store_calls}{' = on the loop' if args.store_calls == 'auto' else ''}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
           f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its "
           f"first turn; load client in {clients_text}, in-process baseline in its own process; medians "
           f"of {repeat} run(s); os.cpu_count()={os.cpu_count()}, load average {load:.1f} at the end (a shared "
@@ -348,8 +369,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=None,
                         help=f"load client processes (default: one per {CONVERSATIONS_PER_CLIENT} conversations)")
     parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
-    parser.add_argument("--store-calls", choices=("threads", "loop"), default="threads",
-                        help="where the server's async routes make their store calls (create_app store_on_loop)")
+    parser.add_argument("--store-calls", choices=("auto", "threads", "loop"), default="auto",
+                        help="create_app's store_on_loop: auto (the default: on the loop for SQLite), threads, loop")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
                         help=argparse.SUPPRESS)

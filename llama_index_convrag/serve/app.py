@@ -21,7 +21,7 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Optional[Limits] = None,
                documents_backend: Optional[Any] = None, model_name: str = "convrag",
                llm: Optional[str] = None, stream_window_s: float = 0.02,
-               store_on_loop: bool = False) -> FastAPI:
+               store_on_loop: Optional[bool] = None) -> FastAPI:
     """The API over built parts.
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners and turn claims live there).
@@ -31,7 +31,8 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     ``llm``: the answering LLM's model name, ``None`` when answers are extractive (``GET /v1/health`` says which).
     ``stream_window_s``: streamed text deltas that arrive within this many seconds of the last one sent go out as one
     event (0: one event per delta). ``store_on_loop``: the async routes (a turn, the key check) make their store
-    calls on the event loop (True; a local store only: SQLite) instead of in the thread pool (False).
+    calls on the event loop (True; a local store only: SQLite) or in the thread pool (False); None (default): on the
+    loop for a SQLite store, in the thread pool for PostgreSQL.
     """
     app = FastAPI(title="convrag serve", version="1", description="Conversational RAG over HTTP (docs/SERVE.md).")
     app.state.serve = ServeState(store=store, engine_for=engine_for, limits=limits if limits is not None else Limits(),

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 
 #: conversation id, store -> a chat engine for that conversation sharing the built parts
 EngineFor = Callable[[str, Any], Any]
@@ -38,6 +39,13 @@ class Limits:
             raise ConfigurationError(f"turn_timeout_s must be > 0, got {self.turn_timeout_s!r}")
 
 
+def calls_on_loop(store: SQLConversationStore) -> bool:
+    """Whether a store's calls belong on the event loop by default: a SQLite file's do (each call is a local read or
+    a short write; in the thread pool every call would wait for the interpreter lock behind the loop's work, which
+    under load costs a turn tens of milliseconds), a PostgreSQL server's do not (they wait on the network)."""
+    return isinstance(store, SQLiteConversationStore)
+
+
 @dataclass
 class ServeState:
     """Built once per process; requests only read it."""
@@ -50,12 +58,15 @@ class ServeState:
     #: text deltas that arrive within this many seconds of the last one sent go out together (one SSE frame)
     stream_window_s: float = 0.02
     #: the async routes' store calls (a turn's two, the key check) run on the event loop (True: only for a local
-    #: store such as SQLite, whose calls never wait on the network) or in the thread pool (False)
-    store_on_loop: bool = False
+    #: store such as SQLite, whose calls never wait on the network) or in the thread pool (False); None: on the loop
+    #: for a SQLite store, in the thread pool for any other (see :func:`calls_on_loop`)
+    store_on_loop: Optional[bool] = None
 
     def __post_init__(self) -> None:
         if self.stream_window_s < 0:
             raise ConfigurationError(f"stream_window_s must be >= 0, got {self.stream_window_s!r}")
+        if self.store_on_loop is None:
+            self.store_on_loop = calls_on_loop(self.store)
 
     async def store_call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, a blocking store call, where ``store_on_loop`` says."""

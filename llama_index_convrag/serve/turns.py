@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
@@ -39,6 +40,8 @@ class OpenTurn:
     store: TurnStore
     user: Message
     placeholder: Message
+    #: ``time.perf_counter()`` when the route asked to open the turn (the ``done`` event's ``timings`` count from it)
+    began: float = field(default_factory=time.perf_counter)
 
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
@@ -48,6 +51,7 @@ async def open_turn(state: ServeState, conversation_id: str, question: str, rege
     ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
     turn."""
     opened: List[OpenTurn] = []
+    began = time.perf_counter()
 
     def work() -> OpenTurn:
         if check is not None:
@@ -63,7 +67,7 @@ async def open_turn(state: ServeState, conversation_id: str, question: str, rege
         except BaseException:
             state.store.release_turn(conversation_id)
             raise
-        opened.append(OpenTurn(conversation_id, question, store, user, placeholder))
+        opened.append(OpenTurn(conversation_id, question, store, user, placeholder, began))
         return opened[0]
 
     try:
@@ -108,12 +112,19 @@ def start_data(user: Message, placeholder: Message) -> Dict[str, Any]:
             "assistant_message_id": placeholder.id, "reply_to": placeholder.reply_to, "version": placeholder.version}
 
 
-def done_data(message_id: str, finished: Finished, response: Any) -> Dict[str, Any]:
-    """The final event: the answer as written, its citations and the trim report."""
+def done_data(message_id: str, finished: Finished, response: Any, timings: Dict[str, float]) -> Dict[str, Any]:
+    """The final event: the answer as written, its citations, the trim report and the turn's timings."""
     trim = (getattr(response, "metadata", None) or {}).get("trim_report")
     trim_view = trim.to_dict() if hasattr(trim, "to_dict") else trim if isinstance(trim, dict) else None
     return {"assistant_message_id": message_id, "status": finished.status, "content": finished.content,
-            "citations": [citation_view(c) for c in finished.citations], "trim_report": trim_view}
+            "citations": [citation_view(c) for c in finished.citations], "trim_report": trim_view,
+            "timings": timings}
+
+
+def timings(turn: OpenTurn, engine_s: float) -> Dict[str, float]:
+    """``server_ms``: from opening the turn to its final event; ``engine_ms``: of that, the engine's (retrieval to
+    the last token); the rest is the server's own work (key check, store calls, events) and waiting for the loop."""
+    return {"server_ms": round(1000 * (time.perf_counter() - turn.began), 3), "engine_ms": round(1000 * engine_s, 3)}
 
 
 async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event, None]:
@@ -123,6 +134,7 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
     try:
         yield "start", start_data(turn.user, turn.placeholder)
         failure: Optional[BaseException] = None
+        engine_began = time.perf_counter()
         try:
             response = await state.engine_for(turn.conversation_id, turn.store).astream_chat(turn.question)
             yield "retrieval", retrieval_data(response)
@@ -133,6 +145,7 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         except Exception as e:  # the engine finalised the message as error (when it got that far)
             logger.info("turn failed in %s: %s", turn.conversation_id, e)
             failure = e
+        engine_s = time.perf_counter() - engine_began
         try:
             finished = await state.store_call(close_turn, state, turn)
         except Exception as e:
@@ -144,7 +157,7 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         if failure is not None:
             yield "error", _error_data(turn, failure)
         else:
-            yield "done", done_data(turn.placeholder.id, finished, response)
+            yield "done", done_data(turn.placeholder.id, finished, response, timings(turn, engine_s))
     finally:
         if not closed:
             with anyio.CancelScope(shield=True):

@@ -32,6 +32,10 @@ DOCS = {
 ANSWER = "The answer cites the passages [1] and keeps going with many more words so that a stream takes a while " * 3
 
 
+#: CONVRAG_TEST_STORE_CALLS -> create_app's store_on_loop
+STORE_CALLS = {"auto": None, "loop": True, "threads": False}
+
+
 class PacedLLM(ScriptedLLM):
     """A ScriptedLLM whose async streams wait between tokens."""
 
@@ -77,7 +81,7 @@ def create() -> Any:
                               upload_dir=root / "uploads")
     app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
                      llm=llm.metadata.model_name,
-                     store_on_loop=os.environ.get("CONVRAG_TEST_STORE_ON_LOOP") == "1")  # bench --store-calls loop
+                     store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")])  # bench --store-calls
     app.add_middleware(WorkerPid)
     return app
 

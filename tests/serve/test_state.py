@@ -22,10 +22,22 @@ def test_bad_values_are_named() -> None:
     assert ServeState(store=store, engine_for=lambda cid, s: None).stream_window_s == 0.02
 
 
-async def test_store_calls_in_the_thread_pool_unless_told() -> None:
+async def test_store_calls_on_the_loop_or_in_the_thread_pool_as_told() -> None:
     store = SQLiteConversationStore(":memory:")
     on_loop = ServeState(store=store, engine_for=lambda cid, s: None, store_on_loop=True)
-    threads = ServeState(store=store, engine_for=lambda cid, s: None)
+    threads = ServeState(store=store, engine_for=lambda cid, s: None, store_on_loop=False)
     here = threading.get_ident()
     assert await on_loop.store_call(threading.get_ident) == here
     assert await threads.store_call(threading.get_ident) != here
+
+
+def test_store_calls_default_to_the_loop_for_sqlite_and_the_thread_pool_for_postgres() -> None:
+    from llama_index_convrag.serve.state import calls_on_loop
+    from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
+
+    sqlite = SQLiteConversationStore(":memory:")
+    assert ServeState(store=sqlite, engine_for=lambda cid, s: None).store_on_loop is True
+    assert ServeState(store=sqlite, engine_for=lambda cid, s: None, store_on_loop=False).store_on_loop is False
+    postgres = PostgresConversationStore("postgresql://nobody@127.0.0.1:9/none")  # built, never connected
+    assert calls_on_loop(postgres) is False
+    assert ServeState(store=postgres, engine_for=lambda cid, s: None).store_on_loop is False
