@@ -175,11 +175,14 @@ _TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("Ho
     (DEFINITION, re.compile(r"\bwhat (?:is|are|does)\b|\bmeaning of\b|\bdefine\b|是什么|什么是", re.I)),
 )
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_FEATURES = {  # evidence of an answer of that type, searched in the sentence with the question's words removed
+#: Evidence of an answer of each type, searched in the sentence with the question's words removed. A place: "in" /
+#: "at" before a capital, a Chinese name ending in 省 / 市 / 国 ..., or 位于 / 坐落 / 地处 ("located in": 华北平原 has
+#: no suffix).
+_FEATURES = {
     WHEN: re.compile(rf"\b(?:1[0-9]|20)\d\d\b|\b(?:{_MONTHS})\b|\d+\s*[年月日号]|[一二三四五六七八九十]+月", re.I),
     COUNT: re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion)\b|[一二三四五六七八九十百千万亿]", re.I),
     WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:公司|集团|队|俱乐部)"),
-    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)"),
+    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)|位于|坐落|地处"),
     HOW_TO: re.compile(r"^-{1,2}[A-Za-z]|\s-{1,2}[A-Za-z][\w-]*|\b(?:use|run|type|press|set|add|option)\b", re.I),
     DEFINITION: re.compile(r"\b(?:is|are|means|refers to|stands for)\b|是|指|^-{1,2}[A-Za-z]", re.I),
 }

@@ -247,3 +247,12 @@ def test_a_question_for_a_date_place_or_amount_keeps_the_sentences_that_hold_one
     assert with_evidence(question_of("Why was the Pixel 5a announced?"), candidates, [0, 1]) == [0, 1]
     zh = sentences_of(["北京是中国的首都。北京位于华北平原，人口约2100万。"])
     assert with_evidence(question_of("北京有多少人口"), zh, [0, 1]) == [1]
+
+
+def test_a_chinese_where_answer_may_say_located_without_a_place_suffix():
+    from llama_index_convrag.synthesizers.sentences import with_evidence
+
+    zh = sentences_of(["故宫是明清两代的皇宫。故宫位于北京中轴线的中心。"])
+    question = question_of("故宫在哪里")
+    assert question.answer_type == "where"
+    assert with_evidence(question, zh, [0, 1]) == [1]
