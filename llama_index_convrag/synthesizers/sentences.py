@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 
 from llama_index_convrag._words import CJK_RUN, stem
 
+#: Closing quotes and brackets that stay with the sentence they end.
 CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
 _END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
@@ -149,6 +150,7 @@ def compose(sentences: Sequence[Sentence]) -> str:
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
+#: English words that say nothing of a question's subject (function words, question words, "tell", "use").
 STOP_WORDS = frozenset(
     "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
     "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
@@ -163,6 +165,7 @@ ZH_QUESTION_TERMS = ("是", "是谁", "什么", "哪里", "哪个", "哪些", "�
 #: "which/what [one word] NOUN" asks ``who`` (its evidence is a capitalised name).
 _NAMED = ("actor", "actress", "director", "player", "singer", "author", "writer", "person", "team", "company", "band",
           "artist", "president", "leader", "winner", "movie", "film", "song", "album", "book", "novel", "show", "game")
+#: The answer types :func:`answer_type` tells apart.
 WHO, WHEN, WHERE, COUNT, HOW_TO, DEFINITION, OTHER = "who", "when", "where", "count", "how-to", "definition", "other"
 _TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("How do I X when Y" asks how to)
     (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\b(?:revenue|price|cost|population|budget|"
@@ -174,6 +177,7 @@ _TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("Ho
     (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),
     (DEFINITION, re.compile(r"\bwhat (?:is|are|does)\b|\bmeaning of\b|\bdefine\b|是什么|什么是", re.I)),
 )
+#: Month names: evidence of a date in a sentence (``_FEATURES``, ``_DATE_PARTS``).
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 #: Evidence of an answer of each type, searched in the sentence with the question's words removed. A place: "in" /
 #: "at" before a capital, a Chinese name ending in 省 / 市 / 国 ..., or 位于 / 坐落 / 地处 ("located in": 华北平原 has
@@ -261,12 +265,14 @@ def type_evidence(question: Question, text: str) -> bool:
     return pattern.search(rest) is not None
 
 
+#: Their short forms ("Oct", "Aug."), a month of :data:`_DATE_PARTS` as the full names are.
 _SHORT_MONTHS = "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 #: The parts of a date: a year, a month, a day with its month.
 _DATE_PARTS = (
     re.compile(r"\b(?:1[0-9]|20)\d\d\b|\d{4}\s*年"),
     re.compile(rf"\b(?:{_MONTHS}|(?:{_SHORT_MONTHS})\.?)\b|\d{{1,2}}\s*月", re.I),
-    re.compile(rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|\d{{1,2}}\s*[日号]", re.I),
+    re.compile(rf"\b(?:{_MONTHS}|{_SHORT_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS}|{_SHORT_MONTHS})\b"
+               r"|\d{1,2}\s*[日号]", re.I),
 )
 
 
@@ -390,6 +396,7 @@ KEEP_SHARE = 0.6
 #: The share for a question that asks for an account rather than a fact (how, why, what is ...): its answer is often
 #: told over several sentences.
 OPEN_SHARE = 0.3
+#: The types that ask for one fact (a name, a date, a place, an amount): quoted at :data:`KEEP_SHARE`.
 FACTOID_TYPES = frozenset({WHO, WHEN, WHERE, COUNT})
 
 

@@ -223,6 +223,8 @@ def test_a_when_answer_grows_with_each_part_of_the_date():
     assert type_strength(when, "It came out in August 2021.") == pytest.approx(2 / 3)  # a month and a year
     assert type_strength(when, "It came out on August 17, 2021.") == 1.0
     assert type_strength(when, "It came out on 17 August 2021.") == 1.0
+    assert type_strength(when, "It came out Oct. 19, 2021.") == 1.0  # a short month with its day
+    assert type_strength(when, "It came out on 19 Oct 2021.") == 1.0
     assert type_strength(question_of("Pixel 5a 什么时候发布"), "2021年8月17日发布") == 1.0
 
 
