@@ -9,7 +9,8 @@ of each (a longer answer contains more by chance: read the two together).
 
 Sets: RGB English (``en_fact``: question, answer, positive + negative passages), RGB Chinese (``zh_fact`` and the
 first ``--zh-refine`` questions of ``zh_refine``), CANARD (each dialogue's one-sentence answers, three to a passage,
-pooled with four neighbouring dialogues; the human rewrite is the question), and real files: man pages on this
+pooled with four neighbouring dialogues; the human rewrite is the question; answers that say "I don't know" are
+not counted: :data:`NON_ANSWERS`), and real files: man pages on this
 machine rendered with ``man | col -bx``, chunked as ingestion chunks, with questions whose answers were checked by
 hand (:data:`REAL_FILES`).
 
@@ -78,6 +79,15 @@ def rgb(name: str, limit: int) -> List[Item]:
     return out
 
 
+#: CANARD answers that say the passage does not answer (QuAC's ``CANNOTANSWER`` and the "I don't know." its
+#: annotators also typed): no question with one of these as its gold is counted.
+NON_ANSWERS = frozenset({"cannotanswer", "i don't know.", "i don't know"})
+
+
+def answers_it(answer: str) -> bool:
+    return bool(answer) and norm(answer) not in NON_ANSWERS
+
+
 def canard(limit: int) -> List[Item]:
     dialogues = [json.loads(line) for line in (shared_data() / "canard" / "dialogues_dev.jsonl").open(encoding="utf-8")]
     passages_of = []
@@ -88,7 +98,7 @@ def canard(limit: int) -> List[Item]:
     for n, d in enumerate(dialogues):
         pool = [p for m in range(max(0, n - 2), min(len(dialogues), n + 3)) for p in passages_of[m]]
         for t in d["turns"]:
-            if t["answer"] and t["answer"] != "CANNOTANSWER" and len(S.split_sentences(t["answer"])) == 1:
+            if answers_it(t["answer"]) and len(S.split_sentences(t["answer"])) == 1:
                 out.append((t["rewrite"], [t["answer"]], pool))
         if len(out) >= limit:
             break

@@ -5,6 +5,8 @@
 * :meth:`BatchWriter.put` blocks while ``queue_size`` batches wait (memory bound); an insert error is raised by the
   next ``put`` or by :meth:`BatchWriter.close`.
 * ``stored`` counts the chunks stored per document, read by the report and the progress display.
+* Each insert and delete may take :data:`WRITE_TIMEOUT_S` seconds, pymilvus's retries included: Milvus Lite answers
+  a write to a full disk with an error that pymilvus would otherwise retry, backing off, for minutes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from llama_index_convrag.milvus.schema import CollectionSpec
 
 _DONE = object()
 
+#: Seconds one insert or delete may take, retries included, before it fails (a batch normally stores in well under a
+#: second; a write that hits a full disk fails at once and is retried by pymilvus 75 times over about 3.5 minutes).
+WRITE_TIMEOUT_S = 15.0
+
 
 def batch_rows(batch: EmbeddedBatch) -> List[Dict[str, Any]]:
     """Milvus rows of ``batch``: each chunk's row plus one vector per dense field."""
@@ -34,16 +40,22 @@ def batch_rows(batch: EmbeddedBatch) -> List[Dict[str, Any]]:
     return rows
 
 
-def delete_document(client: MilvusClient, collection_name: str, spec: CollectionSpec, doc_id: str) -> None:
-    client.delete(collection_name, filter=f"{spec.doc_id_field} == {quote_string(doc_id)}")
+def delete_document(client: MilvusClient, collection_name: str, spec: CollectionSpec, doc_id: str,
+                    timeout: Optional[float] = None) -> None:
+    """Delete the stored chunks of ``doc_id``; ``timeout``: seconds the call may take, retries included."""
+    client.delete(collection_name, filter=f"{spec.doc_id_field} == {quote_string(doc_id)}", timeout=timeout)
 
 
 class BatchWriter:
-    """Inserts batches on one thread, in the order given; use as a context manager or call :meth:`close`."""
+    """Inserts batches on one thread, in the order given; use as a context manager or call :meth:`close`.
+
+    ``write_timeout``: seconds one insert or delete may take, retries included (None: pymilvus's own retries)."""
 
     def __init__(self, client: MilvusClient, collection_name: str, spec: CollectionSpec, *, queue_size: int,
-                 on_stored: Optional[Callable[[Mapping[str, int]], None]] = None) -> None:
+                 on_stored: Optional[Callable[[Mapping[str, int]], None]] = None,
+                 write_timeout: Optional[float] = WRITE_TIMEOUT_S) -> None:
         self.client = client
+        self.write_timeout = write_timeout
         self.collection_name = collection_name
         self.spec = spec
         self.on_stored = on_stored
@@ -92,8 +104,8 @@ class BatchWriter:
         for doc_id in counts:
             if doc_id in self._replace:
                 self._replace.discard(doc_id)
-                delete_document(self.client, self.collection_name, self.spec, doc_id)
-        self.client.insert(self.collection_name, batch_rows(batch))
+                delete_document(self.client, self.collection_name, self.spec, doc_id, self.write_timeout)
+        self.client.insert(self.collection_name, batch_rows(batch), timeout=self.write_timeout)
         self.insert_seconds += time.perf_counter() - t
         self.stored.update(counts)
         if self.on_stored is not None:

@@ -107,7 +107,9 @@ class Extractive(BaseSynthesizer):
         similarity = S.cosine(query_vector, vectors)
         if self._similarity_cutoff is not None:
             short, similarity = _above(short, similarity, self._similarity_cutoff)
-        scores = [cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)]
+        scores = {i: cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)}
+        short = S.with_evidence(question, candidates, short)
+        scores = [scores[i] for i in short]
         kept = S.near_best(scores, shares=[S.keep_share(question, overlap[i] > 0) for i in short])
         short, scores = [short[j] for j in kept], [scores[j] for j in kept]
         lengths = [self.count_tokens(candidates[i].text) for i in short]

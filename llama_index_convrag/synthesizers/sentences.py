@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 
 from llama_index_convrag._words import CJK_RUN, stem
 
+#: Closing quotes and brackets that stay with the sentence they end.
 CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
 _END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
@@ -149,6 +150,7 @@ def compose(sentences: Sequence[Sentence]) -> str:
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
+#: English words that say nothing of a question's subject (function words, question words, "tell", "use").
 STOP_WORDS = frozenset(
     "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
     "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
@@ -159,22 +161,32 @@ STOP_WORDS = frozenset(
 #: Question words of Chinese questions and the copula 是 (bigrams holding one are not content terms).
 ZH_QUESTION_TERMS = ("是", "是谁", "什么", "哪里", "哪个", "哪些", "哪一", "哪年", "多少", "几个", "何时", "如何", "怎么",
                      "怎样", "为什", "么时", "时候", "是多", "是哪", "是什", "在哪", "吗", "呢")
+#: Nouns whose answer is a name ("Which actor won ...", "What movie won ..."): a person, a group or a titled work;
+#: "which/what [one word] NOUN" asks ``who`` (its evidence is a capitalised name).
+_NAMED = ("actor", "actress", "director", "player", "singer", "author", "writer", "person", "team", "company", "band",
+          "artist", "president", "leader", "winner", "movie", "film", "song", "album", "book", "novel", "show", "game")
+#: The answer types :func:`answer_type` tells apart.
 WHO, WHEN, WHERE, COUNT, HOW_TO, DEFINITION, OTHER = "who", "when", "where", "count", "how-to", "definition", "other"
-_TYPE_RULES = (  # (answer type, pattern of the question), first match wins
+_TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("How do I X when Y" asks how to)
     (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\b(?:revenue|price|cost|population|budget|"
                        r"salary|profit|sales|number of)\b|多少|几[个位次年天岁名]|几|收入|价格|人口", re.I)),
-    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|\bdates?\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
-    (WHO, re.compile(r"\bwho(?:m|se)?\b|谁", re.I)),
-    (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),
     (HOW_TO, re.compile(r"\bhow (?:do|can|to|should|would)\b|\bwhich (?:option|flag|command)\b|如何|怎么|怎样", re.I)),
+    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|\bdates?\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
+    (WHO, re.compile(r"\bwho(?:m|se)?\b|谁|哪位|\b(?:which|what)\s+(?:[a-z]+\s+)?(?:" + "|".join(_NAMED) + r")s?\b",
+                     re.I)),
+    (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),
     (DEFINITION, re.compile(r"\bwhat (?:is|are|does)\b|\bmeaning of\b|\bdefine\b|是什么|什么是", re.I)),
 )
+#: Month names: evidence of a date in a sentence (``_FEATURES``, ``_DATE_PARTS``).
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_FEATURES = {  # evidence of an answer of that type, searched in the sentence with the question's words removed
+#: Evidence of an answer of each type, searched in the sentence with the question's words removed. A place: "in" /
+#: "at" before a capital, a Chinese name ending in 省 / 市 / 国 ..., or 位于 / 坐落 / 地处 ("located in": 华北平原 has
+#: no suffix).
+_FEATURES = {
     WHEN: re.compile(rf"\b(?:1[0-9]|20)\d\d\b|\b(?:{_MONTHS})\b|\d+\s*[年月日号]|[一二三四五六七八九十]+月", re.I),
     COUNT: re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion)\b|[一二三四五六七八九十百千万亿]", re.I),
     WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:公司|集团|队|俱乐部)"),
-    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)"),
+    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)|位于|坐落|地处"),
     HOW_TO: re.compile(r"^-{1,2}[A-Za-z]|\s-{1,2}[A-Za-z][\w-]*|\b(?:use|run|type|press|set|add|option)\b", re.I),
     DEFINITION: re.compile(r"\b(?:is|are|means|refers to|stands for)\b|是|指|^-{1,2}[A-Za-z]", re.I),
 }
@@ -231,7 +243,13 @@ def question_of(text: str) -> Question:
 
 
 def _without(text: str, terms: frozenset) -> str:
-    return " ".join(w for w in text.split() if w.lower().strip(".,;:!?()\"'") not in terms)
+    """``text`` less its words that are question terms in any form (``Awards`` for the term ``award``)."""
+    kept = []
+    for w in text.split():
+        low = w.lower().strip(".,;:!?()\"'“”‘’")
+        if low not in terms and stem(low) not in terms:
+            kept.append(w)
+    return " ".join(kept)
 
 
 def type_evidence(question: Question, text: str) -> bool:
@@ -247,26 +265,31 @@ def type_evidence(question: Question, text: str) -> bool:
     return pattern.search(rest) is not None
 
 
+#: Their short forms ("Oct", "Aug."), a month of :data:`_DATE_PARTS` as the full names are.
 _SHORT_MONTHS = "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 #: The parts of a date: a year, a month, a day with its month.
 _DATE_PARTS = (
     re.compile(r"\b(?:1[0-9]|20)\d\d\b|\d{4}\s*年"),
     re.compile(rf"\b(?:{_MONTHS}|(?:{_SHORT_MONTHS})\.?)\b|\d{{1,2}}\s*月", re.I),
-    re.compile(rf"\b(?:{_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|\d{{1,2}}\s*[日号]", re.I),
+    re.compile(rf"\b(?:{_MONTHS}|{_SHORT_MONTHS})\.?\s+\d{{1,2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS}|{_SHORT_MONTHS})\b"
+               r"|\d{1,2}\s*[日号]", re.I),
 )
 
 
+#: A capitalised word, Latin letters with accents included ("Chloé", "Müller", "José").
+_CAPITALISED = "[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+"
 #: A person's or an organisation's name of two or more capitalised words ("Justin Kurzel", "Peter Handke"), or a
 #: Chinese name with a middle dot ("詹姆斯·卡梅隆").
-_FULL_NAME = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z]\.)?\s+[A-Z][a-z]+|[\u4e00-\u9fff]+·[\u4e00-\u9fff]+")
+_FULL_NAME = re.compile(rf"\b{_CAPITALISED}(?:\s+[A-Z]\.)?\s+{_CAPITALISED}|[\u4e00-\u9fff]+·[\u4e00-\u9fff]+")
 #: The ``who`` evidence of a single capitalised word (not a full name).
 WHO_SINGLE = 0.5
 
 
 def type_strength(question: Question, text: str) -> float:
-    """How much answer-type evidence ``text`` holds beyond the question's words, 0 to 1: for ``when``, half for a
-    year or a month alone and all of it for a day with its month (a release date, not a release year); for the
-    other types 1 when :func:`type_evidence` finds some."""
+    """How much answer-type evidence ``text`` holds beyond the question's words, 0 to 1: for ``when``, a third per
+    part of a date it holds (:data:`_DATE_PARTS`: a year, a month, a day with its month), so a full date outranks a
+    month and a year ("in August 2021") and a year alone; for ``who``, :data:`WHO_SINGLE` for a single capitalised
+    word and 1 for a full name; for the other types 1 when :func:`type_evidence` finds some."""
     if not type_evidence(question, text):
         return 0.0
     rest = _without(text, question.terms)
@@ -274,7 +297,7 @@ def type_strength(question: Question, text: str) -> float:
         return 1.0 if _FULL_NAME.search(rest) else WHO_SINGLE
     if question.answer_type != WHEN:
         return 1.0
-    return min(1.0, sum(p.search(rest) is not None for p in _DATE_PARTS) / 2)
+    return sum(p.search(rest) is not None for p in _DATE_PARTS) / len(_DATE_PARTS)
 
 
 #: A sentence after one that holds the question's terms borrows this share of that sentence's term overlap: an
@@ -373,6 +396,7 @@ KEEP_SHARE = 0.6
 #: The share for a question that asks for an account rather than a fact (how, why, what is ...): its answer is often
 #: told over several sentences.
 OPEN_SHARE = 0.3
+#: The types that ask for one fact (a name, a date, a place, an amount): quoted at :data:`KEEP_SHARE`.
 FACTOID_TYPES = frozenset({WHO, WHEN, WHERE, COUNT})
 
 
@@ -381,6 +405,21 @@ def keep_share(question: Question, on_topic: bool = True) -> float:
     when, where, how many) or a sentence off the question's terms (not ``on_topic``: an unrelated passage),
     :data:`OPEN_SHARE` for a sentence on them answering any other question."""
     return KEEP_SHARE if question.answer_type in FACTOID_TYPES or not on_topic else OPEN_SHARE
+
+
+#: The factoid types whose evidence is specific in both languages (a date, a number, a place after "in" or before
+#: 省/市): ``who``'s evidence, a capitalised word, is everywhere in English and rare in Chinese names.
+EVIDENCE_TYPES = frozenset({WHEN, WHERE, COUNT})
+
+
+def with_evidence(question: Question, candidates: Sequence[Sentence], indexes: Sequence[int]) -> List[int]:
+    """Those of ``indexes`` whose sentence holds evidence of the answer type (:func:`type_evidence`) when the question
+    asks for a date, a place or an amount (:data:`EVIDENCE_TYPES`) and one of them does, else all of ``indexes``: a sentence without a
+    date does not say when, however many of the question's words it repeats."""
+    if question.answer_type not in EVIDENCE_TYPES:
+        return list(indexes)
+    held = [i for i in indexes if type_evidence(question, candidates[i].text)]
+    return held if held else list(indexes)
 
 
 def near_best(scores: Sequence[float], share: float = KEEP_SHARE,

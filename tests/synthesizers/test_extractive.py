@@ -21,10 +21,10 @@ def synth(embed_model):
 
 
 def test_picks_the_closest_sentences_in_document_order_with_markers(synth):
-    response = synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS))
+    response = synth.synthesize("Tell me the Eiffel Tower facts", make_nodes(TEXTS))
     assert response.response == (
-        "The Eiffel Tower is in Paris. [1] The Eiffel Tower is 330 metres tall. [3]"
-    )  # "It was finished in 1889." scores under 0.6 of the best: not quoted
+        "The Eiffel Tower is in Paris. It was finished in 1889. [1] The Eiffel Tower is 330 metres tall. [3]"
+    )  # "It was finished in 1889." borrows its predecessor's terms; the paint and the tickets score under the share
     assert response.metadata["citations"] == [
         {"marker": 1, "node_id": "n0", "source_index": 0},
         {"marker": 3, "node_id": "n2", "source_index": 2},
@@ -194,3 +194,21 @@ def test_readme_command_one_answers_both_turns_from_the_repository_docs(capsys, 
     assert "stores your message" in answers[0] and "placeholder" in answers[0]
     assert "placeholder assistant message is finalised with the status `error`" in answers[1]
     assert not any("|---" in a or "| --- |" in a for a in answers)
+
+
+def test_a_how_tall_question_quotes_only_the_sentence_with_a_number(synth):
+    response = synth.synthesize("How tall is the Eiffel Tower?", make_nodes(TEXTS))
+    assert response.response == "The Eiffel Tower is 330 metres tall. [3]"  # "The Eiffel Tower is in Paris." has none
+
+
+def test_a_when_question_quotes_only_the_sentences_that_hold_a_date(embed_model):
+    """Sentences repeating every word of the question but holding no date are not quoted; a full date outranks a
+    month and a year."""
+    chunks = ["Google has officially announced the Pixel 5a phone. The Pixel 5a was announced with a new camera.",
+              "Google announced the Pixel 5 in October 2020 and the Pixel 5a in August 2021.",
+              "The Pixel 5a was officially announced on August 17, 2021 via a press release."]
+    response = Extractive(embed_model, max_sentences=1).synthesize("When was the Pixel 5a announced?",
+                                                                  make_nodes(chunks))
+    assert response.response == "The Pixel 5a was officially announced on August 17, 2021 via a press release. [3]"
+    response = Extractive(embed_model).synthesize("When was the Pixel 5a announced?", make_nodes(chunks))
+    assert "new camera" not in response.response and "officially announced the Pixel 5a phone" not in response.response
