@@ -67,14 +67,19 @@ OLD_CITATION_QA_TMPL = (
 SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "compact+cite (old prompt)": {"response_mode": "compact", "citations": True,
                                   "text_qa_template": PromptTemplate(OLD_CITATION_QA_TMPL)},
-    "compact+cite": {"response_mode": "compact", "citations": True},
+    "compact+cite": {"response_mode": "compact", "citations": True, "citation_mode": "inline"},
+    "compact+aligned": {"response_mode": "compact", "citations": True, "citation_mode": "aligned"},
     "compact": {"response_mode": "compact", "citations": False},
-    "refine+cite": {"response_mode": "refine", "citations": True},
-    "tree_summarize+cite": {"response_mode": "tree_summarize", "citations": True},
-    "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True},
+    "refine+cite": {"response_mode": "refine", "citations": True, "citation_mode": "inline"},
+    "tree_summarize+cite": {"response_mode": "tree_summarize", "citations": True, "citation_mode": "inline"},
+    "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True,
+                                   "citation_mode": "inline"},
+    "refine+aligned": {"response_mode": "refine", "citations": True, "citation_mode": "aligned"},
+    "condense_plus_context+aligned": {"chat_mode": "condense_plus_context", "citations": True,
+                                      "citation_mode": "aligned"},
     "extractive": None,
 }
-DEFAULT_SETTINGS = "compact+cite (old prompt),compact+cite,compact,extractive"
+DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
 
 #: (question, gold answer) over the essay; each gold string occurs in the essay.
 ESSAY_QUESTIONS: Tuple[Tuple[str, str], ...] = (
@@ -196,6 +201,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--base-url", default=None, help="a running llama.cpp server (else one is started)")
     parser.add_argument("--n-threads", type=int, default=2)
     parser.add_argument("--report", type=Path, default=None, help="print the table of a saved run's JSON lines")
+    parser.add_argument("--out", type=Path, default=OUT / "real_answers.jsonl", help="where the run's JSON lines go")
     args = parser.parse_args(argv)
     settings = args.settings.split(",")
     if args.report is not None:
@@ -209,7 +215,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.base_url is None:
         from llama_index_convrag.testing.real_llm import locate, start_server
 
-        server = start_server(locate(), n_threads=args.n_threads, log_path=OUT / "real_answers_server.log")
+        server = start_server(locate(), n_threads=args.n_threads, log_path=args.out.with_suffix(".server.log"))
         client = server.client_kwargs(max_tokens=MAX_TOKENS)
     else:
         from llama_index_convrag.testing.real_llm import MODEL_ALIAS
@@ -224,7 +230,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "essay": lambda: essay_items(args.n)}
         OUT.mkdir(parents=True, exist_ok=True)
         sets = {name: loaders[name]() for name in args.sets.split(",")}
-        with open(OUT / "real_answers.jsonl", "w", encoding="utf-8") as log:
+        with open(args.out, "w", encoding="utf-8") as log:
             rows = run(sets, embed, answerers, log)
     finally:
         if server is not None:

@@ -440,14 +440,17 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         """``text``, or the answer shown instead when it is empty or only citation markers (chat/fallback.py)."""
         if not turn.needs_recovery(text):
             return text
-        return turn.apply_recovered(self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes))
+        with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
+            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes)
+        return turn.apply_recovered(recovered)
 
     async def _arecovered(self, turn: Turn, query: str, text: str) -> str:
         """Async twin of :meth:`_recovered`."""
         if not turn.needs_recovery(text):
             return text
-        return turn.apply_recovered(await self._fallback.arecover(self._synthesizer_for(turn, False), query,
-                                                                  turn.nodes))
+        with watching(turn.output):
+            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes)
+        return turn.apply_recovered(recovered)
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""
