@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.synthesizers import sentences as S
-from llama_index_convrag.synthesizers.citations import has_answer_text, strip_markers
+from llama_index_convrag.synthesizers.citations import MARKER_RE, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
 
 #: A passage supports a sentence that shares at least this share of its distinct content terms (and its numbers).
@@ -32,6 +32,7 @@ SUPPORT_SHARE = 0.5
 #: Sentences with fewer content terms are not judged (too little to compare).
 MIN_TERMS = 2
 METHOD = "lexical"
+_OWN_MARKER = re.compile(r"[ \t]*" + MARKER_RE.pattern)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: A sentence saying the passages hold no answer: a refusal, not a claim to check.
 _REFUSAL = re.compile(
@@ -148,7 +149,12 @@ def citing_source(index: int, sentence: str, passages: Sequence[str],
 
 def cite_in_place(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]]) -> str:
     """``text`` as written (its line breaks and spacing kept), `` [n]`` inserted before the end punctuation of each
-    sentence a passage supports (``n``: :func:`citing_source`, 1-based)."""
+    sentence a passage supports (``n``: :func:`citing_source`, 1-based). Markers already in ``text`` are removed
+    first: the model wrote them without numbered passages to cite, so they point at nothing (a reply that is only
+    markers is returned as it is: no answer, which the chat engine recovers)."""
+    if not has_answer_text(text):
+        return text
+    text = _OWN_MARKER.sub("", text)
     out: List[str] = []
     pos = 0
     for i, (start, end, sentence) in enumerate(_sentence_spans(text)):

@@ -67,25 +67,34 @@ class DeltaFilter(Protocol):
 
 
 def filtered_stream(gen: Iterator[str], through: DeltaFilter) -> Generator[str, None, None]:
-    """``gen`` through ``through``; empty pieces are not yielded."""
-    for delta in gen:
-        out = through.feed(delta)
-        if out:
-            yield out
-    tail = through.flush()
-    if tail:
+    """``gen`` through ``through``; empty pieces are not yielded. When ``gen`` fails, the text held back is passed
+    on before the error is raised (a stream cut mid-answer keeps its partial text)."""
+    failure: Optional[Exception] = None
+    try:
+        for delta in gen:
+            if out := through.feed(delta):
+                yield out
+    except Exception as error:
+        failure = error
+    if tail := through.flush():
         yield tail
+    if failure is not None:
+        raise failure
 
 
 async def afiltered_stream(agen: AsyncIterator[str], through: DeltaFilter) -> AsyncGenerator[str, None]:
     """Async twin of :func:`filtered_stream`."""
-    async for delta in agen:
-        out = through.feed(delta)
-        if out:
-            yield out
-    tail = through.flush()
-    if tail:
+    failure: Optional[Exception] = None
+    try:
+        async for delta in agen:
+            if out := through.feed(delta):
+                yield out
+    except Exception as error:
+        failure = error
+    if tail := through.flush():
         yield tail
+    if failure is not None:
+        raise failure
 
 
 def strip_label_stream(gen: Iterator[str]) -> Generator[str, None, None]:

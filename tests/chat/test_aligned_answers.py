@@ -78,3 +78,15 @@ def test_as_chat_engine_and_the_cli_reach_citation_mode(store, embed_model) -> N
     assert "citation_mode" in ENGINE_KWARGS
     with pytest.raises(ConfigurationError, match=r"citation_mode must be one of \['inline', 'aligned'\], got 'post'"):
         engine(ScriptedLLM.fixed("x"), store, embed_model, citation_mode="post")
+
+
+def test_the_engine_cites_aligned_unless_told(store, embed_model) -> None:
+    llm = ScriptedLLM.fixed(ANSWER)
+    response = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
+                                               citations=True).chat(QUESTION)
+    assert (response.response, response.metadata["turn"].citation_mode) == (CITED, "aligned")
+    assert "square brackets" not in llm.prompts[-1]
+    inline = ScriptedLLM.fixed("Nolan directed it [1].")
+    ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), inline, conversation_store=store, citations=True,
+                                    citation_mode="inline").chat(QUESTION)
+    assert "square brackets" in inline.prompts[-1]

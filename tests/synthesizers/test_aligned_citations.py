@@ -7,7 +7,7 @@ import pytest
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers import get_response_synthesizer
 from llama_index_convrag.synthesizers.citations import CITATION_MODES
-from llama_index_convrag.synthesizers.grounding import SentenceCiter, cite_sentences
+from llama_index_convrag.synthesizers.grounding import SentenceCiter, cite_sentences, cited_stream
 from llama_index_convrag.testing import ScriptedLLM
 
 from tests.synthesizers.conftest import make_nodes, qa
@@ -98,3 +98,15 @@ def test_a_bad_citation_mode_names_the_value_and_the_accepted_ones(bad):
         get_response_synthesizer(llm=ScriptedLLM.fixed("x"), citations=True, citation_mode=bad)
     assert str(err.value) == f"citation_mode must be one of {list(CITATION_MODES)}, got {bad!r}"
     assert CITATION_MODES == ("inline", "aligned")
+
+
+def test_a_stream_that_fails_mid_sentence_passes_its_held_text_on_before_the_error():
+    def failing():
+        yield "The tower was completed in 1889. Napoleon painted "
+        raise ConnectionError("closed")
+
+    got = []
+    with pytest.raises(ConnectionError):
+        for delta in cited_stream(failing(), TEXTS):
+            got.append(delta)
+    assert got == ["The tower was completed in 1889 [1].", " Napoleon painted "]
