@@ -13,8 +13,8 @@ each sentence, its ``[n]`` markers removed, is compared with every passage by it
 :func:`check_grounding` gives one :class:`SentenceSupport` per judged sentence; :func:`grounding_record` the turn
 record's summary; :func:`cite_sentences` inserts ``[n]`` (the best supporting passage, 1-based as
 ``citations=True`` numbers them) after each supported sentence of an answer written without markers (the
-``citation_mode="aligned"`` answers and the engine's retry), and :func:`cited_stream` does the same to a stream,
-sentence by sentence.
+``citation_mode="aligned"`` answers and the engine's retry), and :func:`cited_stream` does the same to a stream as it
+flows (:class:`SentenceCiter`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ SUPPORT_SHARE = 0.5
 #: Sentences with fewer content terms are not judged (too little to compare).
 MIN_TERMS = 2
 METHOD = "lexical"
-_OWN_MARKER = re.compile(r"[ \t]*" + MARKER_RE.pattern)
+#: What a streamed sentence holds back at its end: where its marker will go (before these) is not known yet.
+_TAIL = " \t\r\n.!?。！？" + S.CLOSERS
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: A sentence saying the passages hold no answer: a refusal, not a claim to check.
 _REFUSAL = re.compile(
@@ -147,18 +148,14 @@ def citing_source(index: int, sentence: str, passages: Sequence[str],
                  if _overlap(terms, p, held) == 1.0 and _supports(numbers, p, 1.0)), None)
 
 
-def cite_in_place(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]]) -> str:
+def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]]) -> str:
     """``text`` as written (its line breaks and spacing kept), `` [n]`` inserted before the end punctuation of each
-    sentence a passage supports (``n``: :func:`citing_source`, 1-based). Markers already in ``text`` are removed
-    first: the model wrote them without numbered passages to cite, so they point at nothing (a reply that is only
-    markers is returned as it is: no answer, which the chat engine recovers)."""
-    if not has_answer_text(text):
-        return text
-    text = _OWN_MARKER.sub("", text)
+    sentence a passage supports (``n``: :func:`citing_source`, 1-based); a sentence that holds a marker already
+    (the model wrote one anyway) is left as it is."""
     out: List[str] = []
     pos = 0
     for i, (start, end, sentence) in enumerate(_sentence_spans(text)):
-        source = citing_source(i, sentence, passages, passage_terms)
+        source = None if MARKER_RE.search(sentence) else citing_source(i, sentence, passages, passage_terms)
         if source is not None:
             out.append(text[pos:start] + _cite(text[start:end], source + 1))
             pos = end
@@ -169,33 +166,40 @@ def cite_in_place(text: str, passages: Sequence[str], passage_terms: Sequence[Fr
 def cite_sentences(answer: str, passages: Sequence[str]) -> str:
     """``answer`` (written without markers) with each sentence that a passage supports followed by `` [n]``
     (:func:`citing_source`; 1-based, as ``citations=True`` numbers them); the other sentences stay uncited. Nothing
-    else of the answer changes (:func:`cite_in_place`)."""
-    return cite_in_place(answer, passages, passage_terms_of(passages))
+    else of the answer changes (:func:`insert_markers`)."""
+    return insert_markers(answer, passages, passage_terms_of(passages))
 
 
 class SentenceCiter:
-    """Cites a streamed answer as :func:`cite_sentences` cites it whole: text is held until the sentence after it
-    has begun (a sentence is judged complete), then passed on with its marker; :meth:`flush` passes the rest."""
+    """Cites a streamed answer as :func:`cite_sentences` cites it whole, holding back as little as it can: text flows
+    on as it comes, but a sentence's trailing end punctuation, closing quotes and blanks (where its marker will go)
+    wait until the sentence is complete (the next one has begun, or :meth:`flush` at the end); its marker is then
+    passed on with them."""
 
     def __init__(self, passages: Sequence[str]) -> None:
         self.passages = list(passages)
         self._terms = passage_terms_of(self.passages)
-        self._pending = ""
+        self._pending = ""  # the current sentence (and the start of the next)
+        self._shown = 0  # characters of ``_pending`` already passed on
 
     def feed(self, delta: str) -> str:
         """What can be shown after ``delta`` (possibly ``""``)."""
         self._pending += delta
+        out = ""
         spans = _sentence_spans(self._pending)
-        if len(spans) < 2:
-            return ""
-        cut = spans[-2][1]
-        done, self._pending = self._pending[:cut], self._pending[cut:]
-        return cite_in_place(done, self.passages, self._terms)
+        if len(spans) >= 2:
+            cut = spans[-2][1]
+            out = insert_markers(self._pending[:cut], self.passages, self._terms)[self._shown:]
+            self._pending, self._shown = self._pending[cut:], 0
+        safe = self._pending.rstrip(_TAIL)
+        if len(safe) > self._shown:
+            out, self._shown = out + safe[self._shown:], len(safe)
+        return out
 
     def flush(self) -> str:
         """The rest, cited (the stream ended)."""
-        rest, self._pending = self._pending, ""
-        return cite_in_place(rest, self.passages, self._terms)
+        rest, shown, self._pending, self._shown = self._pending, self._shown, "", 0
+        return insert_markers(rest, self.passages, self._terms)[shown:]
 
 
 def cited_stream(deltas: Iterator[str], passages: Sequence[str]) -> Iterator[str]:
@@ -219,5 +223,5 @@ def _cite(sentence: str, marker: int) -> str:
 
 
 __all__ = ["METHOD", "MIN_TERMS", "SUPPORT_SHARE", "SentenceCiter", "SentenceSupport", "acited_stream",
-           "check_grounding", "cite_in_place", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
-           "judge_sentence", "passage_terms_of"]
+           "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
+           "insert_markers", "judge_sentence", "passage_terms_of"]

@@ -49,8 +49,9 @@ def test_stream_and_non_stream_agree_and_the_stream_carries_the_markers():
     streamed = aligned(ScriptedLLM.fixed(ANSWER), streaming=True).synthesize("q?", nodes)
     deltas = list(streamed.response_gen)
     assert "".join(deltas) == str(whole) == CITED
-    # a sentence is passed on once the next one has begun, with its marker
-    assert deltas[0] == "Tea steeps for two minutes [2]."
+    # words flow as they come; a sentence's end punctuation waits for its marker (known once the next one began)
+    assert deltas == ["Tea", " steeps", " for", " two", " minutes", " [2]. The", " tower", " was", " completed", " in",
+                      " 1889", " [1]! Napoleon", " painted", " it", "."]
     assert streamed.metadata["citations"] == whole.metadata["citations"]
 
 
@@ -73,7 +74,7 @@ def test_layout_is_kept_and_chinese_is_cited_before_its_full_stop():
     passages = ["埃菲尔铁塔在1889年为世界博览会建成。"]
     citer = SentenceCiter(passages)
     pieces = [citer.feed(d) for d in ["埃菲尔铁塔于", "1889年建成。", "它很", "高。"]] + [citer.flush()]
-    assert pieces == ["", "", "埃菲尔铁塔于1889年建成[1]。", "", "它很高。"]
+    assert pieces == ["埃菲尔铁塔于", "1889年建成", "[1]。它很", "高", "。"]
     assert "".join(pieces) == cite_sentences("埃菲尔铁塔于1889年建成。它很高。", passages)
 
 
@@ -109,4 +110,10 @@ def test_a_stream_that_fails_mid_sentence_passes_its_held_text_on_before_the_err
     with pytest.raises(ConnectionError):
         for delta in cited_stream(failing(), TEXTS):
             got.append(delta)
-    assert got == ["The tower was completed in 1889 [1].", " Napoleon painted "]
+    assert got == ["The tower was completed in 1889 [1]. Napoleon painted", " "]
+
+
+def test_a_marker_the_model_streams_anyway_is_kept_and_its_sentence_not_cited_again():
+    deltas = ["Paris", " is big [", "2", "]. Tea", " steeps"]
+    assert list(cited_stream(iter(deltas), TEXTS)) == ["Paris", " is big [", "2", "]. Tea", " steeps", " [2]"]
+    assert cite_sentences("".join(deltas), TEXTS) == "Paris is big [2]. Tea steeps [2]"
