@@ -11,9 +11,8 @@ Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the 
 (:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer.
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
-token F1 (``evaluation.answers``) against the gold; ``cited``: answers shown with at least one ``[n]``;
-``model [n] only``: answers the model gave that were empty or
-only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
+token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
+shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty or only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
 target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; sentences flagged unsupported
 (``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
 
@@ -46,7 +45,7 @@ from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.evaluation.answers import exact_match, token_f1  # noqa: E402
 from llama_index_convrag.synthesizers import Extractive  # noqa: E402
-from llama_index_convrag.synthesizers.citations import has_answer_text, parse_markers  # noqa: E402
+from llama_index_convrag.synthesizers.citations import has_answer_text, parse_markers, strip_markers  # noqa: E402
 
 TOP_K = 3
 ESSAY_CHUNK = 256
@@ -150,7 +149,7 @@ def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) 
     return {"set": name, "question": question, "gold": golds, "setting": label,
             "held": any(norm(g) in norm(p) for p in top for g in golds), "answer": text,
             "answer_source": record.answer_source, "contained": any(norm(g) in norm(text) for g in golds),
-            "em": exact_match(text, golds), "f1": token_f1(text, golds), "shown_marker_only": not has_answer_text(text),
+            "shown_marker_only": not has_answer_text(text),
             "unsupported": len((record.grounding or {}).get("unsupported", [])), "seconds": seconds}
 
 
@@ -171,6 +170,12 @@ def run(sets: Dict[str, List[Item]], embed: Any, answerers: Dict[str, Callable],
     return rows
 
 
+def scores(row: Dict[str, Any]) -> Tuple[float, float]:
+    """Exact match and token F1 of a row's answer against its gold, its ``[n]`` markers left out (pure)."""
+    text = strip_markers(row["answer"])
+    return exact_match(text, row["gold"]), token_f1(text, row["gold"])
+
+
 def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
     out = ["| set | setting | answers (passages hold gold) | gold contained | EM | F1 | cited | model [n] only | "
            "shown [n] only | retry / extractive | unsupported per answer | s per turn |",
@@ -186,8 +191,9 @@ def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
             contained = sum(r["contained"] for r in held)
             out.append(
                 f"| {name} | {label} | {len(mine)} ({len(held)}) | {contained}/{len(held)} = "
-                f"{contained / len(held) if held else 0:.0%} | {sum(r['em'] for r in held) / max(1, len(held)):.2f} | "
-                f"{sum(r['f1'] for r in held) / max(1, len(held)):.2f} | "
+                f"{contained / len(held) if held else 0:.0%} | "
+                f"{sum(scores(r)[0] for r in held) / max(1, len(held)):.2f} | "
+                f"{sum(scores(r)[1] for r in held) / max(1, len(held)):.2f} | "
                 f"{sum(bool(parse_markers(r['answer'])) for r in mine)} | {len(recovered)} | "
                 f"{sum(r['shown_marker_only'] for r in mine)} | {retry} / {len(recovered) - retry} | "
                 f"{sum(r['unsupported'] for r in mine) / len(mine):.2f} | "
