@@ -11,8 +11,8 @@ Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the 
 (:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer.
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
-token F1 (``evaluation.answers``) against the gold; ``model [n] only``: answers the model gave that were empty or
-only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
+token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
+shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty or only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
 target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; sentences flagged unsupported
 (``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
 
@@ -45,7 +45,7 @@ from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.evaluation.answers import exact_match, token_f1  # noqa: E402
 from llama_index_convrag.synthesizers import Extractive  # noqa: E402
-from llama_index_convrag.synthesizers.citations import has_answer_text  # noqa: E402
+from llama_index_convrag.synthesizers.citations import has_answer_text, parse_markers, strip_markers  # noqa: E402
 
 TOP_K = 3
 ESSAY_CHUNK = 256
@@ -67,14 +67,19 @@ OLD_CITATION_QA_TMPL = (
 SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "compact+cite (old prompt)": {"response_mode": "compact", "citations": True,
                                   "text_qa_template": PromptTemplate(OLD_CITATION_QA_TMPL)},
-    "compact+cite": {"response_mode": "compact", "citations": True},
+    "compact+cite": {"response_mode": "compact", "citations": True, "citation_mode": "inline"},
+    "compact+aligned": {"response_mode": "compact", "citations": True, "citation_mode": "aligned"},
     "compact": {"response_mode": "compact", "citations": False},
-    "refine+cite": {"response_mode": "refine", "citations": True},
-    "tree_summarize+cite": {"response_mode": "tree_summarize", "citations": True},
-    "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True},
+    "refine+cite": {"response_mode": "refine", "citations": True, "citation_mode": "inline"},
+    "tree_summarize+cite": {"response_mode": "tree_summarize", "citations": True, "citation_mode": "inline"},
+    "condense_plus_context+cite": {"chat_mode": "condense_plus_context", "citations": True,
+                                   "citation_mode": "inline"},
+    "refine+aligned": {"response_mode": "refine", "citations": True, "citation_mode": "aligned"},
+    "condense_plus_context+aligned": {"chat_mode": "condense_plus_context", "citations": True,
+                                      "citation_mode": "aligned"},
     "extractive": None,
 }
-DEFAULT_SETTINGS = "compact+cite (old prompt),compact+cite,compact,extractive"
+DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
 
 #: (question, gold answer) over the essay; each gold string occurs in the essay.
 ESSAY_QUESTIONS: Tuple[Tuple[str, str], ...] = (
@@ -144,7 +149,7 @@ def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) 
     return {"set": name, "question": question, "gold": golds, "setting": label,
             "held": any(norm(g) in norm(p) for p in top for g in golds), "answer": text,
             "answer_source": record.answer_source, "contained": any(norm(g) in norm(text) for g in golds),
-            "em": exact_match(text, golds), "f1": token_f1(text, golds), "shown_marker_only": not has_answer_text(text),
+            "shown_marker_only": not has_answer_text(text),
             "unsupported": len((record.grounding or {}).get("unsupported", [])), "seconds": seconds}
 
 
@@ -165,13 +170,19 @@ def run(sets: Dict[str, List[Item]], embed: Any, answerers: Dict[str, Callable],
     return rows
 
 
+def scores(row: Dict[str, Any]) -> Tuple[float, float]:
+    """Exact match and token F1 of a row's answer against its gold, its ``[n]`` markers left out (pure)."""
+    text = strip_markers(row["answer"])
+    return exact_match(text, row["gold"]), token_f1(text, row["gold"])
+
+
 def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
-    out = ["| set | setting | answers (passages hold gold) | gold contained | EM | F1 | model [n] only | "
+    out = ["| set | setting | answers (passages hold gold) | gold contained | EM | F1 | cited | model [n] only | "
            "shown [n] only | retry / extractive | unsupported per answer | s per turn |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in dict.fromkeys(r["set"] for r in rows):
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in [*dict.fromkeys(r["set"] for r in rows), "all"]:
         for label in settings:
-            mine = [r for r in rows if r["set"] == name and r["setting"] == label]
+            mine = [r for r in rows if name in (r["set"], "all") and r["setting"] == label]
             held = [r for r in mine if r["held"]]
             if not mine:
                 continue
@@ -180,8 +191,10 @@ def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
             contained = sum(r["contained"] for r in held)
             out.append(
                 f"| {name} | {label} | {len(mine)} ({len(held)}) | {contained}/{len(held)} = "
-                f"{contained / len(held) if held else 0:.0%} | {sum(r['em'] for r in held) / max(1, len(held)):.2f} | "
-                f"{sum(r['f1'] for r in held) / max(1, len(held)):.2f} | {len(recovered)} | "
+                f"{contained / len(held) if held else 0:.0%} | "
+                f"{sum(scores(r)[0] for r in held) / max(1, len(held)):.2f} | "
+                f"{sum(scores(r)[1] for r in held) / max(1, len(held)):.2f} | "
+                f"{sum(bool(parse_markers(r['answer'])) for r in mine)} | {len(recovered)} | "
                 f"{sum(r['shown_marker_only'] for r in mine)} | {retry} / {len(recovered) - retry} | "
                 f"{sum(r['unsupported'] for r in mine) / len(mine):.2f} | "
                 f"{sum(r['seconds'] for r in mine) / len(mine):.1f} |")
@@ -191,15 +204,19 @@ def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=15, help="questions per set")
+    parser.add_argument("--skip", type=int, default=0, help="questions skipped per set (a run of questions "
+                        "--skip+1 .. --n, to extend an earlier run; --report takes several files)")
     parser.add_argument("--sets", default="rgb-en,rgb-zh,essay")
     parser.add_argument("--settings", default=DEFAULT_SETTINGS, help=f"comma-separated, of {list(SETTINGS)}")
     parser.add_argument("--base-url", default=None, help="a running llama.cpp server (else one is started)")
     parser.add_argument("--n-threads", type=int, default=2)
-    parser.add_argument("--report", type=Path, default=None, help="print the table of a saved run's JSON lines")
+    parser.add_argument("--report", type=Path, nargs="+", default=None,
+                        help="print the table of saved runs' JSON lines")
+    parser.add_argument("--out", type=Path, default=OUT / "real_answers.jsonl", help="where the run's JSON lines go")
     args = parser.parse_args(argv)
     settings = args.settings.split(",")
     if args.report is not None:
-        rows = [json.loads(line) for line in args.report.open(encoding="utf-8")]
+        rows = [json.loads(line) for path in args.report for line in path.open(encoding="utf-8")]
         print("\n".join(table(rows, [s for s in SETTINGS if any(r["setting"] == s for r in rows)])))
         return 0
     unknown = [s for s in settings if s not in SETTINGS]
@@ -209,7 +226,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.base_url is None:
         from llama_index_convrag.testing.real_llm import locate, start_server
 
-        server = start_server(locate(), n_threads=args.n_threads, log_path=OUT / "real_answers_server.log")
+        server = start_server(locate(), n_threads=args.n_threads, log_path=args.out.with_suffix(".server.log"))
         client = server.client_kwargs(max_tokens=MAX_TOKENS)
     else:
         from llama_index_convrag.testing.real_llm import MODEL_ALIAS
@@ -223,8 +240,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         loaders = {"rgb-en": lambda: rgb("en_fact", args.n), "rgb-zh": lambda: rgb("zh_fact", args.n),
                    "essay": lambda: essay_items(args.n)}
         OUT.mkdir(parents=True, exist_ok=True)
-        sets = {name: loaders[name]() for name in args.sets.split(",")}
-        with open(OUT / "real_answers.jsonl", "w", encoding="utf-8") as log:
+        sets = {name: loaders[name]()[args.skip:] for name in args.sets.split(",")}
+        with open(args.out, "w", encoding="utf-8") as log:
             rows = run(sets, embed, answerers, log)
     finally:
         if server is not None:

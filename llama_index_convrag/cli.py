@@ -27,12 +27,13 @@ ANALYZER_CHOICES = ("chinese", "english", "jieba", "standard")
 #: The engine's choice lists, repeated for the same reason (``tests/cli_commands/test_engine_options.py`` checks
 #: each against its source):
 #: ``synthesizers.registry.registered_modes()``, ``chat.defaults.REWRITE_STRATEGIES``, ``chat.defaults.CHAT_MODES``,
-#: ``cli_commands.engine_options.RERANKERS``.
+#: ``cli_commands.engine_options.RERANKERS``, ``synthesizers.citations.CITATION_MODES``.
 RESPONSE_MODE_CHOICES = ("accumulate", "compact", "compact_accumulate", "context_only", "extractive", "generation",
                          "no_text", "refine", "simple_summarize", "tree_summarize")
 REWRITE_STRATEGY_CHOICES = ("auto", "llm", "contextual", "concat", "none")
 CHAT_MODE_CHOICES = ("condense_question", "condense_plus_context", "context")
 RERANK_CHOICES = ("embedding", "llm")
+CITATION_MODE_CHOICES = ("inline", "aligned")
 DEFAULT_COLLECTION = "convrag"
 DESCRIPTION = "convrag: ingest folders into Milvus, ask and chat over them, evaluate retrieval and conversations."
 
@@ -158,6 +159,10 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
                              "$CONVRAG_LLM_TIMEOUT or 300)")
     parser.add_argument("--no-citations", dest="citations", action="store_false",
                         help="answers without [n] citation markers (the passages are still listed)")
+    parser.add_argument("--citation-mode", choices=CITATION_MODE_CHOICES, default=None,
+                        help="how answers are cited: inline (the LLM is asked to write [n]) or aligned (the LLM "
+                             "answers without a citation instruction, each sentence is then cited with the passage "
+                             "that supports it); default: the engine's")
 
 
 def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, examples: str,

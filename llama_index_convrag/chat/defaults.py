@@ -30,6 +30,10 @@ AUTO_REWRITE_STRATEGY = "auto"
 :data:`NO_LLM_REWRITE_STRATEGY`."""
 REWRITE_STRATEGIES = (AUTO_REWRITE_STRATEGY, *STRATEGIES)
 """Every ``rewrite_strategy`` the engine accepts."""
+ENGINE_CITATION_MODE = "aligned"
+"""The ``citation_mode`` of the synthesizers the engine builds when none is given: the LLM answers with the plain
+prompt and the answer's sentences are cited with their passages after it (``docs/results/answers.md``: a small
+model given the citation instruction answers with markers only). ``get_response_synthesizer`` keeps ``inline``."""
 
 
 def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_chat: Any) -> None:

@@ -40,8 +40,9 @@ from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
-from llama_index_convrag.chat.defaults import (alias, check_chat_mode, check_parts, default_synthesizers,
-                                               fusing_retriever, pick_one, rewrite_strategy_for, seed_messages)
+from llama_index_convrag.chat.defaults import (ENGINE_CITATION_MODE, alias, check_chat_mode, check_parts,
+                                               default_synthesizers, fusing_retriever, pick_one, rewrite_strategy_for,
+                                               seed_messages)
 from llama_index_convrag.conversational.rewrite import HistoryFormatter, QuestionRewriter
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer, astream_lifecycle, stream_lifecycle
 from llama_index_convrag.conversational.triggers import needs_rewrite
@@ -171,7 +172,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         """Build the rewriter, our synthesizers and an in-memory SQLite store where not given.
 
         ``kwargs`` are :data:`ENGINE_OPTIONS` (``__init__``'s options: ``rephrase_question``, ...) and
-        ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, templates, ...). Core's names are
+        ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, ``citation_mode``: default
+        :data:`~.defaults.ENGINE_CITATION_MODE`, templates, ...). Core's names are
         accepted: ``query_engine`` (condense-question over any query engine), ``condense_question_prompt``,
         ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
         strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm``: the one given,
@@ -192,6 +194,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         refuse_old_keywords(kwargs)
         judging = judge_options(judge)
         options, synth_kw = split_engine_kwargs(kwargs)
+        if synthesizer is None and query_engine is None:  # the synthesizers built here cite aligned unless told
+            synth_kw.setdefault("citation_mode", ENGINE_CITATION_MODE)
         mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
         options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
         condense = pick_one("condense_prompt", condense_prompt, "condense_question_prompt", condense_question_prompt)
@@ -440,14 +444,17 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         """``text``, or the answer shown instead when it is empty or only citation markers (chat/fallback.py)."""
         if not turn.needs_recovery(text):
             return text
-        return turn.apply_recovered(self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes))
+        with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
+            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes)
+        return turn.apply_recovered(recovered)
 
     async def _arecovered(self, turn: Turn, query: str, text: str) -> str:
         """Async twin of :meth:`_recovered`."""
         if not turn.needs_recovery(text):
             return text
-        return turn.apply_recovered(await self._fallback.arecover(self._synthesizer_for(turn, False), query,
-                                                                  turn.nodes))
+        with watching(turn.output):
+            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes)
+        return turn.apply_recovered(recovered)
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""

@@ -25,7 +25,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_convrag.errors import ArgumentTypeError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
-from llama_index_convrag.synthesizers.citations import citation_metadata, has_answer_text, strip_markers
+from llama_index_convrag.synthesizers.citations import ALIGNED, citation_metadata, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
 from llama_index_convrag.synthesizers.grounding import cite_sentences
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
@@ -77,7 +77,8 @@ def cited_retry(text: str, nodes: Sequence[NodeWithScore]) -> Optional[Recovered
     if is_empty_answer(text):
         return None
     cited = cite_sentences(text, passages_of(nodes))
-    return Recovered(cited, Response(cited, source_nodes=list(nodes), metadata=citation_metadata(cited, nodes)), RETRY)
+    metadata = {**citation_metadata(cited, nodes), "citation_mode": ALIGNED}
+    return Recovered(cited, Response(cited, source_nodes=list(nodes), metadata=metadata), RETRY)
 
 
 def extractive_result(response: Any) -> Recovered:

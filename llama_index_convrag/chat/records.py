@@ -60,6 +60,11 @@ class TurnRecord:
     """Which answer is shown (``chat.fallback.ANSWER_SOURCES``): ``llm``, ``llm_retry_without_citations`` or
     ``extractive_fallback`` (the LLM's answer was empty or only citation markers), ``no_llm``; None before an
     answer (no passages and a fixed reply, an error)."""
+    citation_mode: Optional[str] = None
+    """Who placed the answer's ``[n]`` markers (``synthesizers.citations.CITATION_MODES``): ``inline``, the answer's
+    writer (the LLM, or the extractive answer's quotes); ``aligned``, matched to the passages after the LLM answered
+    without them (``citation_mode="aligned"``, or the retry of ``llm_retry_without_citations``); None when the answer
+    is not cited."""
     grounding: Optional[Dict[str, Any]] = None
     """Answer sentences no passage supports (``synthesizers.grounding.grounding_record``: ``method``,
     ``support_share``, ``judged``, ``unsupported``); None when there was no answer or no passage to check."""

@@ -23,7 +23,8 @@ from llama_index.core.tools import ToolOutput
 from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
-from llama_index_convrag.chat.fallback import LLM as LLM_ANSWER, NO_LLM, Recovered, is_empty_answer, passages_of
+from llama_index_convrag.chat.fallback import (LLM as LLM_ANSWER, NO_LLM, RETRY, Recovered, is_empty_answer,
+                                               passages_of)
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
@@ -167,10 +168,11 @@ class Turn:
                response: Any) -> None:
         """Persist the answer, its citations, its grounding and the record; finalise the placeholder. An answer the
         model cut at its output limit, or left empty, is stored as ``error`` with its text kept
-        (:meth:`OutputWatch.problem`); a recovered answer (:meth:`apply_recovered`) is not the watched call's, so it is
-        not judged by it."""
+        (:meth:`OutputWatch.problem`): the LLM's answer, or its retry (the last call watched); the extractive answer
+        shown after an empty one (:meth:`apply_recovered`) is no LLM call's, so it is not judged by them."""
         rec = self.record
-        judged = status == "complete" and response is not None and self.recovered is None
+        by_llm = self.recovered is None or self.recovered.source == RETRY
+        judged = status == "complete" and response is not None and by_llm
         problem = self.output.problem(text) if judged else None
         if problem is not None:
             status, error = "error", IncompleteAnswer(problem)
@@ -185,6 +187,7 @@ class Turn:
         if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
             rec.grounding = grounding_record(text, passages_of(self.nodes))
         citations = build_citations(response, self.nodes) if response is not None else []
+        rec.citation_mode = (getattr(response, "metadata", None) or {}).get("citation_mode")
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
                           error=rec.error, citations=citations, record=rec.to_dict())

@@ -10,6 +10,8 @@ that ``--help`` stays light; ``tests/test_cli.py`` checks they agree):
 * ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``filters`` (LlamaIndex ``MetadataFilters``);
 * ``--conversation ID`` -> ``conversation_id`` (resume a stored conversation);
 * ``--no-citations`` -> ``citations=False`` (answers without ``[n]`` markers);
+* ``--citation-mode`` -> ``citation_mode`` (``inline``: the LLM writes the markers; ``aligned``: they are matched
+  to the passages after it answered without them);
 * ``--context-window``, ``--max-tokens``, ``--llm-timeout`` -> the LLM's limits (:func:`limit_kwargs`; explicit,
   then ``CONVRAG_LLM_CONTEXT_WINDOW`` / ``CONVRAG_LLM_MAX_TOKENS`` / ``CONVRAG_LLM_TIMEOUT``, then what the server
   reports, then the defaults: ``config.model_limits``).
@@ -156,4 +158,6 @@ def engine_kwargs(args: Any, llm: Any) -> Dict[str, Any]:
     kw.update({k: v for k, v in given.items() if v is not None})
     if getattr(args, "citations", True) is False:
         kw["citations"] = False
+    if getattr(args, "citation_mode", None) is not None:
+        kw["citation_mode"] = args.citation_mode
     return kw

@@ -66,6 +66,7 @@ from llama_index_convrag._scope import bound
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
+from llama_index_convrag.synthesizers.grounding import acited_stream, cite_sentences, cited_stream
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
     CallRequest,
@@ -148,6 +149,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         empty_response: str = DEFAULT_EMPTY_RESPONSE,
         multimodal: bool = False,
         citations: bool = False,
+        citation_mode: str = cite.INLINE,
         verbose: bool = False,
         tokenizer: Optional[Tokenizer] = None,
         use_async: bool = False,
@@ -181,12 +183,20 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         )
         self._llm = llm  # type: ignore[assignment]  # None for modes that make no LLM call
         self._empty_response = empty_response  # core's ``empty_response or ...`` would lose an explicit ""
-        self._citations = citations
+        # inline: the prompt numbers the chunks and asks for markers; aligned: plain prompt, markers added after
+        # (a mode without an LLM call writes its own markers: aligned is inline there)
+        self._aligned = cite.check_citation_mode(citation_mode) == cite.ALIGNED and citations and self.requires_llm
+        self._citations = citations and not self._aligned
         self._verbose = verbose
         self._tokenizer: Tokenizer = tokenizer if tokenizer is not None else TiktokenTokenizer()
         self._use_async = use_async
         self._set_templates(templates)
         self._configure_filtering(structured_answer_filtering, program_factory)
+
+    @property
+    def citation_mode(self) -> Optional[str]:
+        """How this synthesizer cites (``citations.CITATION_MODES``), None when it does not."""
+        return cite.ALIGNED if self._aligned else cite.INLINE if self._citations else None
 
     def _set_templates(self, given: Dict[str, Optional[BasePromptTemplate]]) -> None:
         """Validate the template keywords; each mode assigns its named attributes in :meth:`_assign_templates`."""
@@ -592,17 +602,23 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         sources = list(nodes) + list(additional if additional is not None else [])
         metadata = self._metadata(run, sources, unused)
         numbered = list(nodes)
-        if self._citations:
-            metadata.update(cite.citation_metadata("", numbered))
+        citing = self._citations or self._aligned
+        passages = [n.node.get_content() for n in numbered] if self._aligned else []
+        if citing:
+            metadata.update(cite.citation_metadata("", numbered), citation_mode=self.citation_mode)
         if isinstance(result, str):
-            if self._citations:
+            if self._aligned:
+                result = cite_sentences(result, passages)
+            if citing:
                 metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, Generator):
-            gen = cite_when_done(result, metadata, numbered) if self._citations else result
+            gen = cited_stream(result, passages) if self._aligned else result
+            gen = cite_when_done(gen, metadata, numbered) if citing else gen
             return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
         if isinstance(result, AsyncGenerator):
-            agen = acite_when_done(result, metadata, numbered) if self._citations else result
+            agen = acited_stream(result, passages) if self._aligned else result
+            agen = acite_when_done(agen, metadata, numbered) if citing else agen
             return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
         if self._output_cls is not None and isinstance(result, self._output_cls):
             return PydanticResponse(result, source_nodes=sources, metadata=metadata)

@@ -7,7 +7,15 @@ import logging
 import re
 from typing import Any, Dict, List, Sequence
 
+from llama_index_convrag.errors import ConfigurationError
+
 logger = logging.getLogger(__name__)
+
+INLINE, ALIGNED = "inline", "aligned"
+CITATION_MODES = (INLINE, ALIGNED)
+"""How ``citations=True`` cites: ``inline``: the prompt numbers the passages and asks the LLM to write ``[n]``;
+``aligned``: the LLM is asked without any citation instruction (the plain templates) and each answer sentence is
+then cited with the passage that supports it (``grounding.cite_sentences``; no LLM call)."""
 
 # "[3]" or "[1, 4]" / "[1][4]"; not "[a]" nor "[12.5]".
 MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
@@ -15,6 +23,13 @@ MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 _SOURCE_LABEL = re.compile(r"\b(?:sources?|references?|citations?)\b|来源|出处|参考", re.IGNORECASE)
 #: A marker still being streamed at the end of the text ("... [1", "[2, ").
 _OPEN_MARKER = re.compile(r"\[\s*\d*(?:\s*,\s*\d*)*\s*$")
+
+
+def check_citation_mode(citation_mode: Any) -> str:
+    """``citation_mode`` when it is one of :data:`CITATION_MODES`; else a ``ConfigurationError`` naming it and them."""
+    if not isinstance(citation_mode, str) or citation_mode not in CITATION_MODES:
+        raise ConfigurationError(f"citation_mode must be one of {list(CITATION_MODES)}, got {citation_mode!r}")
+    return citation_mode
 
 
 def number_chunks(texts: Sequence[str]) -> List[str]:

@@ -42,6 +42,7 @@ class SynthesizerConfig:
     multimodal: bool = False
     empty_response: str = DEFAULT_EMPTY_RESPONSE
     citations: bool = False
+    citation_mode: str = "inline"
     early_stop: bool = False
     tokenizer: Optional[Tokenizer] = None
     embed_model: Optional[BaseEmbedding] = None
@@ -57,6 +58,7 @@ class SynthesizerConfig:
             "output_cls": self.output_cls,
             "empty_response": self.empty_response,
             "citations": self.citations,
+            "citation_mode": self.citation_mode,
             "verbose": self.verbose,
             "tokenizer": self.tokenizer,
             "use_async": self.use_async,

@@ -21,6 +21,7 @@ from llama_index.core.types import BasePydanticProgram
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
+from llama_index_convrag.synthesizers.citations import check_citation_mode
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
 from llama_index_convrag.synthesizers.packing import Tokenizer
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
@@ -55,6 +56,7 @@ def get_response_synthesizer(
     *,
     empty_response: str = DEFAULT_EMPTY_RESPONSE,
     citations: bool = False,
+    citation_mode: str = "inline",
     early_stop: bool = False,
     tokenizer: Optional[Tokenizer] = None,
     embed_model: Optional[BaseEmbedding] = None,
@@ -62,11 +64,14 @@ def get_response_synthesizer(
     """A response synthesizer for ``response_mode`` (a drop-in for core's factory).
 
     Our additions (keyword-only): ``empty_response`` (answer when there are no nodes), ``citations`` (number chunks
-    ``[n]`` and map the answer's markers to ``response.metadata["citations"]``), ``early_stop`` (refine family: stop
-    once the answer is final, see ``refine.py``), ``tokenizer`` (packing and prompt-token counting; default
+    ``[n]`` and map the answer's markers to ``response.metadata["citations"]``), ``citation_mode`` (how
+    ``citations`` cites: ``"inline"``, the LLM writes the markers; ``"aligned"``, the LLM answers with the plain
+    templates and each answer sentence is then cited with the passage that supports it, no extra call),
+    ``early_stop`` (refine family: stop once the answer is final, see ``refine.py``), ``tokenizer`` (packing and prompt-token counting; default
     tiktoken's gpt-3.5 encoding, as core), ``embed_model`` (the ``extractive`` mode's sentence scorer; default the
     local MiniLM model).
     """
+    check_citation_mode(citation_mode)
     cls = lookup_mode(response_mode)
     mode = cls.mode if cls.mode != "custom" else str(getattr(response_mode, "value", response_mode))
     if structured_answer_filtering and not cls.supports_structured_filtering:
@@ -101,6 +106,7 @@ def get_response_synthesizer(
         multimodal=multimodal,
         empty_response=empty_response,
         citations=citations,
+        citation_mode=citation_mode,
         early_stop=early_stop,
         tokenizer=tokenizer,
         embed_model=embed_model,

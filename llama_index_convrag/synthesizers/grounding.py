@@ -11,24 +11,29 @@ each sentence, its ``[n]`` markers removed, is compared with every passage by it
   context does not mention it.", "没有提到") is not judged.
 
 :func:`check_grounding` gives one :class:`SentenceSupport` per judged sentence; :func:`grounding_record` the turn
-record's summary; :func:`cite_sentences` appends ``[n]`` (the best supporting passage, 1-based as
-``citations=True`` numbers them) to each supported sentence of an answer that has no markers.
+record's summary; :func:`cite_sentences` inserts ``[n]`` (the best supporting passage, 1-based as
+``citations=True`` numbers them) after each supported sentence of an answer written without markers (the
+``citation_mode="aligned"`` answers and the engine's retry), and :func:`cited_stream` does the same to a stream as it
+flows (:class:`SentenceCiter`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.synthesizers import sentences as S
-from llama_index_convrag.synthesizers.citations import has_answer_text, strip_markers
+from llama_index_convrag.synthesizers.citations import MARKER_RE, has_answer_text, strip_markers
+from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
 
 #: A passage supports a sentence that shares at least this share of its distinct content terms (and its numbers).
 SUPPORT_SHARE = 0.5
 #: Sentences with fewer content terms are not judged (too little to compare).
 MIN_TERMS = 2
 METHOD = "lexical"
+#: What a streamed sentence holds back at its end: where its marker will go (before these) is not known yet.
+_TAIL = " \t\r\n.!?。！？" + S.CLOSERS
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: A sentence saying the passages hold no answer: a refusal, not a claim to check.
 _REFUSAL = re.compile(
@@ -91,7 +96,7 @@ def judge_sentence(index: int, sentence: str, passages: Sequence[str],
 
 def check_grounding(answer: str, passages: Sequence[str]) -> List[SentenceSupport]:
     """Every judged sentence of ``answer`` against ``passages`` (see the module docstring), in answer order."""
-    passage_terms = [_terms(p) for p in passages]
+    passage_terms = passage_terms_of(passages)
     judged = (judge_sentence(i, s, passages, passage_terms) for i, s in enumerate(S.split_sentences(answer)))
     return [j for j in judged if j is not None]
 
@@ -108,22 +113,103 @@ def grounding_record(answer: str, passages: Sequence[str]) -> Dict[str, Any]:
     }
 
 
-def cite_sentences(answer: str, passages: Sequence[str]) -> str:
-    """``answer`` (written without markers) as its sentences, each supported one followed by `` [n]``, the best
-    supporting passage (1-based); unsupported and unjudged sentences stay uncited. Sentences are joined by one
-    space (none after Chinese end punctuation), as the extractive answer joins them."""
-    passage_terms = [_terms(p) for p in passages]
+def passage_terms_of(passages: Sequence[str]) -> List[FrozenSet[str]]:
+    """Each passage's content terms (computed once per answer)."""
+    return [_terms(p) for p in passages]
+
+
+def _sentence_spans(text: str) -> List[Tuple[int, int, str]]:
+    """``(start, end, sentence)`` of each sentence of ``text`` (``sentences.split_sentences``) in ``text`` itself:
+    a sentence is ``text``'s words, whitespace normalised, so its words are searched with any whitespace between."""
+    spans: List[Tuple[int, int, str]] = []
+    pos = 0
+    for sentence in S.split_sentences(text):
+        found = re.compile(r"\s+".join(re.escape(w) for w in sentence.split())).search(text, pos)
+        if found is not None:
+            spans.append((found.start(), found.end(), sentence))
+            pos = found.end()
+    return spans
+
+
+def citing_source(index: int, sentence: str, passages: Sequence[str],
+                  passage_terms: Sequence[FrozenSet[str]]) -> Optional[int]:
+    """The passage (0-based) a sentence is cited with: the best supporting one (:func:`judge_sentence`); for a short
+    answer too small to judge ("70", "Tampa Bay."), the first passage holding all of its terms and numbers; else
+    None."""
+    judged = judge_sentence(index, sentence, passages, passage_terms)
+    if judged is not None:
+        return judged.source if judged.supported else None
+    claim = strip_markers(sentence)
+    terms = _terms(claim)
+    if not terms or _REFUSAL.search(claim):
+        return None
+    numbers = _numbers(claim)
+    return next((i for i, (p, held) in enumerate(zip(passages, passage_terms))
+                 if _overlap(terms, p, held) == 1.0 and _supports(numbers, p, 1.0)), None)
+
+
+def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]]) -> str:
+    """``text`` as written (its line breaks and spacing kept), `` [n]`` inserted before the end punctuation of each
+    sentence a passage supports (``n``: :func:`citing_source`, 1-based); a sentence that holds a marker already
+    (the model wrote one anyway) is left as it is."""
     out: List[str] = []
-    for i, sentence in enumerate(S.split_sentences(answer)):
-        judged = judge_sentence(i, sentence, passages, passage_terms)
-        text = sentence
-        if judged is not None and judged.supported and judged.source is not None:
-            text = _cite(sentence, judged.source + 1)
-        out.append(text)
-    joined = ""
-    for piece in out:
-        joined = piece if not joined else (joined + piece if joined[-1] in "。！？" else f"{joined} {piece}")
-    return joined
+    pos = 0
+    for i, (start, end, sentence) in enumerate(_sentence_spans(text)):
+        source = None if MARKER_RE.search(sentence) else citing_source(i, sentence, passages, passage_terms)
+        if source is not None:
+            out.append(text[pos:start] + _cite(text[start:end], source + 1))
+            pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def cite_sentences(answer: str, passages: Sequence[str]) -> str:
+    """``answer`` (written without markers) with each sentence that a passage supports followed by `` [n]``
+    (:func:`citing_source`; 1-based, as ``citations=True`` numbers them); the other sentences stay uncited. Nothing
+    else of the answer changes (:func:`insert_markers`)."""
+    return insert_markers(answer, passages, passage_terms_of(passages))
+
+
+class SentenceCiter:
+    """Cites a streamed answer as :func:`cite_sentences` cites it whole, holding back as little as it can: text flows
+    on as it comes, but a sentence's trailing end punctuation, closing quotes and blanks (where its marker will go)
+    wait until the sentence is complete (the next one has begun, or :meth:`flush` at the end); its marker is then
+    passed on with them."""
+
+    def __init__(self, passages: Sequence[str]) -> None:
+        self.passages = list(passages)
+        self._terms = passage_terms_of(self.passages)
+        self._pending = ""  # the current sentence (and the start of the next)
+        self._shown = 0  # characters of ``_pending`` already passed on
+
+    def feed(self, delta: str) -> str:
+        """What can be shown after ``delta`` (possibly ``""``)."""
+        self._pending += delta
+        out = ""
+        spans = _sentence_spans(self._pending)
+        if len(spans) >= 2:
+            cut = spans[-2][1]
+            out = insert_markers(self._pending[:cut], self.passages, self._terms)[self._shown:]
+            self._pending, self._shown = self._pending[cut:], 0
+        safe = self._pending.rstrip(_TAIL)
+        if len(safe) > self._shown:
+            out, self._shown = out + safe[self._shown:], len(safe)
+        return out
+
+    def flush(self) -> str:
+        """The rest, cited (the stream ended)."""
+        rest, shown, self._pending, self._shown = self._pending, self._shown, "", 0
+        return insert_markers(rest, self.passages, self._terms)[shown:]
+
+
+def cited_stream(deltas: Iterator[str], passages: Sequence[str]) -> Iterator[str]:
+    """``deltas`` cited sentence by sentence (:class:`SentenceCiter`)."""
+    return filtered_stream(deltas, SentenceCiter(passages))
+
+
+def acited_stream(deltas: AsyncIterator[str], passages: Sequence[str]) -> AsyncIterator[str]:
+    """Async twin of :func:`cited_stream`."""
+    return afiltered_stream(deltas, SentenceCiter(passages))
 
 
 def _cite(sentence: str, marker: int) -> str:
@@ -136,5 +222,6 @@ def _cite(sentence: str, marker: int) -> str:
     return f"{body[:end]}{space}[{marker}]{body[end:]}"
 
 
-__all__ = ["METHOD", "MIN_TERMS", "SUPPORT_SHARE", "SentenceSupport", "check_grounding", "cite_sentences",
-           "grounding_record", "judge_sentence"]
+__all__ = ["METHOD", "MIN_TERMS", "SUPPORT_SHARE", "SentenceCiter", "SentenceSupport", "acited_stream",
+           "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
+           "insert_markers", "judge_sentence", "passage_terms_of"]

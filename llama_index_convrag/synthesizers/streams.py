@@ -4,7 +4,7 @@ label a model echoes from the prompt ("New Answer: ...") taken off a reply or a 
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncGenerator, AsyncIterator, Dict, Generator, Iterator, List, Optional
+from typing import Any, AsyncGenerator, AsyncIterator, Dict, Generator, Iterator, List, Optional, Protocol
 
 from llama_index.core.schema import NodeWithScore
 
@@ -58,28 +58,53 @@ class _LabelFilter:
         return strip_answer_label(head) if head else ""
 
 
+class DeltaFilter(Protocol):
+    """Rewrites a stream: ``feed`` each delta (what may be shown now), ``flush`` at its end (the rest)."""
+
+    def feed(self, delta: str) -> str: ...
+
+    def flush(self) -> str: ...
+
+
+def filtered_stream(gen: Iterator[str], through: DeltaFilter) -> Generator[str, None, None]:
+    """``gen`` through ``through``; empty pieces are not yielded. When ``gen`` fails, the text held back is passed
+    on before the error is raised (a stream cut mid-answer keeps its partial text)."""
+    failure: Optional[Exception] = None
+    try:
+        for delta in gen:
+            if out := through.feed(delta):
+                yield out
+    except Exception as error:
+        failure = error
+    if tail := through.flush():
+        yield tail
+    if failure is not None:
+        raise failure
+
+
+async def afiltered_stream(agen: AsyncIterator[str], through: DeltaFilter) -> AsyncGenerator[str, None]:
+    """Async twin of :func:`filtered_stream`."""
+    failure: Optional[Exception] = None
+    try:
+        async for delta in agen:
+            if out := through.feed(delta):
+                yield out
+    except Exception as error:
+        failure = error
+    if tail := through.flush():
+        yield tail
+    if failure is not None:
+        raise failure
+
+
 def strip_label_stream(gen: Iterator[str]) -> Generator[str, None, None]:
     """A stream without a leading echoed answer label (see :data:`ANSWER_LABEL`)."""
-    label = _LabelFilter()
-    for delta in gen:
-        out = label.feed(delta)
-        if out:
-            yield out
-    tail = label.flush()
-    if tail:
-        yield tail
+    return filtered_stream(gen, _LabelFilter())
 
 
-async def astrip_label_stream(agen: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+def astrip_label_stream(agen: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """:func:`strip_label_stream` for async streams."""
-    label = _LabelFilter()
-    async for delta in agen:
-        out = label.feed(delta)
-        if out:
-            yield out
-    tail = label.flush()
-    if tail:
-        yield tail
+    return afiltered_stream(agen, _LabelFilter())
 
 
 def gen_of(text: str) -> Generator[str, None, None]:

@@ -18,6 +18,7 @@ def without_citations(synthesizer: Any) -> Optional[BaseSynthesizer]:
         return None
     twin = copy.copy(synthesizer)
     twin._citations = False
+    twin._aligned = False  # the caller cites the retry's answer itself
     twin._streaming = False
     current = synthesizer._get_prompts()
     twin._update_prompts({role: plain for role, (plain, cited) in synthesizer.template_defaults.items()

@@ -33,6 +33,7 @@ def marker_model(bad: str = "[1]", good: str = GOOD) -> ScriptedLLM:
 
 def engine(llm: Any, store: Any, embed_model: Any, **kw: Any) -> ConvRAGChatEngine:
     kw.setdefault("answer_fallback", AnswerFallback(extractive=Extractive(embed_model)))
+    kw.setdefault("citation_mode", "inline")  # the LLM is asked for markers (what makes a small model answer [1])
     return ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
                                            conversation_id="c", citations=True, **kw)
 

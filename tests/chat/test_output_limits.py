@@ -100,3 +100,16 @@ def test_a_failed_reranker_is_named_in_the_turn_record(openai_server, retriever,
                                          "400")
     stored = store.get_turn_record(record.assistant_message_id)
     assert stored["warnings"] == record.warnings
+
+
+@pytest.mark.parametrize("path", ["chat", "achat", "stream_chat", "astream_chat"])
+async def test_a_retry_cut_at_max_tokens_is_stored_as_error_too(openai_server, retriever, store, path):
+    # the first reply is only a marker, the retry without citations is cut at the output limit: the retry's call is
+    # watched as the first one is, so the shown (retried) answer is not stored as complete
+    replies = iter(["[1]", LONG])
+    openai_server.chat_responder = lambda body: {"content": next(replies)}
+    engine = _engine(openai_server, retriever, store, citations=True)
+    record = await _run(engine, path)
+    assert record.answer_source == "llm_retry_without_citations"
+    assert record.status == "error" and record.error.startswith(f"IncompleteAnswer: {CUT}")
+    assert record.answer.startswith("word0 word1") and _answer(store, engine).status == "error"

@@ -31,7 +31,7 @@ def argv(tmp_path: Path, milvus_target: Any, collection_name: str, openai_server
     (docs / "tea.txt").write_text(TEA, encoding="utf-8")
     openai_server.chat_responder = markers_when_asked_to_cite
     return [str(docs), "--top-k", "1", "--store", str(tmp_path / "c.db"), "--base-url", openai_server.base_url,
-            "--model", "x", "--uri", milvus_target.uri, "--collection", collection_name]
+            "--model", "x", "--uri", milvus_target.uri, "--collection", collection_name, "--citation-mode", "inline"]
 
 
 def test_ask_json_carries_the_answer_source_and_the_unsupported_sentence(capsys, argv) -> None:
@@ -50,3 +50,15 @@ def test_chat_streams_the_recovered_answer_and_marks_the_unsupported_sentence(ca
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:4] == [f"answer> {SHOWN}", RECOVERED_NOTES["llm_retry_without_citations"],
                           "(!) in no passage: It was invented on Mars in 1700."]
+
+
+def test_by_default_the_model_is_not_asked_to_cite_and_its_answer_is_cited_by_alignment(capsys, argv,
+                                                                                       openai_server) -> None:
+    default = argv[:-2]  # without --citation-mode inline
+    code = main(["ask", default[0], "How long should green tea steep?", *default[1:], "--json"])
+    assert code == 0
+    turn = json.loads(capsys.readouterr().out)["turns"][0]
+    assert (turn["answer"], turn["answer_source"]) == (SHOWN, "llm")  # one call, no retry
+    assert turn["citations"][0]["cited_as"] == 1
+    chats = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
+    assert len(chats) == 1 and "square brackets" not in chats[0].body["messages"][-1]["content"]

@@ -94,7 +94,7 @@ def turn_records(tmp_path: Path) -> List[Dict[str, Any]]:
                                    ["--response-mode", "tree_summarize"], ["--chat-mode", "condense_plus_context"]])
 def test_top_k_8_fits_the_window_the_server_reports(capsys, docs, where, server, route):
     code, out, err = run(capsys, ["ask", str(docs), "How hot should the water be for green tea?", "--top-k", "8",
-                                  *route, *llm_args(server), *where, "--json"])
+                                  "--citation-mode", "inline", *route, *llm_args(server), *where, "--json"])
     assert code == 0, err
     data = json.loads(out)
     assert data["llm_limits"]["context_window"] == WINDOW
@@ -188,7 +188,7 @@ def test_a_streamed_answer_cut_at_max_tokens_is_error_and_the_chat_goes_on(capsy
                                           else "Steep it for two minutes [1]."}
     monkeypatch.setattr(sys, "stdin", io.StringIO("green tea?\nblack tea?\n"))
     code, out, err = run(capsys, ["chat", str(docs), "--max-tokens", "12", "--rewrite-strategy", "none",
-                                  *llm_args(server), *where])
+                                  "--citation-mode", "inline", *llm_args(server), *where])  # the model's marker
     assert code == 5
     assert out.count("answer> ") == 2 and "answer> Steep it for two minutes [1]." in out
     statuses = [m.status for m in stored_answers(tmp_path)]
@@ -220,7 +220,7 @@ def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, 
     monkeypatch.setattr(sys, "stdin", io.StringIO("green tea?\nblack tea?\n"))
     # one passage: the answer is one streamed call in this small window (more would add a refine call first)
     code, out, err = run(capsys, ["chat", str(docs), "--rewrite-strategy", "none", "--top-k", "1", *llm_args(server),
-                                  *where])
+                                  "--citation-mode", "inline", *where])  # the model's own marker is shown
     assert code == 5
     assert len(chat_bodies(server)) == 2
     assert "convrag: error: the LLM server closed the connection mid-answer" in err
@@ -293,5 +293,8 @@ def test_no_citations_sends_unnumbered_passages(capsys, docs, where, server):
     assert prompts and all("[1] " not in prompt for prompt in prompts) and "green tea note" in prompts[0]
     server.clear()
     server.chat_responder = answer_or_rank
-    main(["ask", str(docs), "green tea?", *llm_args(server), *where])
+    main(["ask", str(docs), "green tea?", "--citation-mode", "inline", *llm_args(server), *where])
     assert "[1] " in chat_bodies(server)[0]["messages"][-1]["content"]
+    server.clear()
+    main(["ask", str(docs), "green tea?", *llm_args(server), *where])  # the default: aligned after the answer
+    assert "[1] " not in chat_bodies(server)[0]["messages"][-1]["content"]

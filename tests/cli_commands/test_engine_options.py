@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from llama_index_convrag.chat import TurnRecord
-from llama_index_convrag.cli import (CHAT_MODE_CHOICES, RERANK_CHOICES, RESPONSE_MODE_CHOICES,
-                                     REWRITE_STRATEGY_CHOICES, main)
+from llama_index_convrag.cli import (CHAT_MODE_CHOICES, CITATION_MODE_CHOICES, RERANK_CHOICES,
+                                     RESPONSE_MODE_CHOICES, REWRITE_STRATEGY_CHOICES, main)
 from llama_index_convrag.cli_commands.engine_options import (NO_LLM_RESPONSE_MODES, NO_LLM_REWRITE_STRATEGIES,
                                                              RERANKERS, parse_filter)
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
@@ -34,6 +34,9 @@ def test_choice_lists_are_the_engines_own():
     assert REWRITE_STRATEGY_CHOICES == REWRITE_STRATEGIES
     assert set(NO_LLM_REWRITE_STRATEGIES) == set(REWRITE_STRATEGIES) - {"llm"}
     assert CHAT_MODE_CHOICES == CHAT_MODES and RERANK_CHOICES == RERANKERS
+    from llama_index_convrag.synthesizers.citations import CITATION_MODES
+
+    assert CITATION_MODE_CHOICES == CITATION_MODES
 
 
 @pytest.mark.parametrize("option, value, accepted", [
@@ -41,6 +44,7 @@ def test_choice_lists_are_the_engines_own():
     ("--rewrite-strategy", "magic", REWRITE_STRATEGY_CHOICES),
     ("--chat-mode", "react", CHAT_MODE_CHOICES),
     ("--rerank", "cohere", RERANK_CHOICES),
+    ("--citation-mode", "after", CITATION_MODE_CHOICES),
 ])
 def test_bad_values_exit_2_naming_the_accepted_ones(capsys, docs, where, option, value, accepted):
     code, out, err = run(capsys, ["ask", str(docs), "tea?", option, value, *where])

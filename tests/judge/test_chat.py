@@ -12,7 +12,7 @@ from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
 
 def engine_for(judge_index, llm, judge=True):
     return judge_index.as_chat_engine(llm=llm, judge=judge, similarity_top_k=1, search_type="dense",
-                                      rewrite_strategy="none")
+                                      rewrite_strategy="none", citation_mode="inline")  # the answer as echoed
 
 
 def test_a_judged_turn_returns_and_stores_its_tree(judge_index, judge_events_seen):

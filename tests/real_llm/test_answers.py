@@ -1,6 +1,8 @@
-"""What the real model answers through the chat engine's default answer path (compact, citations on), asserted on
-the answers: over a fixed set of questions, no shown answer is empty or only citation markers, and a majority contain
-the gold answer that their passages hold. English and Chinese."""
+"""What the real model answers through the chat engine (compact, citations on, each citation mode), asserted on the
+answers: over a fixed set of questions, no shown answer is empty or only citation markers, and a majority contain
+the gold answer that their passages hold. English and Chinese. With ``citation_mode="aligned"`` the model is never
+asked for markers: it never answers with markers only (no answer recovered), and the answers holding the gold cite
+the passage that holds it in a majority."""
 
 from typing import List, Tuple
 
@@ -11,7 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_convrag.chat import ConvRAGChatEngine
 from llama_index_convrag.chat.fallback import ANSWER_SOURCES
 from llama_index_convrag.config import OpenAICompatible
-from llama_index_convrag.synthesizers.citations import has_answer_text
+from llama_index_convrag.synthesizers.citations import CITATION_MODES, has_answer_text
 from tests.chat.conftest import store  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.real_llm
@@ -48,18 +50,24 @@ class Passages(BaseRetriever):
         return list(self.nodes)
 
 
-def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store) -> None:  # noqa: F811
+@pytest.mark.parametrize("citation_mode", CITATION_MODES)
+def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store, citation_mode) -> None:  # noqa: F811
     answers = []
     for question, gold, passage in CASES:
         engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
-                                                 conversation_store=store)
+                                                 citation_mode=citation_mode, conversation_store=store)
         response = engine.chat(question)
         record = response.metadata["turn"]
         assert has_answer_text(response.response), (question, response.response)
         assert record.answer_source in ANSWER_SOURCES and record.grounding is not None
-        answers.append((gold, response.response))
-    contained = [gold.lower() in text.lower() for gold, text in answers]
-    assert sum(contained) * 2 > len(answers), answers
+        if citation_mode == "aligned":
+            assert record.answer_source == "llm", (question, response.response)  # nothing to recover
+            assert record.citation_mode == ("aligned" if record.citations else None), record.citations
+        answers.append((gold, response.response, [c["marker"] for c in record.citations]))
+    contained = [(text, markers) for gold, text, markers in answers if gold.lower() in text.lower()]
+    assert len(contained) * 2 > len(answers), answers
+    if citation_mode == "aligned":  # the gold's passage is the first one
+        assert sum(1 in markers for _, markers in contained) * 2 > len(contained), contained
 
 
 def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # noqa: F811
@@ -70,3 +78,13 @@ def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # 
     deltas = list(response.response_gen)
     assert deltas and has_answer_text(deltas[0]), deltas  # the first delta shown already holds a word
     assert store.get_message(response.message_id).content == "".join(deltas)
+
+
+def test_a_streamed_aligned_answer_is_cited_as_the_whole_one(short_llm, store) -> None:  # noqa: F811
+    question, gold, passage = CASES[0]
+    kwargs = dict(citations=True, citation_mode="aligned", conversation_store=store)
+    whole = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, **kwargs).chat(question)
+    streamed = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm,
+                                               **kwargs).stream_chat(question)
+    assert "".join(streamed.response_gen) == whole.response  # greedy decoding: the same answer, the same markers
+    assert store.get_turn_record(streamed.message_id)["citations"] == whole.metadata["turn"].to_dict()["citations"]

@@ -66,3 +66,23 @@ def test_cite_sentences_cites_each_supported_sentence_with_its_best_passage():
 def test_cite_sentences_in_chinese_puts_the_marker_before_the_full_stop():
     assert cite_sentences("埃菲尔铁塔于1889年建成。它很高。", ["埃菲尔铁塔在1889年为世界博览会建成。"]) == (
         "埃菲尔铁塔于1889年建成[1]。它很高。")
+
+
+def test_a_short_answer_is_cited_with_the_first_passage_holding_all_of_it():
+    passages = ["Tea is grown in 70 countries.", "The 70 seats of the council.", "Tampa Bay hosted it."]
+    assert cite_sentences("70", passages) == "70 [1]"
+    assert cite_sentences("Tampa Bay.", passages) == "Tampa Bay [3]."
+    assert cite_sentences("71", passages) == "71"  # a number no passage holds
+    assert cite_sentences("Boston.", passages) == "Boston."
+
+
+def test_cite_sentences_keeps_the_answers_layout():
+    answer = "In short:\n\n- The tower was completed in 1889.\n- Tea steeps   for two minutes."
+    assert cite_sentences(answer, PASSAGES) == (
+        "In short:\n\n- The tower was completed in 1889 [1].\n- Tea steeps   for two minutes [2].")
+
+
+def test_a_sentence_the_model_cited_anyway_is_left_as_written():
+    answer = "The tower was completed in 1889 [2]. Tea steeps for two minutes."
+    assert cite_sentences(answer, PASSAGES) == "The tower was completed in 1889 [2]. Tea steeps for two minutes [2]."
+    assert cite_sentences("[1]", PASSAGES) == "[1]"  # no answer: left for the chat engine to recover
