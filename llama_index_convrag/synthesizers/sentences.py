@@ -171,7 +171,12 @@ _TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("Ho
     (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\b(?:revenue|price|cost|population|budget|"
                        r"salary|profit|sales|number of)\b|多少|几[个位次年天岁名]|几|收入|价格|人口", re.I)),
     (HOW_TO, re.compile(r"\bhow (?:do|can|to|should|would)\b|\bwhich (?:option|flag|command)\b|如何|怎么|怎样", re.I)),
-    (WHEN, re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|\bdates?\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
+    # "when" asks for a time as the question's word ("When was ...", "and when did ...", "... when is the premiere"),
+    # not as a conjunction after another question word ("What happens to X when it fails?")
+    (WHEN, re.compile(r"\bwhen (?:did|was|were|is|are|does|do|will|would|has|have|had|could|can)\b|"
+                      r"\b(?:know|tell me|remember|find out|wonder)\s+when\b|"
+                      r"^\W*(?:(?:and|so|but|then|ok|okay)\W+)?when\b(?!.*\b(?:what|who|whom|where|how|which|why)\b)|"
+                      r"\bwhat (?:year|date|day|month|time)\b|\bwhich (?:year|date|day)\b|\bdates?\b|何时|什么时候|哪一?[年天月]|日期|时间", re.I)),
     (WHO, re.compile(r"\bwho(?:m|se)?\b|谁|哪位|\b(?:which|what)\s+(?:[a-z]+\s+)?(?:" + "|".join(_NAMED) + r")s?\b",
                      re.I)),
     (WHERE, re.compile(r"\bwhere\b|\blocation\b|\bwhich (?:city|country|place|state)\b|哪里|在哪|哪个(?:城市|国家|地方)|地点", re.I)),

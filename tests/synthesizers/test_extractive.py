@@ -1,5 +1,7 @@
 """The extractive mode with the real local embedding model (session fixture ``embed_model``)."""
 
+import re
+
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -192,7 +194,9 @@ def test_readme_command_one_answers_both_turns_from_the_repository_docs(capsys, 
     answers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("answer> ")]
     assert len(answers) == 2
     assert "stores your message" in answers[0] and "placeholder" in answers[0]
-    assert "placeholder assistant message is finalised with the status `error`" in answers[1]
+    # the fact, as the guide words it or as the faults table does (which of the two ranks first moves with the docs)
+    assert re.search(r"placeholder (assistant message is finalised with the status|found `pending`, marked) `error`",
+                     answers[1]), answers[1]
     assert not any("|---" in a or "| --- |" in a for a in answers)
 
 

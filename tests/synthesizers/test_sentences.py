@@ -113,6 +113,11 @@ def test_terms_drop_stop_words_stem_and_use_chinese_bigrams():
         ("Which film festival is oldest?", "who"),
         ("How do I keep the input files when compressing with gzip?", "how-to"),  # "how do" before "when"
         ("Which year did it open?", "when"),
+        ("What happens to the placeholder when it fails?", "other"),  # "when" as a conjunction asks no time
+        ("When it fails, what happens?", "other"),
+        ("And when did he die?", "when"),
+        ("When?", "when"),
+        ("Do you know when the show premieres?", "when"),
     ],
 )
 def test_answer_type(question, kind):
