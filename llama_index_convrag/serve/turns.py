@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
@@ -41,7 +41,7 @@ class OpenTurn:
     user: Message
     placeholder: Message
     #: ``time.perf_counter()`` when the route asked to open the turn (the ``done`` event's ``timings`` count from it)
-    began: float = field(default_factory=time.perf_counter)
+    began: float
 
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
