@@ -33,7 +33,6 @@ SUPPORT_SHARE = 0.5
 MIN_TERMS = 2
 METHOD = "lexical"
 #: What a streamed sentence holds back at its end: where its marker will go (before these) is not known yet.
-_TAIL = " \t\r\n.!?。！？" + S.CLOSERS
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: A sentence saying the passages hold no answer: a refusal, not a claim to check.
 _REFUSAL = re.compile(
@@ -118,6 +117,11 @@ def passage_terms_of(passages: Sequence[str]) -> List[FrozenSet[str]]:
     return [_terms(p) for p in passages]
 
 
+#: Characters without which a text is one sentence (``sentences.split_sentences`` ends a sentence at end punctuation
+#: or at a line break: a blank line, a table row, a heading or a list item).
+_MAY_END = re.compile(r"[.!?。！？\n]")
+
+
 def _sentence_spans(text: str) -> List[Tuple[int, int, str]]:
     """``(start, end, sentence)`` of each sentence of ``text`` (``sentences.split_sentences``) in ``text`` itself:
     a sentence is ``text``'s words, whitespace normalised, so its words are searched with any whitespace between."""
@@ -172,28 +176,32 @@ def cite_sentences(answer: str, passages: Sequence[str]) -> str:
 
 class SentenceCiter:
     """Cites a streamed answer as :func:`cite_sentences` cites it whole, holding back as little as it can: text flows
-    on as it comes, but a sentence's trailing end punctuation, closing quotes and blanks (where its marker will go)
-    wait until the sentence is complete (the next one has begun, or :meth:`flush` at the end); its marker is then
-    passed on with them."""
+    on as it comes, but what follows a sentence's last letter or digit (its end punctuation, closing quotes and
+    blanks, where its marker will go) waits until the sentence is complete (the next one has begun, or :meth:`flush`
+    at the end); its marker is then passed on with them. The text is split into sentences only once it holds a
+    character a sentence can end at."""
 
     def __init__(self, passages: Sequence[str]) -> None:
         self.passages = list(passages)
         self._terms = passage_terms_of(self.passages)
         self._pending = ""  # the current sentence (and the start of the next)
         self._shown = 0  # characters of ``_pending`` already passed on
+        self._may_end = False  # ``_pending`` holds a character a sentence can end at (else it is one sentence)
 
     def feed(self, delta: str) -> str:
         """What can be shown after ``delta`` (possibly ``""``)."""
         self._pending += delta
+        self._may_end = self._may_end or _MAY_END.search(delta) is not None
         out = ""
-        spans = _sentence_spans(self._pending)
+        spans = _sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
         if len(spans) >= 2:
             cut = spans[-2][1]
             out = insert_markers(self._pending[:cut], self.passages, self._terms)[self._shown:]
             self._pending, self._shown = self._pending[cut:], 0
-        safe = self._pending.rstrip(_TAIL)
-        if len(safe) > self._shown:
-            out, self._shown = out + safe[self._shown:], len(safe)
+            self._may_end = _MAY_END.search(self._pending) is not None
+        safe = _body_end(self._pending, self._shown)
+        if safe > self._shown:
+            out, self._shown = out + self._pending[self._shown:safe], safe
         return out
 
     def flush(self) -> str:
@@ -210,6 +218,16 @@ def cited_stream(deltas: Iterator[str], passages: Sequence[str]) -> Iterator[str
 def acited_stream(deltas: AsyncIterator[str], passages: Sequence[str]) -> AsyncIterator[str]:
     """Async twin of :func:`cited_stream`."""
     return afiltered_stream(deltas, SentenceCiter(passages))
+
+
+def _body_end(text: str, start: int) -> int:
+    """The end of ``text``'s last letter or digit (at least ``start``): what follows it (end punctuation, closing
+    quotes, blanks, the ``-`` or ``|`` that may begin a list item or a table row) waits, since a marker may go
+    before it."""
+    end = len(text)
+    while end > start and not text[end - 1].isalnum():
+        end -= 1
+    return end
 
 
 def _cite(sentence: str, marker: int) -> str:

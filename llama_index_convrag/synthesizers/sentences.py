@@ -1,7 +1,7 @@
 """Pure helpers of the ``extractive`` mode: split text into sentences, pick the best ones, write the answer.
 
 Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a word that does not start in lower case (so
-"e.g. the", "Nov. 12", "3.5" and the initial in "Richard M. Stallman" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
+"e.g. the", "Nov. 12", "3.5", the initial in "Richard M. Stallman" and "U.S. Open" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
 closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text), except
 that a Markdown table row, a heading, a list item and a man page's section heading start a sentence of their own.
 """
@@ -20,7 +20,7 @@ CLOSERS = "\"'”’)]」』）》"
 _CLOSE = "[" + re.escape(CLOSERS) + "]*"
 _END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
 _PARAGRAPH = re.compile(r"\n\s*\n")
-_INITIAL = re.compile(r"(?:^|\s)[A-Z]\.$")
+_INITIAL = re.compile(r"(?:^|[\s.])[A-Z]\.$")  # "M." in "Richard M. Stallman", "S." in "U.S."
 _CJK_END = frozenset("。！？" + CLOSERS)
 
 
@@ -42,7 +42,7 @@ def _split_paragraph(paragraph: str) -> List[str]:
         if match.group(0)[0] in ".!?" and (rest[:1].islower() or (match.group(0) == "." and rest[:1].isdigit())):
             continue  # an abbreviation ("e.g. the", "Nov. 12") or a lower-case continuation
         if match.group(0) == "." and _INITIAL.search(line, 0, match.end()):
-            continue  # an initial ("Richard M. Stallman")
+            continue  # an initial ("Richard M. Stallman") or a dotted acronym ("the U.S. Open")
         pieces.append(line[start : match.end()].strip())
         start = match.end()
     pieces.append(line[start:].strip())

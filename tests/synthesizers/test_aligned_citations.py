@@ -115,5 +115,21 @@ def test_a_stream_that_fails_mid_sentence_passes_its_held_text_on_before_the_err
 
 def test_a_marker_the_model_streams_anyway_is_kept_and_its_sentence_not_cited_again():
     deltas = ["Paris", " is big [", "2", "]. Tea", " steeps"]
-    assert list(cited_stream(iter(deltas), TEXTS)) == ["Paris", " is big [", "2", "]. Tea", " steeps", " [2]"]
+    # what follows the last letter or digit waits (" [" until "2" comes)
+    assert list(cited_stream(iter(deltas), TEXTS)) == ["Paris", " is big", " [2", "]. Tea", " steeps", " [2]"]
     assert cite_sentences("".join(deltas), TEXTS) == "Paris is big [2]. Tea steeps [2]"
+
+
+@pytest.mark.parametrize("answer", [
+    ANSWER,
+    "In short:\n- The tower was completed in 1889.\n- Tea steeps for two minutes.",
+    "The tower, e.g. the one in Paris, was completed in 1889. Tea steeps 2.5 minutes.",
+    "| tower | 1889 |\n|---|---|\n| tea | two minutes |\n\nThe tower was completed in 1889.",
+    "埃菲尔铁塔于1889年建成。茶要泡两分钟。",
+])
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_a_stream_in_deltas_of_any_size_cites_as_the_whole_answer_is_cited(answer, size):
+    # the citer splits only once a delta brings a character a sentence can end at; any cut gives the same text
+    citer = SentenceCiter(TEXTS)
+    pieces = [citer.feed(answer[i:i + size]) for i in range(0, len(answer), size)] + [citer.flush()]
+    assert "".join(pieces) == cite_sentences(answer, TEXTS)

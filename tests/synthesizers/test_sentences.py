@@ -34,6 +34,7 @@ from llama_index_convrag.synthesizers.sentences import (
         ("Title\n\nBody text", ["Title", "Body text"]),
         ("Wow!!! Really?!", ["Wow!!!", "Really?!"]),
         ("By Richard M. Stallman. Done", ["By Richard M. Stallman.", "Done"]),
+        ("She won the U.S. Open in 2021. Then", ["She won the U.S. Open in 2021.", "Then"]),
         ("On Thursday, Nov. 12, 2020. Then", ["On Thursday, Nov. 12, 2020.", "Then"]),
         ("...  \n\n -- ", []),
         ("## Title\nBody text. More", ["## Title", "Body text.", "More"]),
