@@ -14,6 +14,7 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.access import check_page, check_question, owned_conversation, owned_message
 from llama_index_convrag.serve.auth import Caller, caller, current_user
 from llama_index_convrag.serve.errors import APIError
+from llama_index_convrag.serve.limits import arrived_at
 from llama_index_convrag.serve.models import (NewConversation, NewFeedback, NewMessage, Regenerate, Rename,
                                               citation_view, message_view)
 from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, coalesced, frame
@@ -109,13 +110,15 @@ async def _collect(events: AsyncGenerator[Event, None]) -> JSONResponse:
     return JSONResponse(out)
 
 
-async def _turn(state: ServeState, conversation_id: str, question: str, stream: bool,
+async def _turn(state: ServeState, request: Request, conversation_id: str, question: str, stream: bool,
                 regenerate: Optional[Message] = None, check: Optional[Callable[[], None]] = None,
                 claimed: Optional[Callable[[], None]] = None) -> Response:
-    turn = await open_turn(state, conversation_id, question, regenerate, check, claimed)
+    turn = await open_turn(state, conversation_id, question, regenerate, check, claimed,
+                           began=arrived_at(request.scope))
     events = turn_events(state, turn)
     if stream:
-        return EventStreamResponse(_sse(coalesced(events, state.stream_window_s)), headers=SSE_HEADERS)
+        running = coalesced(events, state.stream_window_s)  # the turn starts now, while the response is set up
+        return EventStreamResponse(_sse(running), running, headers=SSE_HEADERS)
     return await _collect(events)
 
 
@@ -130,7 +133,7 @@ async def post_message(conversation_id: str, body: NewMessage, request: Request,
         check_question(state, body.content)
         owned_conversation(state, conversation_id, user)
 
-    return await _turn(state, conversation_id, body.content, body.stream, check=check)
+    return await _turn(state, request, conversation_id, body.content, body.stream, check=check)
 
 
 @router.get("/messages/{message_id}")
@@ -176,7 +179,7 @@ async def regenerate(message_id: str, body: Regenerate, request: Request,
                      who: Caller = Depends(caller)) -> Response:
     state = _state(request)
     message, latest_user = await state.store_call(_regeneration_target, state, message_id, who)
-    return await _turn(state, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user,
+    return await _turn(state, request, message.conversation_id, latest_user.content, body.stream, regenerate=latest_user,
                        claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
 
 

@@ -1,13 +1,25 @@
-"""The request body limit, enforced before a body is read (a 413 in the one error shape naming the limit)."""
+"""The request body limit, enforced before a body is read (a 413 in the one error shape naming the limit); the
+request's arrival time is stamped here too (the outermost of the API's own middleware: a turn's ``timings`` count
+from it)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.state import Limits
+
+
+ARRIVED = "convrag_arrived"
+"""The key of ``scope["state"]`` holding the request's ``time.perf_counter()`` on arrival."""
+
+
+def arrived_at(scope: Mapping[str, Any]) -> float:
+    """When the request arrived (``time.perf_counter()``; now, for a scope that did not pass the middleware)."""
+    return scope.get("state", {}).get(ARRIVED, time.perf_counter())
 
 
 class BodyLimitMiddleware:
@@ -21,6 +33,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope.setdefault("state", {})[ARRIVED] = time.perf_counter()
         upload = scope["method"] == "PUT" and scope["path"].startswith("/v1/documents/")
         limit, name = ((self.limits.max_upload_bytes, "max_upload_bytes") if upload
                        else (self.limits.max_body_bytes, "max_body_bytes"))

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from llama_index_convrag.serve.access import check_question, owned_conversation
 from llama_index_convrag.serve.auth import Caller, caller, current_user
 from llama_index_convrag.serve.errors import APIError
+from llama_index_convrag.serve.limits import arrived_at
 from llama_index_convrag.serve.models import ChatCompletionRequest, text_of
 from llama_index_convrag.serve.sse import SSE_HEADERS, EventStreamResponse, coalesced, data_frame
 from llama_index_convrag.serve.state import ServeState
@@ -108,7 +109,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request,
                            who: Caller = Depends(caller)) -> Response:
     state: ServeState = request.app.state.serve
     conversation_id, question = await state.store_call(_prepare, state, body, who)
-    events = turn_events(state, await open_turn(state, conversation_id, question))
+    events = turn_events(state, await open_turn(state, conversation_id, question, began=arrived_at(request.scope)))
     if body.stream:
-        return EventStreamResponse(_stream(coalesced(events, state.stream_window_s), body.model), headers=SSE_HEADERS)
+        running = coalesced(events, state.stream_window_s)  # the turn starts now, while the response is set up
+        return EventStreamResponse(_stream(running, body.model), running, headers=SSE_HEADERS)
     return await _complete(events, body.model)

@@ -40,18 +40,18 @@ class OpenTurn:
     store: TurnStore
     user: Message
     placeholder: Message
-    #: ``time.perf_counter()`` when the route asked to open the turn (the ``done`` event's ``timings`` count from it)
+    #: ``time.perf_counter()`` when the turn's request arrived (the ``done`` event's ``timings`` count from it)
     began: float
 
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
                     check: Optional[Callable[[], None]] = None,
-                    claimed: Optional[Callable[[], None]] = None) -> OpenTurn:
+                    claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None) -> OpenTurn:
     """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx), claim the conversation (409
     ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
-    turn."""
+    turn. ``began``: when the request arrived (``limits.arrived_at``; None: now)."""
     opened: List[OpenTurn] = []
-    began = time.perf_counter()
+    began = began if began is not None else time.perf_counter()
 
     def work() -> OpenTurn:
         if check is not None:
@@ -121,10 +121,13 @@ def done_data(message_id: str, finished: Finished, response: Any, timings: Dict[
             "timings": timings}
 
 
-def timings(turn: OpenTurn, engine_s: float) -> Dict[str, float]:
-    """``server_ms``: from opening the turn to its final event; ``engine_ms``: of that, the engine's (retrieval to
-    the last token); the rest is the server's own work (key check, store calls, events) and waiting for the loop."""
-    return {"server_ms": round(1000 * (time.perf_counter() - turn.began), 3), "engine_ms": round(1000 * engine_s, 3)}
+def timings(turn: OpenTurn, engine_began: float, engine_s: float) -> Dict[str, float]:
+    """From the request's arrival: ``server_ms`` to the final event, ``start_ms`` to the engine's start (the key
+    check, the first store call, the ``start`` event); ``engine_ms``: the engine's part (retrieval to the last token).
+    ``server_ms - engine_ms`` is the server's own work (routing, key check, store calls, events) and its waits for
+    the loop."""
+    return {"server_ms": round(1000 * (time.perf_counter() - turn.began), 3),
+            "start_ms": round(1000 * (engine_began - turn.began), 3), "engine_ms": round(1000 * engine_s, 3)}
 
 
 async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event, None]:
@@ -157,7 +160,7 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         if failure is not None:
             yield "error", _error_data(turn, failure)
         else:
-            yield "done", done_data(turn.placeholder.id, finished, response, timings(turn, engine_s))
+            yield "done", done_data(turn.placeholder.id, finished, response, timings(turn, engine_began, engine_s))
     finally:
         if not closed:
             with anyio.CancelScope(shield=True):

@@ -53,7 +53,7 @@ from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
 from llama_index.core.prompts.utils import is_chat_model
-from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, SelectorPromptTemplate
 from llama_index.core.prompts.prompt_utils import get_biggest_chat_prompt, get_biggest_prompt
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
@@ -118,6 +118,17 @@ TemplateDefaults = Dict[str, Tuple[BasePromptTemplate, BasePromptTemplate]]
 Shape = Tuple[BasePromptTemplate, Dict[str, Any], int]  # a call's template, its context variables, its padding
 
 __all__ = ["BaseSynthesizer", "CallRequest", "RunState", "Steps", "SynthesizerConfig", "DEFAULT_PADDING"]
+
+
+def _default_of(template: BasePromptTemplate) -> BasePromptTemplate:
+    """The template core's ``get_biggest_prompt`` measures: a selector's default (it formats with ``llm=None``)."""
+    return template.select(llm=None) if isinstance(template, SelectorPromptTemplate) else template
+
+
+def _template_of(shapes: Sequence[Shape], measured: Sequence[BasePromptTemplate],
+                 picked: BasePromptTemplate) -> BasePromptTemplate:
+    """The shape's template whose measured copy core's pick returned."""
+    return next(shape[0] for shape, copy in zip(shapes, measured) if copy is picked)
 
 
 class BaseSynthesizer(CoreBaseSynthesizer):
@@ -319,13 +330,16 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     def _repack(self, run: RunState, shapes: List[Shape], chunks: Sequence[Any]) -> List[Any]:
         """Core's packing (``PromptHelper.repack`` / ``ChatPromptHelper.repack``: the helper's splitter, overlap and
         tokenizer) against the biggest template, measured with the query and the extra variables filled."""
-        filled = [t.partial_format(**run.fill()) for t, _, _ in shapes]
+        fill = run.fill()
+        measured = [_default_of(t).partial_format(**fill) for t, _, _ in shapes]  # what core's pick measures
         padding = max(pad for _, _, pad in shapes)
         helper = self._chat_prompt_helper if self._multimodal else self._prompt_helper
         try:
             if self._multimodal:
-                return helper.repack(get_biggest_chat_prompt(filled), list(chunks), padding=padding, llm=self._llm)
-            windows = helper.repack(get_biggest_prompt(filled), chunks, padding=padding, llm=self._llm)
+                biggest = _template_of(shapes, measured, get_biggest_chat_prompt(measured))
+                return helper.repack(self._for_llm(biggest, fill), list(chunks), padding=padding, llm=self._llm)
+            biggest = _template_of(shapes, measured, get_biggest_prompt(measured))
+            windows = helper.repack(self._for_llm(biggest, fill), chunks, padding=padding, llm=self._llm)
         except ValueError as error:  # core's "Chunk size -232 is not positive." names none of the terms
             raise ConfigurationError(
                 f"no room for context: context_window {helper.context_window} - num_output {helper.num_output} - "
@@ -333,6 +347,12 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 f"nothing ({error}); shorten the extra variables or use an LLM with a larger context_window"
             ) from error
         return [w for w in windows if w.strip()]  # all-blank chunks: no call (core calls with an empty context)
+
+    def _for_llm(self, template: BasePromptTemplate, fill: Dict[str, Any]) -> BasePromptTemplate:
+        """``template`` as the LLM is sent it (a selector's choice for this LLM), filled with ``fill``: only that
+        one template is copied (a selector's ``partial_format`` deep-copies every template it holds)."""
+        chosen = template.select(llm=self._llm) if isinstance(template, SelectorPromptTemplate) else template
+        return chosen.partial_format(**fill)
 
     def _pick(self, text_template: BasePromptTemplate, content_template: BasePromptTemplate) -> BasePromptTemplate:
         """The template of this medium: text, or message content blocks (multimodal)."""

@@ -162,12 +162,12 @@ class ScriptedLLM(FunctionCallingLLM):
     def _flatten(self, messages: Sequence[ChatMessage]) -> str:
         return self.messages_to_prompt(messages)
 
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+    # one instrumented call per request, as a real client's: the async methods call the undecorated bodies
+    # (not the decorated sync methods, which would wrap every call, and every streamed token, twice)
+    def _complete(self, prompt: str) -> CompletionResponse:
         return CompletionResponse(text=self._answer("complete", prompt))
 
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+    def _stream_complete(self, prompt: str) -> CompletionResponseGen:
         text = self._answer("stream_complete", prompt)
 
         def gen() -> CompletionResponseGen:
@@ -178,16 +178,14 @@ class ScriptedLLM(FunctionCallingLLM):
 
         return gen()
 
-    @llm_chat_callback()
-    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+    def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         tools = kwargs.get("tools") or []
         text = self._answer("chat", self._flatten(messages), messages, tools)
         if tools:
             return self._tool_response(text, messages, tools)
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
 
-    @llm_chat_callback()
-    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+    def _stream_chat(self, messages: Sequence[ChatMessage]) -> ChatResponseGen:
         text = self._answer("stream_chat", self._flatten(messages), messages)
 
         def gen() -> ChatResponseGen:
@@ -199,34 +197,38 @@ class ScriptedLLM(FunctionCallingLLM):
         return gen()
 
     @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return self._complete(prompt)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        return self._stream_complete(prompt)
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._chat(messages, **kwargs)
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        return self._stream_chat(messages)
+
+    @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return self.complete(prompt, formatted=formatted, **kwargs)
+        return self._complete(prompt)
 
     @llm_completion_callback()
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
-        sync_gen = self.stream_complete(prompt, formatted=formatted, **kwargs)
-
-        async def gen() -> AsyncGenerator[CompletionResponse, None]:
-            for item in sync_gen:
-                yield item
-
-        return gen()
+        return _as_async(self._stream_complete(prompt))
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        return self.chat(messages, **kwargs)
+        return self._chat(messages, **kwargs)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        sync_gen = self.stream_chat(messages, **kwargs)
-
-        async def gen() -> AsyncGenerator[ChatResponse, None]:
-            for item in sync_gen:
-                yield item
-
-        return gen()
+        return _as_async(self._stream_chat(messages))
 
     # function calling ------------------------------------------------------------------------
     def _prepare_chat_with_tools(
@@ -267,3 +269,9 @@ class ScriptedLLM(FunctionCallingLLM):
         if not raw and error_on_no_tool_call:
             raise ConfigurationError("expected at least one tool call")
         return [ToolSelection(**r) for r in raw]
+
+
+async def _as_async(items: Generator[Any, None, None]) -> AsyncGenerator[Any, None]:
+    """A sync generator's items, as an async generator."""
+    for item in items:
+        yield item

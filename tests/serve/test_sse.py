@@ -61,3 +61,26 @@ async def test_a_source_error_reaches_the_reader_after_what_came_before() -> Non
 def test_frames() -> None:
     assert frame("delta", {"text": "é"}) == 'event: delta\ndata: {"text": "\\u00e9"}\n\n'.encode()
     assert data_frame("[DONE]") == b"data: [DONE]\n\n"
+
+
+async def test_the_source_starts_before_anything_is_read() -> None:
+    # a turn's retrieval begins while its response is being set up
+    log: List[str] = []
+
+    async def started() -> AsyncGenerator[Event, None]:
+        log.append("began")
+        yield "start", {"id": "a"}
+
+    stream = coalesced(started(), 3600.0)
+    await asyncio.sleep(0)
+    assert log == ["began"]
+    assert [e async for e in stream] == [("start", {"id": "a"})]
+
+
+async def test_closing_before_any_read_cancels_the_source_and_waits_for_its_cleanup() -> None:
+    # a client gone before its response began: the turn is cancelled, its cleanup done
+    log: List[str] = []
+    stream = coalesced(source(TURN * 50, log, pause=True), 3600.0)
+    await asyncio.sleep(0)
+    await stream.aclose()
+    assert log == ["cleaned"]
