@@ -13,7 +13,8 @@ per turn (HTTP p50 / p95 minus in-process p50 / p95), time to the first event (H
 the placeholder stored), the paired overhead (per HTTP turn: the client's turn time minus the engine's time for that
 same turn inside the server, from the ``done`` event's ``timings``: what HTTP, the key check, the store calls and
 the events add to one turn, but not how much the server's other work slows its engine), the server's own time (per
-turn: ``server_ms - engine_ms``), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
+turn: ``server_ms - engine_ms``: from the request's arrival at the app to its final event, less the engine's time:
+routing, the key check, the store calls, the events and the waits for the loop between them), turns per second, and CPU time per turn of the serving process (HTTP: the server process,
 which also answers each conversation's creation and the cross-user read; in-process: the baseline process; and the
 load client's); then after the drain, read from the store file: user messages stored = sent, messages left
 ``pending``, ``cancelled`` = disconnects, reads across users that did not answer 404, 5xx.

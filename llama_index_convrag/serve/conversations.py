@@ -1,6 +1,8 @@
 """The conversation API: conversations, their messages (a streamed turn), citations, turn records, versions,
-regenerate and feedback. Routes that only read or write the store are sync (FastAPI runs them in its thread pool);
-the async ones that start a turn make their store calls through ``ServeState.store_call``."""
+regenerate and feedback. The routes a chat page calls every turn or load (a turn, regenerate, create / list / read a
+conversation) are async and make their store calls through ``ServeState.store_call`` (on the loop for SQLite, in the
+thread pool for PostgreSQL); the others only read or write the store and are sync (FastAPI runs them in its thread
+pool)."""
 
 from __future__ import annotations
 
@@ -52,29 +54,36 @@ def _messages_view(state: ServeState, messages: List[Message], user: str) -> Lis
 
 
 @router.post("/conversations", status_code=201)
-def create_conversation(body: NewConversation, request: Request, user: str = Depends(current_user)) -> JSONResponse:
-    info = _state(request).store.create_conversation(user, body.title)
+async def create_conversation(body: NewConversation, request: Request,
+                              user: str = Depends(current_user)) -> JSONResponse:
+    state = _state(request)
+    info = await state.store_call(state.store.create_conversation, user, body.title)
     return JSONResponse(info.to_dict(), status_code=201)
 
 
 @router.get("/conversations")
-def list_conversations(request: Request, limit: Optional[int] = Query(default=None),
-                       cursor: Optional[str] = Query(default=None, max_length=200),
-                       user: str = Depends(current_user)) -> Dict[str, Any]:
+async def list_conversations(request: Request, limit: Optional[int] = Query(default=None),
+                             cursor: Optional[str] = Query(default=None, max_length=200),
+                             user: str = Depends(current_user)) -> Dict[str, Any]:
     state = _state(request)
     size = check_page(state, state.limits.default_page_size if limit is None else limit)
     try:
-        page, next_cursor = state.store.list_owned(user, size, cursor)
+        page, next_cursor = await state.store_call(state.store.list_owned, user, size, cursor)
     except ConfigurationError as e:
         raise APIError(400, "bad_cursor", str(e), "cursor") from e
     return {"data": [c.to_dict() for c in page], "next_cursor": next_cursor}
 
 
-@router.get("/conversations/{conversation_id}")
-def get_conversation(conversation_id: str, request: Request, user: str = Depends(current_user)) -> Dict[str, Any]:
-    state = _state(request)
+def _conversation_view(state: ServeState, conversation_id: str, user: str) -> Dict[str, Any]:
     info = owned_conversation(state, conversation_id, user)
     return {**info.to_dict(), "messages": _messages_view(state, state.store.get_conversation(conversation_id), user)}
+
+
+@router.get("/conversations/{conversation_id}")
+async def get_conversation(conversation_id: str, request: Request,
+                           user: str = Depends(current_user)) -> Dict[str, Any]:
+    state = _state(request)
+    return await state.store_call(_conversation_view, state, conversation_id, user)
 
 
 @router.patch("/conversations/{conversation_id}")
