@@ -8,7 +8,9 @@ checked in the text), the essay cut into :data:`ESSAY_CHUNK` -token chunks as it
 the same for every setting; each turn is one fresh conversation of ``ConvRAGChatEngine`` over those passages.
 
 Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the package had before
-(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer.
+(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer, and two
+tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the Chinese set), and
+``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages.
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
 token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -63,6 +66,20 @@ OLD_CITATION_QA_TMPL = (
 )
 """The package's citation QA template before it showed the marker inside a sentence (kept here to measure it)."""
 
+ZH_QA_TMPL = (
+    "上下文信息如下。\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "请只根据上下文信息（而不是先验知识）回答问题。\n"
+    "问题：{query_str}\n"
+    "回答："
+)
+"""Core's plain QA prompt in Chinese (the ``(zh prompt)`` setting: for the Chinese set)."""
+EVIDENCE = "_evidence_sentences"
+"""A setting keyword (not the engine's): the model reads only the extractive answer's best N sentences, not the
+passages (the ``(evidence)`` setting)."""
+
 #: name -> chat engine keywords (``None``: the extractive answer, no LLM).
 SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "compact+cite (old prompt)": {"response_mode": "compact", "citations": True,
@@ -77,6 +94,10 @@ SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "refine+aligned": {"response_mode": "refine", "citations": True, "citation_mode": "aligned"},
     "condense_plus_context+aligned": {"chat_mode": "condense_plus_context", "citations": True,
                                       "citation_mode": "aligned"},
+    "compact+aligned (zh prompt)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                    "text_qa_template": PromptTemplate(ZH_QA_TMPL)},
+    "compact+aligned (evidence)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                   EVIDENCE: 5},
     "extractive": None,
 }
 DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
@@ -131,12 +152,25 @@ def answerer(name: str, kwargs: Optional[Dict[str, Any]], llm: Any, embed: Any) 
     """A function ``(question, passages) -> turn record`` for one setting."""
     def answer(question: str, passages: List[str]) -> Any:
         kw = dict(kwargs) if kwargs is not None else {"response_mode": "extractive"}
+        evidence = kw.pop(EVIDENCE, None)
+        if evidence is not None:
+            passages = evidence_of(question, passages, Extractive(embed, max_sentences=evidence))
         engine = ConvRAGChatEngine.from_defaults(
             Passages(passages), llm if kwargs is not None else None,
             embed_model=embed if kwargs is None else None,
             answer_fallback=AnswerFallback(extractive=Extractive(embed)), **kw)
         return engine.chat(question).metadata["turn"]
     return answer
+
+
+_GROUP = re.compile(r"(.*?) \[(\d+)\](?: |$)", re.S)
+
+
+def evidence_of(question: str, passages: List[str], extractive: Extractive) -> List[str]:
+    """The extractive answer's sentences over ``passages``, one text per passage they come from (its ``[n]`` runs)."""
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"p{i}"), score=1.0 - i / 100) for i, t in enumerate(passages)]
+    runs = [text for text, _ in _GROUP.findall(str(extractive.synthesize(question, nodes)))]
+    return runs or passages
 
 
 def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) -> Dict[str, Any]:
