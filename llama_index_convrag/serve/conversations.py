@@ -7,7 +7,7 @@ pool)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -103,7 +103,7 @@ def delete_conversation(conversation_id: str, request: Request, user: str = Depe
     return Response(status_code=204)
 
 
-async def _sse(events: AsyncGenerator[Event, None]) -> AsyncGenerator[bytes, None]:
+async def _sse(events: AsyncIterator[Event]) -> AsyncGenerator[bytes, None]:
     async for name, data in events:
         yield frame(name, data)
 

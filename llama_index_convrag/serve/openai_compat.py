@@ -8,7 +8,7 @@ last user message is the question. Ids, references and citations travel in the e
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncGenerator, Dict, Optional
+from typing import Any, AsyncGenerator, AsyncIterator, Dict, Optional
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -69,7 +69,7 @@ def _chunk(cid: str, model: str, delta: Dict[str, Any], finish: Optional[str],
     return out
 
 
-async def _stream(events: AsyncGenerator[Event, None], model: str) -> AsyncGenerator[bytes, None]:
+async def _stream(events: AsyncIterator[Event], model: str) -> AsyncGenerator[bytes, None]:
     cid = "chatcmpl-pending"
     ext: Dict[str, Any] = {}
     async for name, data in events:
