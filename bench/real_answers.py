@@ -10,11 +10,13 @@ the same for every setting; each turn is one fresh conversation of ``ConvRAGChat
 Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the package had before
 (:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer, and two
 tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the Chinese set), and
-``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages.
+``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages; and
+``(no echo check)``, the default without replacing an answer that only restates the question (``AnswerFallback(echo=
+False)``).
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
 token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
-shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty or only citation markers (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
+shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty, only citation markers, or only the question restated (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
 target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; sentences flagged unsupported
 (``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
 
@@ -98,6 +100,8 @@ SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
                                     "text_qa_template": PromptTemplate(ZH_QA_TMPL)},
     "compact+aligned (evidence)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
                                    EVIDENCE: 5},
+    "compact+aligned (no echo check)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                        "answer_fallback": False},
     "extractive": None,
 }
 DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
@@ -155,10 +159,11 @@ def answerer(name: str, kwargs: Optional[Dict[str, Any]], llm: Any, embed: Any) 
         evidence = kw.pop(EVIDENCE, None)
         if evidence is not None:
             passages = evidence_of(question, passages, Extractive(embed, max_sentences=evidence))
+        echo = kw.pop("answer_fallback", True)  # False: the setting without the echo check
         engine = ConvRAGChatEngine.from_defaults(
             Passages(passages), llm if kwargs is not None else None,
             embed_model=embed if kwargs is None else None,
-            answer_fallback=AnswerFallback(extractive=Extractive(embed)), **kw)
+            answer_fallback=AnswerFallback(echo=echo, extractive=Extractive(embed)), **kw)
         return engine.chat(question).metadata["turn"]
     return answer
 

@@ -317,7 +317,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=True)
         deltas = iter([self._no_docs_reply()]) if response is None else held_stream(
-            sync_deltas(response), lambda: self._recovered(turn, query, ""))
+            sync_deltas(response), lambda held: self._recovered(turn, query, held),
+            self._fallback.judged_question(query))
         finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, sync_stream=stream_lifecycle(deltas, finalizer))
 
@@ -332,7 +333,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=True)
         deltas = aiter_one(self._no_docs_reply()) if response is None else aheld_stream(
-            async_deltas(response), lambda: self._arecovered(turn, query, ""))
+            async_deltas(response), lambda held: self._arecovered(turn, query, held),
+            self._fallback.judged_question(query))
         finalizer = self._finalizer(turn, response)
         return self._stream_response(turn, finalizer, async_stream=astream_lifecycle(deltas, finalizer))
 
@@ -441,20 +443,23 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         return response
 
     def _recovered(self, turn: Turn, query: str, text: str) -> str:
-        """``text``, or the answer shown instead when it is empty or only citation markers (chat/fallback.py)."""
-        if not turn.needs_recovery(text):
+        """``text``, or the answer shown instead when it is empty, only citation markers or ``query`` restated
+        (chat/fallback.py)."""
+        reason = turn.recovery_reason(text, self._fallback.judged_question(query))
+        if reason is None:
             return text
         with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
-            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes)
-        return turn.apply_recovered(recovered)
+            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes, reason)
+        return turn.apply_recovered(recovered, reason, text)
 
     async def _arecovered(self, turn: Turn, query: str, text: str) -> str:
         """Async twin of :meth:`_recovered`."""
-        if not turn.needs_recovery(text):
+        reason = turn.recovery_reason(text, self._fallback.judged_question(query))
+        if reason is None:
             return text
         with watching(turn.output):
-            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes)
-        return turn.apply_recovered(recovered)
+            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes, reason)
+        return turn.apply_recovered(recovered, reason, text)
 
     def _no_docs_reply(self) -> str:
         """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""

@@ -1,6 +1,7 @@
-"""What the engine shows when the LLM's answer is empty or only citation markers (``[1]``): never that.
+"""What the engine shows when the LLM's answer is empty, only citation markers (``[1]``) or only the question
+restated: never that.
 
-:class:`AnswerFallback` recovers such an answer once, in order:
+:class:`AnswerFallback` recovers an empty or marker-only answer once, in order:
 
 1. ``llm_retry_without_citations``: the same synthesizer without the citation instruction
    (:func:`~llama_index_convrag.synthesizers.uncited.without_citations`) answers again over the same passages; its
@@ -9,19 +10,26 @@
 2. ``extractive_fallback``: when there is nothing to retry (another kind of synthesizer, a query engine) or the retry
    is empty or markers only too, the extractive answer (the retrieved sentences closest to the question, cited).
 
+An answer that only restates the question (:func:`is_echo`: "2019-2020赛季欧冠冠军" asked, "2019-2020赛季欧冠冠军[1]"
+answered, as a small model does with a keyword query) goes straight to the extractive answer: asking the same model
+the same question again would restate it again. The turn record's ``warnings`` say so.
+
 The turn record's ``answer_source`` says which answer is shown (:data:`ANSWER_SOURCES`). A streamed answer is held
-back while it is only markers and whitespace (:class:`MarkerHold`) and flows on at its first word; a stream that ends
-with nothing else shows the recovered answer as its one delta, so nothing wrong was ever shown.
+back while it is only markers and whitespace, or could still be the question restated (no content word, number or
+Chinese character the question lacks yet: :class:`MarkerHold`), and flows on from the first delta that decides; a
+stream that ends with nothing else shows the recovered answer as its one delta, so nothing wrong was ever shown.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Optional, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
+from llama_index_convrag._words import CJK_RUN
 from llama_index_convrag.errors import ArgumentTypeError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
@@ -29,6 +37,7 @@ from llama_index_convrag.synthesizers.citations import ALIGNED, citation_metadat
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
 from llama_index_convrag.synthesizers.grounding import cite_sentences
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
+from llama_index_convrag.synthesizers.sentences import terms_of
 from llama_index_convrag.synthesizers.uncited import without_citations
 
 LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM = "llm", "llm_retry_without_citations", "extractive_fallback", "no_llm"
@@ -67,6 +76,57 @@ def is_empty_answer(text: str) -> bool:
     return not has_answer_text(rest) or text.strip() == DEFAULT_EMPTY_RESPONSE
 
 
+EMPTY, ECHO = "empty", "echo"
+"""Why an answer is recovered (:func:`no_answer`): empty or markers only; the question restated."""
+ECHO_COVER = 0.5
+"""An answer restates the question when it adds nothing to it and holds at least this share of its content."""
+ECHO_WARNING = ("the model's answer only restated the question ({answer!r}); shown: the passages' sentences closest "
+                "to the question")
+#: A question answered by yes or no, whose answer may well restate it ("Is Paris the capital?" "Paris is the capital.")
+_YES_NO = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|shall|may|might|must|has|have|"
+                     r"had)\b|[吗么][？?]?\s*$|是否|是不是|有没有|能不能|可不可以", re.IGNORECASE)
+_TRAILING_WORD = re.compile(r"[A-Za-z0-9]+$")
+
+
+def _content(text: str) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+    """Content words and numbers (stemmed, stop words dropped: ``sentences.terms_of``) and Chinese characters."""
+    words = frozenset(t for t in terms_of(text) if t.isascii())
+    return words, frozenset(ch for run in CJK_RUN.findall(text) for ch in run)
+
+
+def _adds_nothing(text: str, question: str) -> bool:
+    """Every content word, number and Chinese character of ``text`` is the question's (pure)."""
+    words, chars = _content(strip_markers(text))
+    q_words, q_chars = _content(question)
+    return words <= q_words and chars <= q_chars
+
+
+def _length(text: str) -> int:
+    return len(" ".join(strip_markers(text).split()))
+
+
+def is_echo(text: str, question: str) -> bool:
+    """Whether ``text`` only restates ``question``: no longer than it, it adds no content word, number or Chinese
+    character to it and holds at least :data:`ECHO_COVER` of the question's (a yes/no question's answer may restate
+    it: never an echo)."""
+    if _YES_NO.search(question) or _length(text) > _length(question) or not _adds_nothing(text, question):
+        return False
+    words, chars = _content(strip_markers(text))
+    q_words, q_chars = _content(question)
+    total = len(q_words) + len(q_chars)
+    return total > 0 and (len(words) + len(chars)) / total >= ECHO_COVER
+
+
+def no_answer(text: str, question: Optional[str]) -> Optional[str]:
+    """Why ``text`` is no answer to ``question``: :data:`EMPTY` (:func:`is_empty_answer`), :data:`ECHO`
+    (:func:`is_echo`), or None (it is one)."""
+    if is_empty_answer(text):
+        return EMPTY
+    if question is not None and is_echo(text, question):
+        return ECHO
+    return None
+
+
 def passages_of(nodes: Sequence[NodeWithScore]) -> List[str]:
     """The text of each node (no metadata), as the answer is checked against."""
     return [n.node.get_content() for n in nodes]
@@ -87,16 +147,20 @@ def extractive_result(response: Any) -> Recovered:
 
 
 class AnswerFallback:
-    """Recovers an empty or marker-only answer (see the module docstring). ``retry=False`` goes straight to the
-    extractive answer; ``extractive`` is the synthesizer of the last resort (default: :class:`Extractive` with the
-    local embedding model, loaded on first use)."""
+    """Recovers an empty or marker-only answer, or one that only restates the question (see the module docstring).
+    ``retry=False`` goes straight to the extractive answer; ``echo=False`` shows an answer that restates the question
+    as it is; ``extractive`` is the synthesizer of the last resort (default: :class:`Extractive` with the local
+    embedding model, loaded on first use)."""
 
-    def __init__(self, *, retry: bool = True, extractive: Optional[BaseSynthesizer] = None) -> None:
+    def __init__(self, *, retry: bool = True, echo: bool = True, extractive: Optional[BaseSynthesizer] = None) -> None:
         if not isinstance(retry, bool):
             raise ArgumentTypeError(f"retry must be a bool, got {retry!r}")
+        if not isinstance(echo, bool):
+            raise ArgumentTypeError(f"echo must be a bool, got {echo!r}")
         if extractive is not None and not isinstance(extractive, BaseSynthesizer):
             raise ArgumentTypeError(f"extractive must be a synthesizer (BaseSynthesizer), got {extractive!r}")
         self.retry = retry
+        self.echo = echo
         self._extractive = extractive
 
     @property
@@ -105,20 +169,26 @@ class AnswerFallback:
             self._extractive = Extractive()
         return self._extractive
 
+    def judged_question(self, query: str) -> Optional[str]:
+        """The question an answer is checked against for an echo (None: not checked, ``echo=False``)."""
+        return query if self.echo else None
+
     def _twin(self, synthesizer: Any) -> Optional[BaseSynthesizer]:
         return without_citations(synthesizer) if self.retry else None
 
-    def recover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore]) -> Recovered:
-        twin = self._twin(synthesizer)
+    def recover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore], reason: str = EMPTY) -> Recovered:
+        """The answer shown instead of one that is no answer for ``reason`` (:func:`no_answer`)."""
+        twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
             found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes)
             if found is not None:
                 return found
         return extractive_result(self.extractive.synthesize(query, list(nodes)))
 
-    async def arecover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore]) -> Recovered:
+    async def arecover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore],
+                       reason: str = EMPTY) -> Recovered:
         """Async twin of :meth:`recover`."""
-        twin = self._twin(synthesizer)
+        twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
             found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes)
             if found is not None:
@@ -127,11 +197,14 @@ class AnswerFallback:
 
 
 class MarkerHold:
-    """Holds a stream's first deltas back while together they are only markers and whitespace, or could still be
-    the citation prompt's example repeated; passes everything through from the first delta that decides."""
+    """Holds a stream's first deltas back while together they are only markers and whitespace, could still be the
+    citation prompt's example repeated, or could still be ``question`` restated (:func:`is_echo`: no longer than it,
+    adding no content word, number or Chinese character to it; a word the next delta may continue is not judged
+    yet); passes everything through from the first delta that decides."""
 
-    def __init__(self) -> None:
+    def __init__(self, question: Optional[str] = None) -> None:
         self.head: Optional[str] = ""
+        self.question = question
 
     @property
     def holding(self) -> bool:
@@ -142,16 +215,21 @@ class MarkerHold:
         if self.head is None:
             return delta
         head = self.head + delta
-        if undecided(head):
+        if undecided(head) or self._could_echo(head):
             self.head = head
             return ""
         self.head = None
         return head
 
-    def end(self) -> Optional[str]:
-        """At the end of the stream: the held text when it is an answer, None when it is empty (recover)."""
+    def _could_echo(self, head: str) -> bool:
+        question = self.question
+        return (question is not None and not _YES_NO.search(question) and _length(head) <= _length(question)
+                and _adds_nothing(_TRAILING_WORD.sub("", head), question))
+
+    def end(self) -> str:
+        """At the end of the stream: the held text (:func:`no_answer` says whether it is an answer)."""
         head, self.head = self.head, None
-        return None if head is None or is_empty_answer(head) else head
+        return "" if head is None else head
 
 
 def undecided(head: str) -> bool:
@@ -160,29 +238,43 @@ def undecided(head: str) -> bool:
     return not has_answer_text(head) or EXAMPLE_WORDS.startswith(rest) or is_empty_answer(rest)
 
 
-def held_stream(deltas: Iterator[str], recover: Callable[[], str]) -> Iterator[str]:
-    """``deltas`` through a :class:`MarkerHold`; when they end without an answer, ``recover()``'s text instead."""
-    hold = MarkerHold()
-    for delta in deltas:
-        out = hold.feed(delta)
-        if out:
-            yield out
+def held_stream(deltas: Iterator[str], recover: Callable[[str], str], question: Optional[str] = None) -> Iterator[str]:
+    """``deltas`` through a :class:`MarkerHold`; when they end still held, the held text when it is an answer
+    (:func:`no_answer`), else ``recover(held text)``: the answer shown instead. When ``deltas`` fail, the held text
+    is passed on before the error (a stream cut mid-answer keeps its partial text)."""
+    hold = MarkerHold(question)
+    try:
+        for delta in deltas:
+            out = hold.feed(delta)
+            if out:
+                yield out
+    except Exception:
+        if held_text := hold.end():  # a stream cut mid-answer keeps its partial text
+            yield held_text
+        raise
     if hold.holding:
         held = hold.end()
-        yield held if held is not None else recover()
+        yield held if no_answer(held, question) is None else recover(held)
 
 
-async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[], Awaitable[str]]) -> AsyncIterator[str]:
+async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[str], Awaitable[str]],
+                       question: Optional[str] = None) -> AsyncIterator[str]:
     """Async twin of :func:`held_stream`."""
-    hold = MarkerHold()
-    async for delta in deltas:
-        out = hold.feed(delta)
-        if out:
-            yield out
+    hold = MarkerHold(question)
+    try:
+        async for delta in deltas:
+            out = hold.feed(delta)
+            if out:
+                yield out
+    except Exception:
+        if held_text := hold.end():
+            yield held_text
+        raise
     if hold.holding:
         held = hold.end()
-        yield held if held is not None else await recover()
+        yield held if no_answer(held, question) is None else await recover(held)
 
 
-__all__ = ["ANSWER_SOURCES", "AnswerFallback", "MarkerHold", "Recovered", "aheld_stream", "cited_retry",
-           "held_stream", "is_empty_answer", "passages_of", "undecided", "writes_with_llm"]
+__all__ = ["ANSWER_SOURCES", "ECHO", "ECHO_COVER", "EMPTY", "AnswerFallback", "MarkerHold", "Recovered",
+           "aheld_stream", "cited_retry", "held_stream", "is_echo", "is_empty_answer", "no_answer", "passages_of",
+           "undecided", "writes_with_llm"]

@@ -23,8 +23,8 @@ from llama_index.core.tools import ToolOutput
 from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
-from llama_index_convrag.chat.fallback import (LLM as LLM_ANSWER, NO_LLM, RETRY, Recovered, is_empty_answer,
-                                               passages_of)
+from llama_index_convrag.chat.fallback import (ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM, RETRY, Recovered,
+                                               no_answer, passages_of)
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
@@ -153,15 +153,21 @@ class Turn:
         """The answer about to be written is the LLM's (``llm``) or not (``no_llm``)."""
         self.record.answer_source = LLM_ANSWER if llm_writes else NO_LLM
 
-    def needs_recovery(self, text: str) -> bool:
-        """Whether ``text``, the LLM's answer over this turn's passages, is empty (blank, or the synthesizers' default
-        ``empty_response`` for a blank reply) or only citation markers."""
-        return self.record.answer_source == LLM_ANSWER and bool(self.nodes) and is_empty_answer(text)
+    def recovery_reason(self, text: str, query: Optional[str]) -> Optional[str]:
+        """Why ``text``, the LLM's answer over this turn's passages to ``query``, is recovered
+        (``fallback.no_answer``: empty or only citation markers, or ``query`` restated; None: not checked for that);
+        None when it is shown."""
+        if self.record.answer_source != LLM_ANSWER or not self.nodes:
+            return None
+        return no_answer(text, query)
 
-    def apply_recovered(self, recovered: Recovered) -> str:
-        """Show ``recovered`` instead of the LLM's answer (its citations become the turn's); its text."""
+    def apply_recovered(self, recovered: Recovered, reason: str, text: str) -> str:
+        """Show ``recovered`` instead of the LLM's answer ``text`` (its citations become the turn's); its text. An
+        answer that restated the question is named in the record's ``warnings``."""
         self.recovered = recovered
         self.record.answer_source = recovered.source
+        if reason == ECHO:
+            self.record.warnings.append(ECHO_WARNING.format(answer=text.strip()))
         return recovered.text
 
     def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],

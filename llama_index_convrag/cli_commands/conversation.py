@@ -209,12 +209,13 @@ def no_passage_answer(filters: Sequence[str]) -> str:
     return "no passage matched the question; nothing to answer from"
 
 
-#: The note under an answer the engine showed instead of the model's empty or marker-only one (``answer_source``).
+#: The note under an answer the engine showed instead of the model's empty, marker-only or echoing one
+#: (``answer_source``).
 RECOVERED_NOTES = {
     "llm_retry_without_citations": "(the model gave no answer text, or only citation markers; shown: its answer when "
                                    "asked without citations, cited by matching its sentences to the passages)",
-    "extractive_fallback": "(the model gave no answer text, or only citation markers; shown: the passages' sentences "
-                           "closest to the question)",
+    "extractive_fallback": "(the model gave no answer text, only citation markers or the question restated; shown: "
+                           "the passages' sentences closest to the question)",
 }
 
 

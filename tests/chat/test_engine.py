@@ -212,7 +212,7 @@ def test_synthesizer_citations_are_used(tmp_path: Path) -> None:
     store = SQLiteConversationStore(tmp_path / "c.db")
     engine = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), llm, synthesizer=_CitingSynth(llm),  # type: ignore
                                              conversation_store=store)
-    mid = engine.chat("what is b?").metadata["message_id"]
+    mid = engine.chat("which one?").metadata["message_id"]  # ("b" for "what is b?" restates the question)
     [cite] = store.get_citations(mid)
     assert (cite.node_id, cite.marker, cite.source_index, cite.score) == ("b", 1, 1, 0.8)
 

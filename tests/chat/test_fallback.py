@@ -131,9 +131,9 @@ def test_marker_hold_releases_at_the_first_word() -> None:
 
 
 def test_held_stream_recovers_only_when_nothing_but_markers_came() -> None:
-    assert list(held_stream(iter(["[1]", " "]), lambda: "recovered")) == ["recovered"]
-    assert list(held_stream(iter([]), lambda: "recovered")) == ["recovered"]
-    assert list(held_stream(iter(["Tampa", " [1]"]), lambda: "recovered")) == ["Tampa", " [1]"]
+    assert list(held_stream(iter(["[1]", " "]), lambda held: "recovered")) == ["recovered"]
+    assert list(held_stream(iter([]), lambda held: "recovered")) == ["recovered"]
+    assert list(held_stream(iter(["Tampa", " [1]"]), lambda held: "recovered")) == ["Tampa", " [1]"]
 
 
 def test_answer_fallback_arguments_are_checked() -> None:
@@ -154,5 +154,5 @@ def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model)
 
 
 def test_held_stream_shows_a_held_answer_that_only_began_like_the_example() -> None:
-    assert list(held_stream(iter(["The ", "bridge"]), lambda: "recovered")) == ["The bridge"]
-    assert list(held_stream(iter(["The ", "tower."]), lambda: "recovered")) == ["The tower."]
+    assert list(held_stream(iter(["The ", "bridge"]), lambda held: "recovered")) == ["The bridge"]
+    assert list(held_stream(iter(["The ", "tower."]), lambda held: "recovered")) == ["The tower."]
