@@ -30,6 +30,9 @@ DOCS = {
     "fusion.md": "Reciprocal rank fusion merges ranked lists by summing one over sixty plus the rank.",
 }
 ANSWER = "The answer cites the passages [1] and keeps going with many more words so that a stream takes a while " * 3
+#: A follow-up's standalone question (a separate scripted model: the answering one would rewrite every follow-up into
+#: ANSWER, which the engine would then read as an answer restating its question)
+REWRITE = "What do the documents say about the follow-up?"
 
 
 #: CONVRAG_TEST_STORE_CALLS -> create_app's store_on_loop
@@ -74,7 +77,8 @@ def create() -> Any:
              else SQLiteConversationStore(store_spec))
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     llm = PacedLLM.fixed(ANSWER)
-    template = index.as_chat_engine(conversation_store=store, llm=llm, similarity_top_k=2)
+    template = index.as_chat_engine(conversation_store=store, llm=llm, condense_llm=ScriptedLLM.fixed(REWRITE),
+                                    similarity_top_k=2)
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
