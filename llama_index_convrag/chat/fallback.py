@@ -94,27 +94,44 @@ def _content(text: str) -> Tuple[FrozenSet[str], FrozenSet[str]]:
     return words, frozenset(ch for run in CJK_RUN.findall(text) for ch in run)
 
 
-def _adds_nothing(text: str, question: str) -> bool:
-    """Every content word, number and Chinese character of ``text`` is the question's (pure)."""
-    words, chars = _content(strip_markers(text))
-    q_words, q_chars = _content(question)
-    return words <= q_words and chars <= q_chars
-
-
 def _length(text: str) -> int:
     return len(" ".join(strip_markers(text).split()))
+
+
+@dataclass(frozen=True)
+class _Question:
+    """What an answer is compared with to tell whether it restates a question (computed once per question)."""
+
+    words: FrozenSet[str]
+    chars: FrozenSet[str]
+    length: int
+    yes_no: bool
+
+    @classmethod
+    def of(cls, question: str) -> "_Question":
+        words, chars = _content(question)
+        return cls(words, chars, _length(question), _YES_NO.search(question) is not None)
+
+    def fits(self, text: str) -> bool:
+        """``text`` may restate the question: not a yes/no question's answer, no longer than the question."""
+        return not self.yes_no and _length(text) <= self.length
+
+    def held(self, text: str) -> Optional[int]:
+        """How many of the question's content words, numbers and Chinese characters ``text`` holds, when it adds
+        none of its own; None when it adds some."""
+        words, chars = _content(strip_markers(text))
+        return len(words) + len(chars) if words <= self.words and chars <= self.chars else None
 
 
 def is_echo(text: str, question: str) -> bool:
     """Whether ``text`` only restates ``question``: no longer than it, it adds no content word, number or Chinese
     character to it and holds at least :data:`ECHO_COVER` of the question's (a yes/no question's answer may restate
     it: never an echo)."""
-    if _YES_NO.search(question) or _length(text) > _length(question) or not _adds_nothing(text, question):
+    target = _Question.of(question)
+    if not target.fits(text):
         return False
-    words, chars = _content(strip_markers(text))
-    q_words, q_chars = _content(question)
-    total = len(q_words) + len(q_chars)
-    return total > 0 and (len(words) + len(chars)) / total >= ECHO_COVER
+    held, total = target.held(text), len(target.words) + len(target.chars)
+    return held is not None and total > 0 and held / total >= ECHO_COVER
 
 
 def no_answer(text: str, question: Optional[str]) -> Optional[str]:
@@ -205,6 +222,7 @@ class MarkerHold:
     def __init__(self, question: Optional[str] = None) -> None:
         self.head: Optional[str] = ""
         self.question = question
+        self._target = None if question is None else _Question.of(question)  # once, not per delta
 
     @property
     def holding(self) -> bool:
@@ -222,9 +240,8 @@ class MarkerHold:
         return head
 
     def _could_echo(self, head: str) -> bool:
-        question = self.question
-        return (question is not None and not _YES_NO.search(question) and _length(head) <= _length(question)
-                and _adds_nothing(_TRAILING_WORD.sub("", head), question))
+        target = self._target
+        return target is not None and target.fits(head) and target.held(_TRAILING_WORD.sub("", head)) is not None
 
     def end(self) -> str:
         """At the end of the stream: the held text (:func:`no_answer` says whether it is an answer)."""

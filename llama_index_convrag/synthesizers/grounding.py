@@ -32,7 +32,6 @@ SUPPORT_SHARE = 0.5
 #: Sentences with fewer content terms are not judged (too little to compare).
 MIN_TERMS = 2
 METHOD = "lexical"
-#: What a streamed sentence holds back at its end: where its marker will go (before these) is not known yet.
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 #: A sentence saying the passages hold no answer: a refusal, not a claim to check.
 _REFUSAL = re.compile(
