@@ -41,7 +41,8 @@ from _data import OUT, shared_data  # noqa: E402
 from answer_containment import norm, retrieve, rgb  # noqa: E402
 
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
-from llama_index.core.prompts import PromptTemplate  # noqa: E402
+from llama_index.core.base.llms.types import ChatMessage, MessageRole  # noqa: E402
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
@@ -78,6 +79,27 @@ ZH_QA_TMPL = (
     "回答："
 )
 """Core's plain QA prompt in Chinese (the ``(zh prompt)`` setting: for the Chinese set)."""
+_CORE_SYSTEM = (
+    "You are an expert Q&A system that is trusted around the world.\n"
+    "Always answer the query using the provided context information, and not prior knowledge.\n"
+    "Some rules to follow:\n"
+    "1. Never directly reference the given context in your answer.\n"
+    "2. Avoid statements like 'Based on the context, ...' or 'The context information ...' or anything along those "
+    "lines.\n"
+)
+_CORE_USER = (
+    "Context information is below.\n"
+    "---------------------\n"
+    "{context_str}\n"
+    "---------------------\n"
+    "Given the context information and not prior knowledge, answer the query.\n"
+    "Query: {query_str}\n"
+    "Answer: "
+)
+QUOTE_SYSTEM = _CORE_SYSTEM + (
+    "3. Answer with the sentence of the context that answers the query, copied word for word.\n"
+)
+"""Core's QA system prompt with a rule to quote the answering sentence (the ``(quote prompt)`` setting)."""
 EVIDENCE = "_evidence_sentences"
 """A setting keyword (not the engine's): the model reads only the extractive answer's best N sentences, not the
 passages (the ``(evidence)`` setting)."""
@@ -102,6 +124,10 @@ SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
                                    EVIDENCE: 5},
     "compact+aligned (no echo check)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
                                         "answer_fallback": False},
+    "compact+aligned (quote prompt)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                 "text_qa_template": ChatPromptTemplate(message_templates=[
+                                     ChatMessage(role=MessageRole.SYSTEM, content=QUOTE_SYSTEM),
+                                     ChatMessage(role=MessageRole.USER, content=_CORE_USER)])},
     "extractive": None,
 }
 DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
@@ -185,10 +211,13 @@ def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) 
     record = answer(question, top)
     seconds = time.perf_counter() - t0
     text = record.answer
+    widened = record.answer_completion
+    before = text if widened is None else text.replace(widened["shown"], widened["answer"], 1)
     return {"set": name, "question": question, "gold": golds, "setting": label,
             "held": any(norm(g) in norm(p) for p in top for g in golds), "answer": text,
             "answer_source": record.answer_source, "contained": any(norm(g) in norm(text) for g in golds),
-            "shown_marker_only": not has_answer_text(text),
+            "shown_marker_only": not has_answer_text(text), "widened": widened,
+            "contained_unwidened": any(norm(g) in norm(before) for g in golds),
             "unsupported": len((record.grounding or {}).get("unsupported", [])), "seconds": seconds}
 
 
@@ -217,8 +246,8 @@ def scores(row: Dict[str, Any]) -> Tuple[float, float]:
 
 def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
     out = ["| set | setting | answers (passages hold gold) | gold contained | EM | F1 | cited | model [n] only | "
-           "shown [n] only | retry / extractive | unsupported per answer | s per turn |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "shown [n] only | retry / extractive | widened (gold contained before) | unsupported per answer | s per turn |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in [*dict.fromkeys(r["set"] for r in rows), "all"]:
         for label in settings:
             mine = [r for r in rows if name in (r["set"], "all") and r["setting"] == label]
@@ -228,13 +257,18 @@ def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
             recovered = [r for r in mine if r["answer_source"] in ("llm_retry_without_citations", "extractive_fallback")]
             retry = sum(r["answer_source"] == "llm_retry_without_citations" for r in mine)
             contained = sum(r["contained"] for r in held)
+            if all("widened" in r for r in mine):  # rows of runs before answers were widened have neither
+                unwidened = sum(r["contained_unwidened"] for r in held)
+                widened = f"{sum(r['widened'] is not None for r in mine)} ({unwidened}/{len(held)})"
+            else:
+                widened = "-"
             out.append(
                 f"| {name} | {label} | {len(mine)} ({len(held)}) | {contained}/{len(held)} = "
                 f"{contained / len(held) if held else 0:.0%} | "
                 f"{sum(scores(r)[0] for r in held) / max(1, len(held)):.2f} | "
                 f"{sum(scores(r)[1] for r in held) / max(1, len(held)):.2f} | "
                 f"{sum(bool(parse_markers(r['answer'])) for r in mine)} | {len(recovered)} | "
-                f"{sum(r['shown_marker_only'] for r in mine)} | {retry} / {len(recovered) - retry} | "
+                f"{sum(r['shown_marker_only'] for r in mine)} | {retry} / {len(recovered) - retry} | {widened} | "
                 f"{sum(r['unsupported'] for r in mine) / len(mine):.2f} | "
                 f"{sum(r['seconds'] for r in mine) / len(mine):.1f} |")
     return out

@@ -65,6 +65,9 @@ class TurnRecord:
     writer (the LLM, or the extractive answer's quotes); ``aligned``, matched to the passages after the LLM answered
     without them (``citation_mode="aligned"``, or the retry of ``llm_retry_without_citations``); None when the answer
     is not cited."""
+    answer_completion: Optional[Dict[str, Any]] = None
+    """A short answer shown as its passage writes it (``synthesizers.completion``: ``answer``, what the LLM wrote;
+    ``shown``; ``passage``, 1-based): "2015" shown as "April 29, 2015"; None when the answer was not widened."""
     grounding: Optional[Dict[str, Any]] = None
     """Answer sentences no passage supports (``synthesizers.grounding.grounding_record``: ``method``,
     ``support_share``, ``judged``, ``unsupported``); None when there was no answer or no passage to check."""

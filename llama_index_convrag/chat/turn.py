@@ -35,6 +35,7 @@ from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
 from llama_index_convrag.synthesizers.citations import has_answer_text
+from llama_index_convrag.synthesizers.completion import COMPLETION_KEY
 from llama_index_convrag.synthesizers.grounding import grounding_record
 
 dispatcher = get_dispatcher(__name__)
@@ -193,7 +194,9 @@ class Turn:
         if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
             rec.grounding = grounding_record(text, passages_of(self.nodes))
         citations = build_citations(response, self.nodes) if response is not None else []
-        rec.citation_mode = (getattr(response, "metadata", None) or {}).get("citation_mode")
+        metadata = getattr(response, "metadata", None) or {}
+        rec.citation_mode = metadata.get("citation_mode")
+        rec.answer_completion = metadata.get(COMPLETION_KEY)
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
                           error=rec.error, citations=citations, record=rec.to_dict())

@@ -66,6 +66,12 @@ from llama_index_convrag._scope import bound
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
+from llama_index_convrag.synthesizers.completion import (
+    COMPLETION_KEY,
+    acompleted_stream,
+    complete_answer,
+    completed_stream,
+)
 from llama_index_convrag.synthesizers.grounding import acited_stream, cite_sentences, cited_stream
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
@@ -580,7 +586,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         bundle, run, unused, chunks = self._begin(query, nodes, extra_vars)
         with self._cb_event(bundle) as event:
             result = self._finish(self._respond(run, chunks, extra_vars), is_async=False)
-            response = self._build_response(result, run, nodes, additional_source_nodes, unused)
+            response = self._build_response(result, run, bundle.query_str, nodes, additional_source_nodes, unused)
             return self._end(event, bundle, response)
 
     @span_when_observed(dispatcher)
@@ -595,7 +601,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         bundle, run, unused, chunks = self._begin(query, nodes, extra_vars)
         with self._cb_event(bundle) as event:
             result = self._finish(await self._arespond(run, chunks, extra_vars), is_async=True)
-            response = self._build_response(result, run, nodes, additional_source_nodes, unused)
+            response = self._build_response(result, run, bundle.query_str, nodes, additional_source_nodes, unused)
             return self._end(event, bundle, response)
 
     def _metadata(self, run: RunState, sources: List[NodeWithScore], unused: List[str]) -> Dict[str, Any]:
@@ -615,6 +621,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         self,
         result: Any,
         run: RunState,
+        question: str,
         nodes: Sequence[NodeWithScore],
         additional: Optional[Sequence[NodeWithScore]],
         unused: List[str],
@@ -626,18 +633,24 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         passages = [n.node.get_content() for n in numbered] if self._aligned else []
         if citing:
             metadata.update(cite.citation_metadata("", numbered), citation_mode=self.citation_mode)
+        # aligned: a short answer is shown as its passage writes it (synthesizers/completion.py), then cited
         if isinstance(result, str):
             if self._aligned:
+                result, done = complete_answer(result, passages, question)
+                if done is not None:
+                    metadata[COMPLETION_KEY] = done.to_dict()
                 result = cite_sentences(result, passages)
             if citing:
                 metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, Generator):
-            gen = cited_stream(result, passages) if self._aligned else result
+            gen = cited_stream(completed_stream(result, passages, question, metadata), passages) if self._aligned \
+                else result
             gen = cite_when_done(gen, metadata, numbered) if citing else gen
             return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
         if isinstance(result, AsyncGenerator):
-            agen = acited_stream(result, passages) if self._aligned else result
+            agen = acited_stream(acompleted_stream(result, passages, question, metadata), passages) \
+                if self._aligned else result
             agen = acite_when_done(agen, metadata, numbered) if citing else agen
             return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
         if self._output_cls is not None and isinstance(result, self._output_cls):

@@ -43,9 +43,9 @@ def test_stream_and_non_stream_agree(store, embed_model) -> None:
     streamed = aligned(ScriptedLLM.fixed(ANSWER), store, embed_model).stream_chat(QUESTION)
     deltas = list(streamed.response_gen)
     assert "".join(deltas) == whole.response == CITED
-    # words flow, the marker at the end; the first word waits for the second (a word the next delta may continue is
-    # not judged: until then the answer could still be the question restated)
-    assert deltas[:4] == ["Christopher Nolan", " directed", " Inception", " [1]. He"]
+    # words flow, the marker at the end; the first sentence waits while the answer could still be a short one to
+    # show as its passage writes it (synthesizers/completion.py: at most five words, one clause)
+    assert deltas[:2] == ["Christopher Nolan directed Inception [1]. He", " also"]
     record = store.get_turn_record(streamed.message_id)
     assert (record["answer"], record["citation_mode"], record["status"]) == (CITED, "aligned", "complete")
     assert record["citations"] == whole.metadata["turn"].to_dict()["citations"]
@@ -92,3 +92,26 @@ def test_the_engine_cites_aligned_unless_told(store, embed_model) -> None:
     ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), inline, conversation_store=store, citations=True,
                                     citation_mode="inline").chat(QUESTION)
     assert "square brackets" in inline.prompts[-1]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_short_answer_is_shown_as_its_passage_writes_it_and_the_record_says_so(store, embed_model,
+                                                                                  streaming: bool) -> None:
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    passages = [NodeWithScore(node=TextNode(id_="x", text="Xenoblade Chronicles X came out in Japan on April 29, 2015."),
+                              score=1.0)]
+    chat = ConvRAGChatEngine.from_defaults(FixedRetriever(passages), ScriptedLLM.fixed("2015"), conversation_store=store,
+                                           conversation_id="c", citations=True, citation_mode="aligned")
+    question = "When did Xenoblade Chronicles X come out in Japan?"
+    if streaming:
+        response = chat.stream_chat(question)
+        text, message_id = "".join(response.response_gen), response.message_id
+    else:
+        response = chat.chat(question)
+        text, message_id = response.response, response.metadata["turn"].assistant_message_id
+    assert text == "April 29, 2015 [1]"
+    record = store.get_turn_record(message_id)
+    assert record["answer_completion"] == {"answer": "2015", "shown": "April 29, 2015", "passage": 1}
+    assert (record["answer"], record["answer_source"]) == (text, "llm")
+    assert [c["node_id"] for c in record["citations"]] == ["x"]

@@ -1,0 +1,144 @@
+"""A short answer shown as its passage writes it (synthesizers/completion.py), whole and streamed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import List
+
+import pytest
+
+from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers.completion import (
+    COMPLETION_KEY,
+    Completion,
+    answer_core,
+    complete_answer,
+    complete_span,
+    completed_stream,
+)
+from llama_index_convrag.synthesizers.streams import filtered_stream
+from llama_index_convrag.testing import ScriptedLLM
+
+from tests.synthesizers.conftest import make_nodes
+
+
+@pytest.mark.parametrize(("answer", "passage", "shown"), [
+    ("2015", "Xenoblade Chronicles X was published in Japan on April 29, 2015.", "April 29, 2015"),
+    ("2015", "It came out on 29 April 2015 in Japan.", "29 April 2015"),
+    ("2015", "OpenAI was founded in December 2015 by Elon Musk.", "December 2015"),
+    ("April 29", "It was released on April 29, 2015 in Japan.", "April 29, 2015"),
+    ("10,000", "We got $10,000 in seed funding from Julian.", "$10,000"),
+    ("6.1", "China's economy grew 6.1% in 2019.", "6.1%"),
+    ("2.5", "The deal was worth 2.5 billion dollars.", "2.5 billion"),
+    ("1465", "2019年全年出生人口1465万人。", "1465万"),
+    ("7.0", "芦山发生7.0级强烈地震。", "7.0级"),
+    ("2008年", "汶川地震发生于北京时间2008年5月12日14时28分。", "2008年5月12日"),
+    ("2008", "汶川地震发生于2008年5月12日。", "2008年5月12日"),
+    ("斯皮尔伯格", "电影《头号玩家》是史蒂文·斯皮尔伯格导演的一部科幻片。", "史蒂文·斯皮尔伯格"),
+])
+def test_a_short_answer_widens_to_the_passages_expression(answer: str, passage: str, shown: str) -> None:
+    assert complete_span(answer, ["Unrelated text.", passage]) == Completion(answer, shown, 2)
+
+
+@pytest.mark.parametrize(("answer", "passages"), [
+    ("2015", ["It was founded in 2015."]),  # nothing around it to widen
+    ("史蒂文", ["由史蒂文·斯皮尔伯格执导。"]),  # where a given name's surname ends is not known
+    ("Tampa Bay", ["Super Bowl LV was held in Tampa Bay, Florida."]),  # a place is not widened
+    ("2016", ["It was founded in December 2015."]),  # not in any passage
+    ("It was founded in 2015 by several researchers.", ["It was founded in December 2015 by several researchers."]),
+    ("Founded in 2015. By Musk", ["Founded in December 2015. By Musk"]),  # two clauses
+])
+def test_what_is_left_as_it_is(answer: str, passages: List[str]) -> None:
+    assert complete_span(answer, passages) is None
+    assert complete_answer(answer, passages) == (answer, None)
+
+
+def test_the_short_answer_is_read_without_markers_quotes_and_end_punctuation() -> None:
+    assert answer_core("“2015” [1].") == "2015"
+    assert answer_core("It rose 6.1 percent") == "It rose 6.1 percent"  # a decimal point ends no clause
+    assert answer_core("one two three four five six") is None  # over five words
+    assert answer_core("二零零八年五月十二日下午两点二十八分") is None  # over ten characters with Chinese
+    assert complete_answer("2015 [1].", ["Published on April 29, 2015."]) == (
+        "April 29, 2015 [1].", Completion("2015", "April 29, 2015", 1))
+
+
+def test_the_place_whose_sentence_matches_the_question_is_taken() -> None:
+    passages = ["GPT-2 was shown in February 2019.", "OpenAI released GPT-3 in June 2020. GPT-4 came in March 2023."]
+    assert complete_span("2020", passages, "When was GPT-3 released?").shown == "June 2020"
+    # a widening far from the question (under half the best place's shared terms) is not taken
+    far = ["The Tour de France 2021 was won by Tadej Pogačar in Paris.", "Sales rose in May 2021."]
+    assert complete_span("2021", far, "Who won the Tour de France 2021?") is None
+
+
+def test_a_function_word_before_a_chinese_name_stays_out() -> None:
+    assert complete_span("斯皮尔伯格", ["导演是史蒂文·斯皮尔伯格。"]).shown == "史蒂文·斯皮尔伯格"
+    assert complete_span("斯皮尔伯格", ["导演是·斯皮尔伯格。"]) is None
+
+
+def _stream(answer: str, size: int) -> List[str]:
+    return [answer[i : i + size] for i in range(0, len(answer), size)]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+@pytest.mark.parametrize("answer", ["2015", "2015 [1].", "Tea steeps for two minutes. The tower was built in 2015.",
+                                    "It was built in 2015", "2008年", "斯皮尔伯格导演了这部电影，它在2018年上映。"])
+def test_a_stream_equals_the_whole_answer(answer: str, size: int) -> None:
+    passages = ["It was built on April 29, 2015.", "汶川地震发生于2008年5月12日。", "由史蒂文·斯皮尔伯格执导。"]
+    metadata: dict = {}
+    streamed = "".join(completed_stream(iter(_stream(answer, size)), passages, "When?", metadata))
+    whole, done = complete_answer(answer, passages, "When?")
+    assert streamed == whole
+    assert metadata.get(COMPLETION_KEY) == (None if done is None else done.to_dict())
+
+
+def test_a_longer_answer_flows_once_it_cannot_be_short() -> None:
+    deltas = ["One", " two", " three", " four", " five", " six", " seven"]
+    assert list(completed_stream(iter(deltas), [], "q?", {})) == ["One two three four five six", " seven"]
+    assert list(completed_stream(iter(["一二三四五", "六七八九十", "十一", "二"]), [], "q?", {})) == [
+        "一二三四五六七八九十十一", "二"]
+
+
+def test_a_failing_stream_keeps_what_was_held() -> None:
+    def failing():
+        yield "2015"
+        raise RuntimeError("cut")
+
+    out: List[str] = []
+    with pytest.raises(RuntimeError, match="cut"):
+        for delta in completed_stream(failing(), ["April 29, 2015."], "q?", {}):
+            out.append(delta)
+    assert out == ["April 29, 2015"]
+
+
+TEXTS = ["Xenoblade Chronicles X was released in Japan on April 29, 2015 by Nintendo.",
+         "Green tea should steep for two minutes."]
+
+
+def test_an_aligned_synthesizer_widens_then_cites_and_says_so() -> None:
+    nodes = make_nodes(TEXTS)
+    synth = get_response_synthesizer(llm=ScriptedLLM.fixed("2015"), citations=True, citation_mode="aligned")
+    response = synth.synthesize("When was Xenoblade Chronicles X released in Japan?", nodes)
+    assert str(response) == "April 29, 2015 [1]"
+    assert response.metadata[COMPLETION_KEY] == {"answer": "2015", "shown": "April 29, 2015", "passage": 1}
+    streamed = get_response_synthesizer(llm=ScriptedLLM.fixed("2015"), citations=True, citation_mode="aligned",
+                                        streaming=True).synthesize("When was it released in Japan?", nodes)
+    assert "".join(streamed.response_gen) == "April 29, 2015 [1]"
+    assert streamed.metadata[COMPLETION_KEY]["shown"] == "April 29, 2015"
+    assert [c["marker"] for c in streamed.metadata["citations"]] == [1]
+
+
+def test_async_stream_widens_too() -> None:
+    async def main() -> str:
+        synth = get_response_synthesizer(llm=ScriptedLLM.fixed("2015"), citations=True, citation_mode="aligned",
+                                          streaming=True)
+        response = await synth.asynthesize("When was it released?", make_nodes(TEXTS))
+        return "".join([d async for d in response.async_response_gen()])
+
+    assert asyncio.run(main()) == "April 29, 2015 [1]"
+
+
+@pytest.mark.parametrize("kw", [{"citations": True, "citation_mode": "inline"}, {"citations": False}])
+def test_other_citation_modes_show_the_models_text_as_it_is(kw: dict) -> None:
+    response = get_response_synthesizer(llm=ScriptedLLM.fixed("2015"), **kw).synthesize("When?", make_nodes(TEXTS))
+    assert str(response) == "2015"
+    assert COMPLETION_KEY not in response.metadata
