@@ -199,7 +199,8 @@ class EngineSession:
                                                                        for w in record.warnings)),
                 "seconds": round(time.perf_counter() - started, 3), "rewrite_ms": round(record.rewrite_latency_ms, 1),
                 "status": record.status, "error": record.error, "warnings": list(record.warnings),
-                "answer_source": record.answer_source, "unsupported": (record.grounding or {}).get("unsupported", [])}
+                "answer_source": record.answer_source, "answer_completion": record.answer_completion,
+                "unsupported": (record.grounding or {}).get("unsupported", [])}
 
 
 def no_passage_answer(filters: Sequence[str]) -> str:
@@ -232,6 +233,9 @@ def print_turn(turn: Dict[str, Any], out: Output, mode: str) -> None:
         out.text(f"answer> {turn['answer']}")
     if turn.get("answer_source") in RECOVERED_NOTES:
         out.text(RECOVERED_NOTES[turn["answer_source"]])
+    if turn.get("answer_completion"):
+        done = turn["answer_completion"]
+        out.text(f"(the model wrote {done['answer']!r}; shown as passage [{done['passage']}] writes it)")
     for u in turn.get("unsupported") or ():
         out.text(f"(!) in no passage: {u['text']}")
     if mode == RETRIEVAL_ONLY:

@@ -8,7 +8,9 @@ in the passages and widens it to the whole expression around it there (:func:`wi
 currency sign, a unit, the given name before a surname joined by "·"; where a Chinese given name begins is read from
 at most four characters, stopping at a one-character function word such as 是). Of the places the answer occurs, the
 one whose sentence shares the most terms with the question is taken, one that widens preferred among those sharing at
-least :data:`NEAR_SHARE` of the best; rank order breaks ties. Nothing else of the answer changes, and an answer that
+least :data:`NEAR_SHARE` of the best; rank order breaks ties. A place whose sentence shares no term with the question
+(a dateline) is never taken, and a name the question itself holds (its subject restated) is never widened; a year
+the question holds may be ("2008年" for "2008年汶川地震的时间" is widened to the day). Nothing else of the answer changes, and an answer that
 occurs nowhere, or nowhere widens, stays as it is. No LLM call.
 
 It applies to ``citation_mode="aligned"`` answers (written without markers, then cited): a streamed one is held while
@@ -123,11 +125,11 @@ def _places(core: str, passages: Sequence[str]) -> List[Tuple[int, int, int]]:
     return out
 
 
-def complete_span(answer: str, passages: Sequence[str], question: str = "") -> Optional[Completion]:
+def complete_span(answer: str, passages: Sequence[str], question: str) -> Optional[Completion]:
     """How a short answer widens (:mod:`module docs <llama_index_convrag.synthesizers.completion>`), or None."""
     core = answer_core(answer)
-    if core is None:
-        return None
+    if core is None or (core in question and not any(ch.isdigit() for ch in core)):
+        return None  # a name the question holds is its subject restated, not an answer (a year may be widened)
     asked = frozenset(terms_of(question))
     scored = []
     for i, start, end in _places(core, passages):
@@ -137,14 +139,14 @@ def complete_span(answer: str, passages: Sequence[str], question: str = "") -> O
         return None
     best = max(shared for shared, _, _ in scored)
     wide = [(shared, i, span) for shared, i, span in scored
-            if span[1] - span[0] > len(core) and shared >= NEAR_SHARE * best]
+            if span[1] - span[0] > len(core) and shared > 0 and shared >= NEAR_SHARE * best]
     if not wide:
         return None
     shared, i, (start, end) = max(wide, key=lambda item: (item[0], -item[1]))
     return Completion(core, passages[i][start:end], i + 1)
 
 
-def complete_answer(answer: str, passages: Sequence[str], question: str = "") -> Tuple[str, Optional[Completion]]:
+def complete_answer(answer: str, passages: Sequence[str], question: str) -> Tuple[str, Optional[Completion]]:
     """``answer`` with its short answer widened (:func:`complete_span`), and how; else ``answer`` and None."""
     done = complete_span(answer, passages, question)
     if done is None:

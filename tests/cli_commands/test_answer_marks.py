@@ -62,3 +62,19 @@ def test_by_default_the_model_is_not_asked_to_cite_and_its_answer_is_cited_by_al
     assert turn["citations"][0]["cited_as"] == 1
     chats = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
     assert len(chats) == 1 and "square brackets" not in chats[0].body["messages"][-1]["content"]
+
+
+def test_a_widened_short_answer_is_noted_and_carried(capsys, argv, openai_server, monkeypatch) -> None:
+    (Path(argv[0]) / "game.txt").write_text("Xenoblade Chronicles X was released in Japan on April 29, 2015.",
+                                            encoding="utf-8")
+    openai_server.chat_responder = lambda body: {"content": "2015"}
+    default = argv[:-2]  # aligned, the default
+    question = "When was Xenoblade Chronicles X released in Japan?"
+    assert main(["ask", default[0], question, *default[1:], "--json"]) == 0
+    turn = json.loads(capsys.readouterr().out)["turns"][0]
+    assert turn["answer"] == "April 29, 2015 [1]"
+    assert turn["answer_completion"] == {"answer": "2015", "shown": "April 29, 2015", "passage": 1}
+    monkeypatch.setattr(sys, "stdin", io.StringIO(question + "\n"))
+    assert main(["chat", *default]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["answer> April 29, 2015 [1]", "(the model wrote '2015'; shown as passage [1] writes it)"]

@@ -22,22 +22,24 @@ from llama_index_convrag.testing import ScriptedLLM
 from tests.synthesizers.conftest import make_nodes
 
 
-@pytest.mark.parametrize(("answer", "passage", "shown"), [
-    ("2015", "Xenoblade Chronicles X was published in Japan on April 29, 2015.", "April 29, 2015"),
-    ("2015", "It came out on 29 April 2015 in Japan.", "29 April 2015"),
-    ("2015", "OpenAI was founded in December 2015 by Elon Musk.", "December 2015"),
-    ("April 29", "It was released on April 29, 2015 in Japan.", "April 29, 2015"),
-    ("10,000", "We got $10,000 in seed funding from Julian.", "$10,000"),
-    ("6.1", "China's economy grew 6.1% in 2019.", "6.1%"),
-    ("2.5", "The deal was worth 2.5 billion dollars.", "2.5 billion"),
-    ("1465", "2019年全年出生人口1465万人。", "1465万"),
-    ("7.0", "芦山发生7.0级强烈地震。", "7.0级"),
-    ("2008年", "汶川地震发生于北京时间2008年5月12日14时28分。", "2008年5月12日"),
-    ("2008", "汶川地震发生于2008年5月12日。", "2008年5月12日"),
-    ("斯皮尔伯格", "电影《头号玩家》是史蒂文·斯皮尔伯格导演的一部科幻片。", "史蒂文·斯皮尔伯格"),
+@pytest.mark.parametrize(("answer", "passage", "question", "shown"), [
+    ("2015", "Xenoblade Chronicles X was published in Japan on April 29, 2015.", "When was Xenoblade published?",
+     "April 29, 2015"),
+    ("2015", "It came out on 29 April 2015 in Japan.", "When did it come out in Japan?", "29 April 2015"),
+    ("2015", "OpenAI was founded in December 2015 by Elon Musk.", "When was OpenAI founded?", "December 2015"),
+    ("April 29", "It was released on April 29, 2015 in Japan.", "When was it released?", "April 29, 2015"),
+    ("10,000", "We got $10,000 in seed funding from Julian.", "How much seed funding?", "$10,000"),
+    ("6.1", "China's economy grew 6.1% in 2019.", "How much did China's economy grow?", "6.1%"),
+    ("2.5", "The deal was worth 2.5 billion dollars.", "What was the deal worth?", "2.5 billion"),
+    ("1465", "2019年全年出生人口1465万人。", "2019年出生人口", "1465万"),
+    ("7.0", "芦山发生7.0级强烈地震。", "芦山地震的震级", "7.0级"),
+    ("2008年", "汶川地震发生于北京时间2008年5月12日14时28分。", "汶川地震的时间", "2008年5月12日"),
+    ("2008", "汶川地震发生于2008年5月12日。", "汶川地震的时间", "2008年5月12日"),
+    ("斯皮尔伯格", "电影《头号玩家》是史蒂文·斯皮尔伯格导演的一部科幻片。", "《头号玩家》的导演是谁", "史蒂文·斯皮尔伯格"),
 ])
-def test_a_short_answer_widens_to_the_passages_expression(answer: str, passage: str, shown: str) -> None:
-    assert complete_span(answer, ["Unrelated text.", passage]) == Completion(answer, shown, 2)
+def test_a_short_answer_widens_to_the_passages_expression(answer: str, passage: str, question: str,
+                                                          shown: str) -> None:
+    assert complete_span(answer, ["Unrelated text.", passage], question) == Completion(answer, shown, 2)
 
 
 @pytest.mark.parametrize(("answer", "passages"), [
@@ -49,8 +51,9 @@ def test_a_short_answer_widens_to_the_passages_expression(answer: str, passage: 
     ("Founded in 2015. By Musk", ["Founded in December 2015. By Musk"]),  # two clauses
 ])
 def test_what_is_left_as_it_is(answer: str, passages: List[str]) -> None:
-    assert complete_span(answer, passages) is None
-    assert complete_answer(answer, passages) == (answer, None)
+    question = "When was it founded, held or directed, 史蒂文?"
+    assert complete_span(answer, passages, question) is None
+    assert complete_answer(answer, passages, question) == (answer, None)
 
 
 def test_the_short_answer_is_read_without_markers_quotes_and_end_punctuation() -> None:
@@ -58,7 +61,7 @@ def test_the_short_answer_is_read_without_markers_quotes_and_end_punctuation() -
     assert answer_core("It rose 6.1 percent") == "It rose 6.1 percent"  # a decimal point ends no clause
     assert answer_core("one two three four five six") is None  # over five words
     assert answer_core("二零零八年五月十二日下午两点二十八分") is None  # over ten characters with Chinese
-    assert complete_answer("2015 [1].", ["Published on April 29, 2015."]) == (
+    assert complete_answer("2015 [1].", ["Published on April 29, 2015."], "When was it published?") == (
         "April 29, 2015 [1].", Completion("2015", "April 29, 2015", 1))
 
 
@@ -70,9 +73,18 @@ def test_the_place_whose_sentence_matches_the_question_is_taken() -> None:
     assert complete_span("2021", far, "Who won the Tour de France 2021?") is None
 
 
+def test_a_dateline_is_never_taken_and_a_name_the_question_holds_is_never_widened() -> None:
+    # the only place of "2020" is a dateline, which shares no term with the question
+    assert complete_span("2020", ["Apr 30, 2020 .", "Valhalla was released on November 10."],
+                         "When was Valhalla released?") is None
+    # "林肯" restates the question's subject; a year the question holds is still widened to the day
+    assert complete_span("林肯", ["约翰·布斯刺杀了亚伯拉罕·林肯。"], "谁刺杀了林肯？") is None
+    assert complete_span("2008年", ["汶川地震发生于2008年5月12日。"], "2008年汶川地震的时间").shown == "2008年5月12日"
+
+
 def test_a_function_word_before_a_chinese_name_stays_out() -> None:
-    assert complete_span("斯皮尔伯格", ["导演是史蒂文·斯皮尔伯格。"]).shown == "史蒂文·斯皮尔伯格"
-    assert complete_span("斯皮尔伯格", ["导演是·斯皮尔伯格。"]) is None
+    assert complete_span("斯皮尔伯格", ["导演是史蒂文·斯皮尔伯格。"], "导演是谁").shown == "史蒂文·斯皮尔伯格"
+    assert complete_span("斯皮尔伯格", ["导演是·斯皮尔伯格。"], "导演是谁") is None
 
 
 def _stream(answer: str, size: int) -> List[str]:
@@ -85,9 +97,11 @@ def _stream(answer: str, size: int) -> List[str]:
 def test_a_stream_equals_the_whole_answer(answer: str, size: int) -> None:
     passages = ["It was built on April 29, 2015.", "汶川地震发生于2008年5月12日。", "由史蒂文·斯皮尔伯格执导。"]
     metadata: dict = {}
-    streamed = "".join(completed_stream(iter(_stream(answer, size)), passages, "When?", metadata))
-    whole, done = complete_answer(answer, passages, "When?")
+    question = "When was it built, when was the 汶川地震, who directed 电影?"
+    streamed = "".join(completed_stream(iter(_stream(answer, size)), passages, question, metadata))
+    whole, done = complete_answer(answer, passages, question)
     assert streamed == whole
+    assert (done is not None) == (answer in ("2015", "2015 [1].", "2008年"))
     assert metadata.get(COMPLETION_KEY) == (None if done is None else done.to_dict())
 
 
@@ -105,7 +119,7 @@ def test_a_failing_stream_keeps_what_was_held() -> None:
 
     out: List[str] = []
     with pytest.raises(RuntimeError, match="cut"):
-        for delta in completed_stream(failing(), ["April 29, 2015."], "q?", {}):
+        for delta in completed_stream(failing(), ["It was built on April 29, 2015."], "When was it built?", {}):
             out.append(delta)
     assert out == ["April 29, 2015"]
 
