@@ -88,14 +88,20 @@ _YES_NO = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|s
 _TRAILING_WORD = re.compile(r"[A-Za-z0-9]+$")
 
 
+#: Chinese function characters, which add nothing to a question ("2018年俄罗斯世界杯的冠军" restates
+#: "2018俄罗斯世界杯的冠军"): neither content nor length.
+FUNCTION_CHARS = frozenset("的了是在年月日为和与及之")
+
+
 def _content(text: str) -> Tuple[FrozenSet[str], FrozenSet[str]]:
-    """Content words and numbers (stemmed, stop words dropped: ``sentences.terms_of``) and Chinese characters."""
+    """Content words and numbers (stemmed, stop words dropped: ``sentences.terms_of``) and Chinese characters (less
+    :data:`FUNCTION_CHARS`)."""
     words = frozenset(t for t in terms_of(text) if t.isascii())
-    return words, frozenset(ch for run in CJK_RUN.findall(text) for ch in run)
+    return words, frozenset(ch for run in CJK_RUN.findall(text) for ch in run if ch not in FUNCTION_CHARS)
 
 
 def _length(text: str) -> int:
-    return len(" ".join(strip_markers(text).split()))
+    return sum(ch not in FUNCTION_CHARS for ch in " ".join(strip_markers(text).split()))
 
 
 @dataclass(frozen=True)
