@@ -8,16 +8,19 @@ checked in the text), the essay cut into :data:`ESSAY_CHUNK` -token chunks as it
 the same for every setting; each turn is one fresh conversation of ``ConvRAGChatEngine`` over those passages.
 
 Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the package had before
-(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer, and two
-tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the Chinese set), and
-``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages; and
+(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer, and three
+tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the Chinese set),
+``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages, and
+``(quote prompt)``, core's QA system prompt asking for the answering sentence word for word (:data:`QUOTE_SYSTEM`); and
 ``(no echo check)``, the default without replacing an answer that only restates the question (``AnswerFallback(echo=
 False)``).
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
 token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
-shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty, only citation markers, or only the question restated (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown (the
-target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; sentences flagged unsupported
+shown with at least one ``[n]``; ``model [n] only``: answers the model gave that were empty, only citation markers,
+or only the question restated (the engine recovered them: ``answer_source``); ``shown [n] only``: such answers shown
+(the target is 0); ``retry`` / ``extractive``: how the recovered ones were answered; ``widened``: answers shown as their
+passage writes them (``TurnRecord.answer_completion``) and how many held the gold before; sentences flagged unsupported
 (``grounding``) per answer; seconds per turn (answer only; on a loaded 2-core machine).
 
     python -m llama_index_convrag.testing.real_llm setup       # once
