@@ -153,6 +153,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
     answers_without_nodes: ClassVar[bool] = False
     # role -> (default template, default with citations); each role is a keyword of __init__ and of the factory
     template_defaults: ClassVar[TemplateDefaults] = {}
+    # role -> default template of citation_mode="aligned" where it is not the plain one (answered in the query's language)
+    aligned_defaults: ClassVar[Dict[str, BasePromptTemplate]] = {}
 
     def __init__(
         self,
@@ -226,7 +228,8 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         chosen = {}
         for role, (plain, cited) in self.template_defaults.items():
             template = given.get(role)
-            chosen[role] = template if template is not None else (cited if self._citations else plain)
+            default = cited if self._citations else self.aligned_defaults.get(role, plain) if self._aligned else plain
+            chosen[role] = template if template is not None else default
         self._update_prompts(chosen)
 
     def _configure_filtering(self, enabled: bool, program_factory: Optional[ProgramFactory]) -> None:

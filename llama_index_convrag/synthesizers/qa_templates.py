@@ -3,14 +3,14 @@ template and its message-content twin for ``multimodal=True``, kept in named att
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_QA_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
 from llama_index.core.prompts.mixin import PromptDictType
 
-from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT
+from llama_index_convrag.prompts.synthesis import ALIGNED_QA_PROMPT_SEL, CITATION_QA_PROMPT
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, TemplateDefaults
 
 
@@ -21,6 +21,7 @@ class QATemplates(BaseSynthesizer):
         "text_qa_template": (DEFAULT_TEXT_QA_PROMPT_SEL, CITATION_QA_PROMPT),
         "chat_content_qa_template": (CHAT_CONTENT_QA_PROMPT, CHAT_CONTENT_QA_PROMPT),
     }
+    aligned_defaults: ClassVar[Dict[str, BasePromptTemplate]] = {"text_qa_template": ALIGNED_QA_PROMPT_SEL}
     _text_qa_template: BasePromptTemplate
     _chat_content_qa_template: BasePromptTemplate
 

@@ -20,7 +20,7 @@ from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PRO
 from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.prompts.synthesis import CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
+from llama_index_convrag.prompts.synthesis import ALIGNED_QA_PROMPT_SEL, CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
 from llama_index_convrag.synthesizers.base import (
     DEFAULT_PADDING,
     BaseSynthesizer,
@@ -51,6 +51,7 @@ class Refine(BaseSynthesizer):
         "chat_content_qa_template": (CHAT_CONTENT_QA_PROMPT, CHAT_CONTENT_QA_PROMPT),
         "chat_content_refine_template": (CHAT_CONTENT_REFINE_PROMPT, CHAT_CONTENT_REFINE_PROMPT),
     }
+    aligned_defaults = {"text_qa_template": ALIGNED_QA_PROMPT_SEL}
     _text_qa_template: BasePromptTemplate
     _refine_template: BasePromptTemplate
     _chat_content_qa_template: BasePromptTemplate

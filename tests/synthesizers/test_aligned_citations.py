@@ -3,8 +3,10 @@
 import asyncio
 
 import pytest
+from llama_index.core.prompts.chat_prompts import TEXT_QA_PROMPT_TMPL_MSGS, TEXT_QA_SYSTEM_PROMPT
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.prompts.synthesis import LANGUAGE_RULE
 from llama_index_convrag.synthesizers import get_response_synthesizer
 from llama_index_convrag.synthesizers.citations import CITATION_MODES
 from llama_index_convrag.synthesizers.grounding import SentenceCiter, cite_sentences, cited_stream
@@ -22,18 +24,40 @@ def aligned(llm, **kw):
     return get_response_synthesizer(llm=llm, citations=True, citation_mode="aligned", **kw)
 
 
-def test_the_prompt_has_no_citation_instruction_and_unnumbered_passages():
+def test_the_prompt_is_cores_qa_prompt_with_the_language_rule_no_citation_instruction_unnumbered_passages():
     llm = ScriptedLLM.fixed(ANSWER)
     nodes = make_nodes(TEXTS)
     response = aligned(llm).synthesize("q?", nodes)
     plain = ScriptedLLM.fixed(ANSWER)
     get_response_synthesizer(llm=plain).synthesize("q?", nodes)
-    assert llm.prompts == plain.prompts == [qa("\n\n".join(TEXTS))]  # core's QA prompt, one call
+    assert plain.prompts == [qa("\n\n".join(TEXTS))]  # without citations: core's QA prompt, unchanged
+    with_rule = qa("\n\n".join(TEXTS)).replace("answer the query.\n", f"answer the query. {LANGUAGE_RULE}\n")
+    assert llm.prompts == [with_rule] and with_rule != plain.prompts[0]  # one call
     assert str(response) == CITED
     assert response.metadata["citations"] == [{"marker": 2, "node_id": "n1", "source_index": 1},
                                               {"marker": 1, "node_id": "n0", "source_index": 0}]
     assert response.metadata["invalid_citation_markers"] == []
     assert response.metadata["llm_calls"] == 1
+
+
+def test_a_chat_model_gets_cores_qa_messages_with_the_rule_as_the_system_prompts_third():
+    llm = ScriptedLLM.fixed(ANSWER, chat_model=True)
+    aligned(llm).synthesize("q?", make_nodes(TEXTS))
+    system, user = llm.calls[0].messages
+    assert system.content == (TEXT_QA_SYSTEM_PROMPT.content + "\n3. Always answer in the language the query is "
+                                                              "written in.")
+    assert user.content == TEXT_QA_PROMPT_TMPL_MSGS[1].content.format(context_str="\n\n".join(TEXTS), query_str="q?")
+
+
+@pytest.mark.parametrize("mode,calls", [("refine", [True, False]), ("accumulate", [True, True]),
+                                        ("simple_summarize", [True])])
+def test_the_qa_prompt_has_the_rule_and_refine_and_tree_summarize_keep_cores_prompts(mode, calls):
+    llm = ScriptedLLM.fixed(ANSWER)
+    aligned(llm, response_mode=mode).synthesize("q?", make_nodes(TEXTS))
+    assert [LANGUAGE_RULE in p for p in llm.prompts] == calls, llm.prompts  # refine's second call: core's refine
+    tree = ScriptedLLM.fixed(ANSWER)
+    aligned(tree, response_mode="tree_summarize").synthesize("q?", make_nodes(TEXTS))
+    assert tree.prompts and not any(LANGUAGE_RULE in p for p in tree.prompts)  # not measured: core's prompt
 
 
 @pytest.mark.parametrize("mode", ["refine", "tree_summarize", "simple_summarize"])
