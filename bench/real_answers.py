@@ -1,5 +1,6 @@
 """What a real model answers through the chat engine, per answer setting, beside the extractive answer on the same
-passages: Qwen2.5-Coder-0.5B-Instruct (GGUF) behind llama.cpp's OpenAI-compatible server, greedy decoding.
+passages: Qwen2.5-Coder-0.5B-Instruct (``--model 1.5b``: the 1.5B) GGUF behind llama.cpp's OpenAI-compatible server,
+greedy decoding.
 
 Sets (the first ``--n`` questions each): RGB English (``en_fact``) and Chinese (``zh_fact``): a question's positive
 and negative passages are its pool; and questions over Paul Graham's essay (:data:`ESSAY_QUESTIONS`, each gold answer
@@ -8,12 +9,13 @@ checked in the text), the essay cut into :data:`ESSAY_CHUNK` -token chunks as it
 the same for every setting; each turn is one fresh conversation of ``ConvRAGChatEngine`` over those passages.
 
 Settings (``--settings``): :data:`SETTINGS`, among them the citation prompt the package had before
-(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer, and three
-tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the Chinese set),
-``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the passages, and
-``(quote prompt)``, core's QA system prompt asking for the answering sentence word for word (:data:`QUOTE_SYSTEM`); and
-``(no echo check)``, the default without replacing an answer that only restates the question (``AnswerFallback(echo=
-False)``).
+(:data:`OLD_CITATION_QA_TMPL`, passed as ``text_qa_template``) to show what it made a small model answer,
+``(core prompt)``, the default asking with core's QA prompt as it is (without the rule to answer in the query's
+language), and tried alternatives: ``(zh prompt)``, core's QA prompt in Chinese (:data:`ZH_QA_TMPL`, for the
+Chinese set), ``(evidence)``, the model reading only the extractive answer's best 5 sentences instead of the
+passages, ``(evidence first)``, those sentences as one more passage before the passages, and ``(quote prompt)``,
+core's QA system prompt asking for the answering sentence word for word (:data:`QUOTE_SYSTEM`); and ``(no echo
+check)``, the default without replacing an answer that only restates the question (``AnswerFallback(echo=False)``).
 
 Per set and setting: answers whose passages hold a gold answer; gold contained in the shown answer; exact match and
 token F1 (``evaluation.answers``) against the gold, of the answer without its ``[n]`` markers; ``cited``: answers
@@ -27,6 +29,8 @@ passage writes them (``TurnRecord.answer_completion``) and how many held the gol
     PYTHONPATH=. python bench/real_answers.py --n 5            # starts its own server (docs/results/answers.md)
     PYTHONPATH=. python bench/real_answers.py --base-url http://127.0.0.1:PORT/v1   # a running one
     PYTHONPATH=. python bench/real_answers.py --report bench/out/real_answers.jsonl  # the table of a saved run
+
+With ``--report``, each setting is also set beside the extractive answer question by question (:func:`overlap`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from answer_containment import norm, retrieve, rgb  # noqa: E402
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.llms.types import ChatMessage, MessageRole  # noqa: E402
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate  # noqa: E402
+from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
@@ -103,6 +108,9 @@ QUOTE_SYSTEM = _CORE_SYSTEM + (
     "3. Answer with the sentence of the context that answers the query, copied word for word.\n"
 )
 """Core's QA system prompt with a rule to quote the answering sentence (the ``(quote prompt)`` setting)."""
+EVIDENCE_FIRST = "_evidence_first"
+"""A setting keyword (not the engine's): the extractive answer's best N sentences come first, as one more passage,
+before the passages (the ``(evidence first)`` setting)."""
 EVIDENCE = "_evidence_sentences"
 """A setting keyword (not the engine's): the model reads only the extractive answer's best N sentences, not the
 passages (the ``(evidence)`` setting)."""
@@ -125,12 +133,16 @@ SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
                                     "text_qa_template": PromptTemplate(ZH_QA_TMPL)},
     "compact+aligned (evidence)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
                                    EVIDENCE: 5},
+    "compact+aligned (evidence first)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                         EVIDENCE_FIRST: 3},
     "compact+aligned (no echo check)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
                                         "answer_fallback": False},
     "compact+aligned (quote prompt)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
                                  "text_qa_template": ChatPromptTemplate(message_templates=[
                                      ChatMessage(role=MessageRole.SYSTEM, content=QUOTE_SYSTEM),
                                      ChatMessage(role=MessageRole.USER, content=_CORE_USER)])},
+    "compact+aligned (core prompt)": {"response_mode": "compact", "citations": True, "citation_mode": "aligned",
+                                      "text_qa_template": DEFAULT_TEXT_QA_PROMPT_SEL},
     "extractive": None,
 }
 DEFAULT_SETTINGS = "compact+cite,compact+aligned,compact,extractive"
@@ -188,6 +200,10 @@ def answerer(name: str, kwargs: Optional[Dict[str, Any]], llm: Any, embed: Any) 
         evidence = kw.pop(EVIDENCE, None)
         if evidence is not None:
             passages = evidence_of(question, passages, Extractive(embed, max_sentences=evidence))
+        first = kw.pop(EVIDENCE_FIRST, None)
+        if first is not None:
+            found = evidence_of(question, passages, Extractive(embed, max_sentences=first))
+            passages = [" ".join(found), *passages] if found != passages else passages
         echo = kw.pop("answer_fallback", True)  # False: the setting without the echo check
         engine = ConvRAGChatEngine.from_defaults(
             Passages(passages), llm if kwargs is not None else None,
@@ -207,7 +223,7 @@ def evidence_of(question: str, passages: List[str], extractive: Extractive) -> L
     return runs or passages
 
 
-def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) -> Dict[str, Any]:
+def answer_row(name: str, number: int, item: Item, embed: Any, label: str, answer: Callable) -> Dict[str, Any]:
     question, golds, pool = item
     top = retrieve(embed, question, pool, f"real_answers_{name}")[:TOP_K]
     t0 = time.perf_counter()
@@ -216,7 +232,7 @@ def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) 
     text = record.answer
     widened = record.answer_completion
     before = text if widened is None else text.replace(widened["shown"], widened["answer"], 1)
-    return {"set": name, "question": question, "gold": golds, "setting": label,
+    return {"set": name, "number": number, "question": question, "gold": golds, "setting": label,
             "held": any(norm(g) in norm(p) for p in top for g in golds), "answer": text,
             "answer_source": record.answer_source, "contained": any(norm(g) in norm(text) for g in golds),
             "shown_marker_only": not has_answer_text(text), "widened": widened,
@@ -224,15 +240,17 @@ def answer_row(name: str, item: Item, embed: Any, label: str, answer: Callable) 
             "unsupported": len((record.grounding or {}).get("unsupported", [])), "seconds": seconds}
 
 
-def run(sets: Dict[str, List[Item]], embed: Any, answerers: Dict[str, Callable], log: Any) -> List[Dict[str, Any]]:
-    """Question k of every set before question k + 1 of any (a run cut short still covers every set)."""
+def run(sets: Dict[str, List[Item]], embed: Any, answerers: Dict[str, Callable], log: Any,
+        first: int = 1) -> List[Dict[str, Any]]:
+    """Question k of every set before question k + 1 of any (a run cut short still covers every set); ``first`` is
+    the number of each set's first question (rows carry theirs)."""
     rows = []
     for k in range(max(len(items) for items in sets.values())):
         for name, items in sets.items():
             if k >= len(items):
                 continue
             for label, answer in answerers.items():
-                row = answer_row(name, items[k], embed, label, answer)
+                row = answer_row(name, first + k, items[k], embed, label, answer)
                 rows.append(row)
                 log.write(json.dumps(row, ensure_ascii=False) + "\n")
                 log.flush()
@@ -277,6 +295,29 @@ def table(rows: List[Dict[str, Any]], settings: Sequence[str]) -> List[str]:
     return out
 
 
+def overlap(rows: List[Dict[str, Any]], setting: str, other: str = "extractive") -> List[str]:
+    """Per set, over the questions whose passages hold a gold answer and that both settings answered: how many
+    answers of each hold it, of both, of only one, of neither. ``setting`` or ``other`` alone plus the questions only
+    the other gets right is the most any per-question choice between the two answers could reach."""
+    out = [f"| set | questions | {setting} | {other} | both | {setting} only | {other} only | neither |",
+           "|---|---|---|---|---|---|---|---|"]
+    pairs: Dict[str, List[Tuple[bool, bool]]] = {}
+    by_question: Dict[Tuple[str, str], Dict[str, Dict[str, Any]]] = {}
+    for r in rows:
+        by_question.setdefault((r["set"], r["question"]), {})[r["setting"]] = r
+    for (name, _), found in by_question.items():
+        if setting in found and other in found and found[setting]["held"]:
+            pair = (found[setting]["contained"], found[other]["contained"])
+            pairs.setdefault(name, []).append(pair)
+            pairs.setdefault("all", []).append(pair)
+    for name in [*(n for n in pairs if n != "all"), "all"] if pairs else []:
+        got = pairs[name]
+        out.append(f"| {name} | {len(got)} | {sum(a for a, _ in got)} | {sum(b for _, b in got)} | "
+                   f"{sum(a and b for a, b in got)} | {sum(a and not b for a, b in got)} | "
+                   f"{sum(b and not a for a, b in got)} | {sum(not a and not b for a, b in got)} |")
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=15, help="questions per set")
@@ -286,6 +327,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--settings", default=DEFAULT_SETTINGS, help=f"comma-separated, of {list(SETTINGS)}")
     parser.add_argument("--base-url", default=None, help="a running llama.cpp server (else one is started)")
     parser.add_argument("--n-threads", type=int, default=2)
+    parser.add_argument("--model", default="0.5b", help="the tier's model to start (real_llm.MODELS: 0.5b, 1.5b; "
+                        "set up with `real_llm setup --model M`)")
     parser.add_argument("--report", type=Path, nargs="+", default=None,
                         help="print the table of saved runs' JSON lines")
     parser.add_argument("--out", type=Path, default=OUT / "real_answers.jsonl", help="where the run's JSON lines go")
@@ -294,36 +337,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.report is not None:
         rows = [json.loads(line) for path in args.report for line in path.open(encoding="utf-8")]
         print("\n".join(table(rows, [s for s in SETTINGS if any(r["setting"] == s for r in rows)])))
+        for setting in [s for s in SETTINGS if s != "extractive" and any(r["setting"] == s for r in rows)]:
+            if any(r["setting"] == "extractive" for r in rows):
+                print("\n" + "\n".join(overlap(rows, setting)))
         return 0
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
         parser.error(f"unknown settings {unknown}; accepted: {list(SETTINGS)}")
     server = None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.base_url is None:
         from llama_index_convrag.testing.real_llm import locate, start_server
 
-        server = start_server(locate(), n_threads=args.n_threads, log_path=args.out.with_suffix(".server.log"))
+        server = start_server(locate(model=args.model), n_threads=args.n_threads,
+                              log_path=args.out.with_suffix(".server.log"))
         client = server.client_kwargs(max_tokens=MAX_TOKENS)
     else:
-        from llama_index_convrag.testing.real_llm import MODEL_ALIAS
+        from llama_index_convrag.testing.real_llm import weights_of
 
-        client = {"model": MODEL_ALIAS, "api_base": args.base_url, "api_key": "not-needed", "context_window": 4096,
-                  "max_tokens": MAX_TOKENS, "temperature": 0.0, "timeout": 600.0, "max_retries": 0}
+        client = {"model": weights_of(args.model).alias, "api_base": args.base_url, "api_key": "not-needed",
+                  "context_window": 4096, "max_tokens": MAX_TOKENS, "temperature": 0.0, "timeout": 600.0,
+                  "max_retries": 0}
     try:
         llm = OpenAICompatible(**client)
         embed = LocalMiniLMEmbedding()
         answerers = {s: answerer(s, SETTINGS[s], llm, embed) for s in settings}
         loaders = {"rgb-en": lambda: rgb("en_fact", args.n), "rgb-zh": lambda: rgb("zh_fact", args.n),
                    "essay": lambda: essay_items(args.n)}
-        OUT.mkdir(parents=True, exist_ok=True)
         sets = {name: loaders[name]()[args.skip:] for name in args.sets.split(",")}
         with open(args.out, "w", encoding="utf-8") as log:
-            rows = run(sets, embed, answerers, log)
+            rows = run(sets, embed, answerers, log, first=args.skip + 1)
     finally:
         if server is not None:
             server.stop()
-    print(f"(Qwen2.5-Coder-0.5B-Instruct GGUF, llama.cpp, greedy, max {MAX_TOKENS} tokens; top {TOP_K} passages; "
-          "seconds from a loaded 2-core machine)")
+    print(f"(Qwen2.5-Coder-{args.model.upper()}-Instruct GGUF, llama.cpp, greedy, max {MAX_TOKENS} tokens; "
+          f"top {TOP_K} passages; seconds from a loaded 2-core machine)")
     print("\n".join(table(rows, settings)))
     return 0
 
