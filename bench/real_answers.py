@@ -60,6 +60,7 @@ from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E
 from llama_index_convrag.evaluation.answers import exact_match, token_f1  # noqa: E402
 from llama_index_convrag.synthesizers import Extractive  # noqa: E402
 from llama_index_convrag.synthesizers.citations import has_answer_text, parse_markers, strip_markers  # noqa: E402
+from llama_index_convrag.testing.real_llm import MODELS, locate, start_server, weights_of  # noqa: E402
 
 TOP_K = 3
 ESSAY_CHUNK = 256
@@ -327,8 +328,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--settings", default=DEFAULT_SETTINGS, help=f"comma-separated, of {list(SETTINGS)}")
     parser.add_argument("--base-url", default=None, help="a running llama.cpp server (else one is started)")
     parser.add_argument("--n-threads", type=int, default=2)
-    parser.add_argument("--model", default="0.5b", help="the tier's model to start (real_llm.MODELS: 0.5b, 1.5b; "
-                        "set up with `real_llm setup --model M`)")
+    parser.add_argument("--model", default="0.5b", choices=list(MODELS),
+                        help="the tier's model (set up with `real_llm setup --model M`)")
     parser.add_argument("--report", type=Path, nargs="+", default=None,
                         help="print the table of saved runs' JSON lines")
     parser.add_argument("--out", type=Path, default=OUT / "real_answers.jsonl", help="where the run's JSON lines go")
@@ -337,8 +338,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.report is not None:
         rows = [json.loads(line) for path in args.report for line in path.open(encoding="utf-8")]
         print("\n".join(table(rows, [s for s in SETTINGS if any(r["setting"] == s for r in rows)])))
-        for setting in [s for s in SETTINGS if s != "extractive" and any(r["setting"] == s for r in rows)]:
-            if any(r["setting"] == "extractive" for r in rows):
+        if any(r["setting"] == "extractive" for r in rows):
+            for setting in [s for s in SETTINGS if s != "extractive" and any(r["setting"] == s for r in rows)]:
                 print("\n" + "\n".join(overlap(rows, setting)))
         return 0
     unknown = [s for s in settings if s not in SETTINGS]
@@ -347,14 +348,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     server = None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.base_url is None:
-        from llama_index_convrag.testing.real_llm import locate, start_server
-
         server = start_server(locate(model=args.model), n_threads=args.n_threads,
                               log_path=args.out.with_suffix(".server.log"))
         client = server.client_kwargs(max_tokens=MAX_TOKENS)
     else:
-        from llama_index_convrag.testing.real_llm import weights_of
-
         client = {"model": weights_of(args.model).alias, "api_base": args.base_url, "api_key": "not-needed",
                   "context_window": 4096, "max_tokens": MAX_TOKENS, "temperature": 0.0, "timeout": 600.0,
                   "max_retries": 0}
@@ -370,7 +367,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if server is not None:
             server.stop()
-    print(f"(Qwen2.5-Coder-{args.model.upper()}-Instruct GGUF, llama.cpp, greedy, max {MAX_TOKENS} tokens; "
+    print(f"({weights_of(args.model).gguf_name}, llama.cpp, greedy, max {MAX_TOKENS} tokens; "
           f"top {TOP_K} passages; seconds from a loaded 2-core machine)")
     print("\n".join(table(rows, settings)))
     return 0
