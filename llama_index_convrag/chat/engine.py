@@ -211,7 +211,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         retriever = fusing_retriever(retriever, rewriter, contextual_fusion)
         context_chat = None
         if mode != "condense_question" and llm is not None:
-            context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
+            context_chat = ContextChat(llm, mode=mode, system_prompt=system_prompt, context_prompt=context_prompt,
                                        context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
         hooks: List[AnswerHook] = []
         if judging is not None:
