@@ -1,0 +1,170 @@
+"""What the differential tests share: a recording LLM whose replies are a function of the prompt, generated inputs,
+and the record of one run (answer, every LLM call, source nodes) that core's class and ours must both produce.
+
+Core's class and ours each get their own LLM instance built the same way, so the two call records can be compared
+call by call. A reply depends only on the prompt it answers, so any difference in what was asked shows up twice: in
+the calls and in the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from llama_index.core.base.response.schema import AsyncStreamingResponse, PydanticResponse, StreamingResponse
+from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
+from llama_index.core.settings import Settings
+
+from llama_index_convrag.testing import ScriptedLLM
+
+EXAMPLES = 12
+"""Examples per property: modest, so the whole folder runs in well under its 3-minute budget on 2 cores."""
+DIFFERENTIAL = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                               HealthCheck.function_scoped_fixture])
+"""Every property: the same examples on every run (``derandomize``), no per-example deadline (a loaded 2-core
+machine), nothing stored between runs."""
+
+EN_WORDS = ("the bridge opened in 1932 and carries trains across river city north old new people live work "
+            "cats sleep hunt mice at night paris capital france milvus stores vectors bm25 keyword search "
+            "bread rises with wild yeast").split()
+ZH_CHARS = list("东京是日本的首都大桥在年开通猫晚上抓老鼠巴黎法国面包用野生酵母发酵数据库存储向量检索")
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""A one-pixel PNG, base64 (what ``ImageNode(image=...)`` takes)."""
+
+
+def divergence(row: str) -> Any:
+    """Marks a test as the check of one documented divergence: ``row`` is its id in docs/COMPATIBILITY.md
+    (``test_divergence_rows.py`` checks that every row has a test and every test a row)."""
+    return pytest.mark.divergence(row)
+
+
+def digest(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def reply_for(prompt: str) -> str:
+    """The reply to ``prompt``: JSON when the prompt asks for the structured refine answer (a text-completion
+    program shows its schema), plain words otherwise. Never empty, never the prompt's own words."""
+    if '"query_satisfied"' in prompt:
+        return json.dumps(structured_for(prompt))
+    h = digest(prompt)
+    return f"reply {h % 9973} alpha {h % 31} beta"
+
+
+def structured_for(prompt: str) -> Dict[str, Any]:
+    """The structured refine answer for ``prompt``: about one in three says the context does not answer."""
+    h = digest(prompt)
+    return {"answer": f"answer {h % 9973}", "query_satisfied": h % 3 != 0}
+
+
+def recording_llm(*, chat: bool = False, context_window: int = 4096, num_output: int = 256,
+                  function_calling: bool = True) -> ScriptedLLM:
+    """A fresh recording LLM: replies by :func:`reply_for`, tool calls by :func:`structured_for`."""
+    def tool(prompt: str, tools: Sequence[Any]) -> Dict[str, Any]:
+        return {"name": tools[0].metadata.name, "args": structured_for(prompt)}
+
+    return ScriptedLLM(mode="fn", fn=reply_for, tool_fn=tool, chat_model=chat, context_window=context_window,
+                       num_output=num_output, function_calling=function_calling)
+
+
+# --- generated inputs ----------------------------------------------------------------------------------------------
+english = st.lists(st.sampled_from(EN_WORDS), min_size=1, max_size=30).map(" ".join)
+chinese = st.lists(st.sampled_from(ZH_CHARS), min_size=1, max_size=40).map(lambda cs: "".join(cs) + "。")
+texts = st.one_of(english, chinese, st.tuples(english, chinese).map(" ".join))
+queries = st.one_of(english.map(lambda t: t + "?"), chinese.map(lambda t: t[:-1] + "？"))
+
+
+def nodes_of(contents: Sequence[str]) -> List[NodeWithScore]:
+    """Nodes with fixed ids and falling scores; ``"<image>"`` becomes a one-pixel image node."""
+    out = []
+    for i, text in enumerate(contents):
+        node = ImageNode(image=PNG_1PX, id_=f"n{i}") if text == "<image>" else TextNode(text=text, id_=f"n{i}")
+        out.append(NodeWithScore(node=node, score=round(1.0 - i / 100, 2)))
+    return out
+
+
+@contextmanager
+def settings_llm(llm: Any) -> Iterator[None]:
+    """``Settings.llm`` assigned for the block: core's factory builds ``no_text`` and ``context_only`` without the
+    ``llm`` it is given, from ``Settings.llm``."""
+    before = Settings._llm
+    Settings._llm = llm
+    try:
+        yield
+    finally:
+        Settings._llm = before
+
+
+# --- one run -------------------------------------------------------------------------------------------------------
+Call = Tuple[str, str, Tuple[Tuple[str, Tuple[str, ...]], ...]]
+
+
+def call_record(llm: ScriptedLLM) -> List[Call]:
+    """Every call the LLM got: its kind, the flattened prompt, and each message's role and content blocks."""
+    return [(c.kind, c.prompt, tuple((str(m.role.value), tuple(block_key(b) for b in m.blocks)) for m in c.messages))
+            for c in llm.calls]
+
+
+def block_key(block: Any) -> str:
+    text = getattr(block, "text", None)
+    if text is not None:
+        return f"text:{text}"
+    return f"{block.block_type}:{digest(str(getattr(block, 'image', b'') or b''))}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one synthesizer or chat engine produced for one input."""
+
+    kind: str
+    answer: str
+    calls: Tuple[Call, ...]
+    sources: Tuple[str, ...]
+
+
+def response_kind(response: Any) -> str:
+    for cls in (PydanticResponse, AsyncStreamingResponse, StreamingResponse):
+        if isinstance(response, cls):
+            return cls.__name__
+    return type(response).__name__
+
+
+def read_answer(response: Any) -> str:
+    """The whole answer text of a non-async response (a stream is read to its end)."""
+    if isinstance(response, StreamingResponse):
+        return "".join(response.response_gen)
+    return str(response)
+
+
+async def aread_answer(response: Any) -> str:
+    if isinstance(response, AsyncStreamingResponse):
+        return "".join([delta async for delta in response.async_response_gen()])
+    return read_answer(response)
+
+
+def run_synthesizer(build: Callable[[ScriptedLLM], Any], llm_kw: Dict[str, Any], query: str,
+                    nodes: Sequence[NodeWithScore], *, use_async: bool = False, **extra: Any) -> Run:
+    """Build a synthesizer on a fresh recording LLM, synthesize once (``asynthesize`` and the stream read in one
+    event loop when ``use_async``), and record the run."""
+    llm = recording_llm(**llm_kw)
+    synth = build(llm)
+
+    async def arun() -> Tuple[Any, str]:
+        response = await synth.asynthesize(query, list(nodes), **extra)
+        return response, await aread_answer(response)
+
+    if use_async:
+        response, answer = asyncio.run(arun())
+    else:
+        response = synth.synthesize(query, list(nodes), **extra)
+        answer = read_answer(response)
+    sources = tuple(n.node.node_id for n in (response.source_nodes or []))
+    return Run(kind=response_kind(response), answer=answer, calls=tuple(call_record(llm)), sources=sources)

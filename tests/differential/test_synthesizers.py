@@ -1,0 +1,137 @@
+"""Every response mode, core's class against ours on generated inputs: the same answer, the same LLM calls (kind,
+prompt, messages) in the same order, the same source nodes and response type.
+
+Each property states the inputs on which the two are claimed equal; what differs on purpose outside them is
+asserted in ``test_synthesizer_divergences.py`` (one test per row of docs/COMPATIBILITY.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import llama_index.core.response_synthesizers as core
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts.prompt_type import PromptType
+
+import llama_index_convrag.synthesizers as ours
+from tests.differential.harness import DIFFERENTIAL, nodes_of, queries, run_synthesizer, settings_llm, texts
+
+FITTING_MODES = ("refine", "compact", "tree_summarize", "accumulate", "compact_accumulate", "generation", "no_text",
+                 "context_only")
+"""Modes whose every call is compared on context that fits one window (``simple_summarize``: see the divergences)."""
+ACCUMULATING = ("accumulate", "compact_accumulate")
+UNSTREAMED = ACCUMULATING + ("no_text", "context_only")
+"""Modes with no LLM answer to stream: ``streaming=True`` streams their text here (core raises or returns a plain
+``Response``; a divergence)."""
+STRUCTURED = ("refine", "compact")
+"""The modes core gives structured answer filtering."""
+
+
+def both(build: Any, llm_kw: Dict[str, Any], query: str, contents: Any, *, same_kind: bool = True, **kw: Any) -> None:
+    """Run core's and our synthesizer (``build(module, llm)``) on the same input; assert the runs are equal (the
+    response types too, unless ``same_kind`` is False)."""
+    nodes = nodes_of(contents)
+    def build_core(llm: Any) -> Any:
+        with settings_llm(llm):
+            return build(core, llm)
+
+    theirs = run_synthesizer(build_core, llm_kw, query, nodes, **kw)
+    mine = run_synthesizer(lambda llm: build(ours, llm), llm_kw, query, nodes, **kw)
+    assert mine.calls == theirs.calls
+    assert mine.answer == theirs.answer
+    assert mine.sources == theirs.sources
+    if same_kind:
+        assert mine.kind == theirs.kind
+
+
+@pytest.mark.parametrize("mode", FITTING_MODES)
+@DIFFERENTIAL
+@given(data=st.data(), contents=st.lists(texts, max_size=6), query=queries, chat=st.booleans(),
+       use_async=st.booleans())
+def test_every_mode_on_context_that_fits_one_window(mode, data, contents, query, chat, use_async):
+    streaming = data.draw(st.booleans(), "streaming") if mode not in UNSTREAMED else False
+    window = data.draw(st.integers(2048, 8192), "context_window")
+    num_output = data.draw(st.integers(32, 512), "num_output")
+    both(lambda m, llm: m.get_response_synthesizer(llm=llm, response_mode=mode, streaming=streaming),
+         dict(chat=chat, context_window=window, num_output=num_output), query, contents, use_async=use_async)
+
+
+@pytest.mark.parametrize("mode", ("compact", "compact_accumulate"))
+@DIFFERENTIAL
+@given(data=st.data(), contents=st.lists(texts, min_size=1, max_size=8), query=queries, chat=st.booleans(),
+       use_async=st.booleans())
+def test_compact_modes_pack_windows_as_core_on_small_windows(mode, data, contents, query, chat, use_async):
+    """Windows of 330-600 tokens split the context into several calls. Compact keeps room for the existing answer:
+    equal whenever that room (``response_padding_size``) is within the LLM's ``num_output`` and fits the answers."""
+    num_output = data.draw(st.integers(40, 120), "num_output")
+    window = data.draw(st.integers(330, 600), "context_window")
+    streaming = data.draw(st.booleans(), "streaming") if mode == "compact" else False
+    if mode == "compact":
+        padding = data.draw(st.integers(24, num_output), "response_padding_size")
+        build = lambda m, llm: m.CompactAndRefine(llm=llm, streaming=streaming, response_padding_size=padding)  # noqa: E731
+    else:
+        build = lambda m, llm: compact_accumulate(m)(llm=llm)  # noqa: E731
+    both(build, dict(chat=chat, context_window=window, num_output=num_output), query, contents, use_async=use_async)
+
+
+@pytest.mark.parametrize("mode", STRUCTURED)
+@DIFFERENTIAL
+@given(contents=st.lists(texts, min_size=1, max_size=5), query=queries, chat=st.booleans(),
+       function_calling=st.booleans(), use_async=st.booleans(), streaming=st.booleans())
+def test_structured_answer_filtering(mode, contents, query, chat, function_calling, use_async, streaming):
+    """Every call asks for ``{answer, query_satisfied}`` (a tool call, or JSON after the schema in the prompt); the
+    answers the context does not satisfy are dropped, in core's order. Streamed, the response type differs (a
+    divergence: ``test_structured_streaming_answers_come_whole``)."""
+    both(lambda m, llm: m.get_response_synthesizer(llm=llm, response_mode=mode, structured_answer_filtering=True,
+                                                   streaming=streaming),
+         dict(chat=chat, function_calling=function_calling), query, contents, use_async=use_async,
+         same_kind=not streaming)
+
+
+def compact_accumulate(module: Any) -> Any:
+    """``CompactAndAccumulate``: core exports it from its module only."""
+    if module is core:
+        from llama_index.core.response_synthesizers.compact_and_accumulate import CompactAndAccumulate
+
+        return CompactAndAccumulate
+    return module.CompactAndAccumulate
+
+
+TONE_QA = PromptTemplate("Answer in a {tone} tone.\n{context_str}\nQ: {query_str}\nA: ",
+                         prompt_type=PromptType.QUESTION_ANSWER)
+TONE_REFINE = PromptTemplate("In a {tone} tone, improve '{existing_answer}' for {query_str} with:\n{context_msg}\n",
+                             prompt_type=PromptType.REFINE)
+TONE_SUMMARY = PromptTemplate("Summarise in a {tone} tone for {query_str}:\n{context_str}\n",
+                              prompt_type=PromptType.SUMMARY)
+
+
+@pytest.mark.parametrize("mode", ("refine", "compact", "tree_summarize", "accumulate", "compact_accumulate"))
+@DIFFERENTIAL
+@given(contents=st.lists(texts, min_size=1, max_size=5), query=queries, tone=texts, chat=st.booleans(),
+       use_async=st.booleans())
+def test_extra_template_variables_reach_every_prompt(mode, contents, query, tone, chat, use_async):
+    templates = dict(summary_template=TONE_SUMMARY) if mode == "tree_summarize" else dict(
+        text_qa_template=TONE_QA, **({"refine_template": TONE_REFINE} if mode in STRUCTURED else {}))
+    both(lambda m, llm: m.get_response_synthesizer(llm=llm, response_mode=mode, **templates),
+         dict(chat=chat), query, contents, use_async=use_async, tone=tone)
+
+
+@DIFFERENTIAL
+@given(mode=st.sampled_from(FITTING_MODES + ("simple_summarize",)), query=queries, chat=st.booleans(),
+       use_async=st.booleans(), streaming=st.booleans())
+def test_no_nodes_gives_the_empty_response_without_a_call(mode, query, chat, use_async, streaming):
+    streaming = streaming and mode not in UNSTREAMED
+    both(lambda m, llm: m.get_response_synthesizer(llm=llm, response_mode=mode, streaming=streaming),
+         dict(chat=chat), query, [], use_async=use_async)
+
+
+@pytest.mark.parametrize("mode", ("refine", "compact", "tree_summarize", "compact_accumulate", "accumulate"))
+@DIFFERENTIAL
+@given(contents=st.lists(st.one_of(texts, st.just("<image>")), min_size=1, max_size=4), query=queries,
+       use_async=st.booleans())
+def test_multimodal_nodes_become_message_blocks(mode, contents, query, use_async):
+    both(lambda m, llm: m.get_response_synthesizer(llm=llm, response_mode=mode, multimodal=True),
+         dict(chat=True), query, contents, use_async=use_async)
