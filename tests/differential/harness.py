@@ -128,6 +128,8 @@ class Run:
     answer: str
     calls: Tuple[Call, ...]
     sources: Tuple[str, ...]
+    deltas: Tuple[str, ...] = ()
+    """A streamed answer's deltas, as the reader got them (empty when not streamed)."""
 
 
 def response_kind(response: Any) -> str:
@@ -137,17 +139,21 @@ def response_kind(response: Any) -> str:
     return type(response).__name__
 
 
-def read_answer(response: Any) -> str:
-    """The whole answer text of a non-async response (a stream is read to its end)."""
+def read_deltas(response: Any) -> Tuple[str, ...]:
+    """A non-async response's deltas (a stream read to its end), or ``(str(response),)``."""
     if isinstance(response, StreamingResponse):
-        return "".join(response.response_gen)
-    return str(response)
+        return tuple(response.response_gen)
+    return (str(response),)
 
 
-async def aread_answer(response: Any) -> str:
+def read_answer(response: Any) -> str:
+    return "".join(read_deltas(response))
+
+
+async def aread_deltas(response: Any) -> Tuple[str, ...]:
     if isinstance(response, AsyncStreamingResponse):
-        return "".join([delta async for delta in response.async_response_gen()])
-    return read_answer(response)
+        return tuple([delta async for delta in response.async_response_gen()])
+    return read_deltas(response)
 
 
 def run_synthesizer(build: Callable[[ScriptedLLM], Any], llm_kw: Dict[str, Any], query: str,
@@ -157,14 +163,16 @@ def run_synthesizer(build: Callable[[ScriptedLLM], Any], llm_kw: Dict[str, Any],
     llm = recording_llm(**llm_kw)
     synth = build(llm)
 
-    async def arun() -> Tuple[Any, str]:
+    async def arun() -> Tuple[Any, Tuple[str, ...]]:
         response = await synth.asynthesize(query, list(nodes), **extra)
-        return response, await aread_answer(response)
+        return response, await aread_deltas(response)
 
     if use_async:
-        response, answer = asyncio.run(arun())
+        response, deltas = asyncio.run(arun())
     else:
         response = synth.synthesize(query, list(nodes), **extra)
-        answer = read_answer(response)
+        deltas = read_deltas(response)
+    kind = response_kind(response)
     sources = tuple(n.node.node_id for n in (response.source_nodes or []))
-    return Run(kind=response_kind(response), answer=answer, calls=tuple(call_record(llm)), sources=sources)
+    return Run(kind=kind, answer="".join(deltas), calls=tuple(call_record(llm)), sources=sources,
+               deltas=deltas if "Streaming" in kind else ())

@@ -220,3 +220,19 @@ def test_prompt_helpers_resolve_as_core(monkeypatch):
         assert module.get_response_synthesizer(llm=llm, prompt_helper=helper)._prompt_helper is helper
     monkeypatch.setattr(Settings, "_prompt_helper", PromptHelper(context_window=8888, num_output=88))
     assert [m.get_response_synthesizer(llm=llm)._prompt_helper.context_window for m in (core, ours)] == [8888, 8888]
+
+
+@divergence("output-cls-simple-accumulate")
+def test_output_cls_in_simple_summarize_and_accumulate():
+    """``simple_summarize`` parses the reply into ``output_cls`` here (core returns the reply's text); ``accumulate``
+    writes each parsed answer as JSON here (core writes the model's repr)."""
+    from tests.differential.test_synthesizers import structured_run
+
+    contents, query = [EN], "when?"
+    kind, theirs, _ = structured_run(core, "simple_summarize", contents, query, False, False)
+    assert kind == "Response" and theirs.startswith('{"subject"')
+    kind, mine, _ = structured_run(ours, "simple_summarize", contents, query, False, False)
+    assert kind == "PydanticResponse" and mine.year == 1932
+    theirs = structured_run(core, "accumulate", contents, query, True, False)[1]
+    mine = structured_run(ours, "accumulate", contents, query, True, False)[1]
+    assert theirs.startswith("Response 1: subject=") and mine.startswith('Response 1: {"subject":')
