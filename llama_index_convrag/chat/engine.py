@@ -153,6 +153,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         chat_history: Optional[List[ChatMessage]] = None,
         memory: Optional[BaseMemory] = None,
         system_prompt: Optional[str] = None,
+        prefix_messages: Optional[List[ChatMessage]] = None,
         context_prompt: Optional[PromptLike] = None,
         context_refine_prompt: Optional[PromptLike] = None,
         rewrite_strategy: Optional[str] = None,
@@ -175,6 +176,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, ``citation_mode``: default
         :data:`~.defaults.ENGINE_CITATION_MODE`, templates, ...). Core's names are
         accepted: ``query_engine`` (condense-question over any query engine), ``condense_question_prompt``,
+        ``prefix_messages`` (context modes: after the system message, before the conversation),
         ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
         strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm``: the one given,
         else the one assigned to ``Settings.llm`` (never core's default-building getter; the synthesizer factory's rule,
@@ -196,7 +198,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         options, synth_kw = split_engine_kwargs(kwargs)
         if synthesizer is None and query_engine is None:  # the synthesizers built here cite aligned unless told
             synth_kw.setdefault("citation_mode", ENGINE_CITATION_MODE)
-        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
+        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm, prefix_messages)
         options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
         condense = pick_one("condense_prompt", condense_prompt, "condense_question_prompt", condense_question_prompt)
         seed = seed_messages(chat_history, memory)
@@ -212,7 +214,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         context_chat = None
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, mode=mode, system_prompt=system_prompt, context_prompt=context_prompt,
-                                       context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
+                                       context_refine_prompt=context_refine_prompt,
+                                       prefix_messages=prefix_messages if prefix_messages is not None else (),
+                                       synth_kwargs=synth_kw)
         hooks: List[AnswerHook] = []
         if judging is not None:
             if context_chat is not None or synthesizer is not None or query_engine is not None or retriever is None:

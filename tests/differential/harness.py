@@ -18,6 +18,8 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.base.response.schema import AsyncStreamingResponse, PydanticResponse, StreamingResponse
 from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
 from llama_index.core.settings import Settings
@@ -108,9 +110,19 @@ Call = Tuple[str, str, Tuple[Tuple[str, Tuple[str, ...]], ...]]
 
 
 def call_record(llm: ScriptedLLM) -> List[Call]:
-    """Every call the LLM got: its kind, the flattened prompt, and each message's role and content blocks."""
-    return [(c.kind, c.prompt, tuple((str(m.role.value), tuple(block_key(b) for b in m.blocks)) for m in c.messages))
-            for c in llm.calls]
+    """Every call the LLM got: its kind, the flattened prompt, and each message's role and content blocks.
+
+    On a chat model a completion call is recorded as the chat call it is sent as (LlamaIndex's chat LLMs, OpenAI's
+    among them, send ``complete(prompt)`` as one user message), so the two ways of asking compare equal."""
+    out = []
+    for c in llm.calls:
+        kind, prompt, messages = c.kind, c.prompt, list(c.messages)
+        if llm.chat_model and kind in ("complete", "stream_complete"):
+            messages = [ChatMessage(role=MessageRole.USER, content=prompt)]
+            kind, prompt = kind.replace("complete", "chat"), llm.messages_to_prompt(messages)
+        out.append((kind, prompt, tuple((str(m.role.value), tuple(block_key(b) for b in m.blocks))
+                                        for m in messages)))
+    return out
 
 
 def block_key(block: Any) -> str:
@@ -176,3 +188,70 @@ def run_synthesizer(build: Callable[[ScriptedLLM], Any], llm_kw: Dict[str, Any],
     sources = tuple(n.node.node_id for n in (response.source_nodes or []))
     return Run(kind=kind, answer="".join(deltas), calls=tuple(call_record(llm)), sources=sources,
                deltas=deltas if "Streaming" in kind else ())
+
+
+# --- chat engines ----------------------------------------------------------------------------------------------------
+class ListRetriever(BaseRetriever):
+    """Returns the same nodes for every query (the retrieval query is seen in the LLM calls, not in the nodes)."""
+
+    def __init__(self, nodes: Sequence[NodeWithScore]) -> None:
+        super().__init__()
+        self._nodes = list(nodes)
+
+    def _retrieve(self, query_bundle: Any) -> List[NodeWithScore]:
+        return list(self._nodes)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """What a chat engine produced over several turns."""
+
+    answers: Tuple[str, ...]
+    calls: Tuple[Call, ...]
+    sources: Tuple[Tuple[str, ...], ...]
+    history: Tuple[Tuple[str, str], ...]
+
+
+def run_conversation(build: Callable[[ScriptedLLM], Any], llm_kw: Dict[str, Any], messages: Sequence[str], *,
+                     streaming: bool = False, use_async: bool = False) -> Conversation:
+    """Build an engine on a fresh recording LLM and send ``messages`` one turn each (``chat`` / ``stream_chat``, or
+    their async twins in one event loop; a stream is read to its end and its answer written before the next turn)."""
+    llm = recording_llm(**llm_kw)
+    engine = build(llm)
+
+    def turn(message: str) -> Tuple[str, Any]:
+        if not streaming:
+            response = engine.chat(message)
+            return str(response), response
+        response = engine.stream_chat(message)
+        text = "".join(response.response_gen)
+        wait_until_written(response)
+        return text, response
+
+    async def aturn(message: str) -> Tuple[str, Any]:
+        if not streaming:
+            response = await engine.achat(message)
+            return str(response), response
+        response = await engine.astream_chat(message)
+        text = "".join([d async for d in response.async_response_gen()])
+        if response.awrite_response_to_history_task is not None:
+            await response.awrite_response_to_history_task
+        return text, response
+
+    async def aconversation() -> List[Tuple[str, Any]]:
+        return [await aturn(m) for m in messages]
+
+    turns = asyncio.run(aconversation()) if use_async else [turn(m) for m in messages]
+    history = tuple((str(m.role.value), str(m.content)) for m in engine.chat_history)
+    return Conversation(answers=tuple(text for text, _ in turns), calls=tuple(call_record(llm)),
+                        sources=tuple(tuple(n.node.node_id for n in r.source_nodes) for _, r in turns),
+                        history=history)
+
+
+def wait_until_written(response: Any, timeout: float = 10.0) -> None:
+    """Core writes a streamed answer to its memory from a thread once the stream ends; wait for it."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not response.is_done and time.monotonic() < deadline:
+        time.sleep(0.005)
