@@ -1,7 +1,15 @@
-"""The ``divergence`` marker: a test that asserts one documented difference from core (its row id)."""
+"""Each differential test leaves LlamaIndex's ``Settings`` as it found them (core's getters cache what they build)."""
+
+from typing import Iterator
 
 import pytest
 
+from tests.differential.harness import settings_llm
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "divergence(row): checks the docs/COMPATIBILITY.md row with this id")
+
+@pytest.fixture(autouse=True)
+def isolated_settings() -> Iterator[None]:
+    from llama_index.core.settings import Settings
+
+    with settings_llm(Settings._llm):
+        yield

@@ -9,6 +9,7 @@ the calls and in the answer.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import zlib
 from contextlib import contextmanager
@@ -25,6 +26,11 @@ from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
 from llama_index.core.settings import Settings
 
 from llama_index_convrag.testing import ScriptedLLM
+
+CORE_VERSION = tuple(int(p) for p in importlib.metadata.version("llama-index-core").split(".")[:3])
+CORE_STREAMS_TOKENS = CORE_VERSION > (0, 14, 22)
+"""Core 0.14.22 hands a refine or compact stream over as one delta (the whole answer); 0.14.25 forwards the LLM's
+deltas, as ours does (``test_synthesizer_divergences.py::test_stream_deltas``)."""
 
 EXAMPLES = 12
 """Examples per property: modest, so the whole folder runs in well under its 3-minute budget on 2 cores."""
@@ -44,7 +50,7 @@ PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEh
 
 def divergence(row: str) -> Any:
     """Marks a test as the check of one documented divergence: ``row`` is its id in docs/COMPATIBILITY.md
-    (``test_divergence_rows.py`` checks that every row has a test and every test a row)."""
+    (the ``divergence`` marker; ``test_divergence_rows.py`` checks that every row has a test and every test a row)."""
     return pytest.mark.divergence(row)
 
 
@@ -93,16 +99,23 @@ def nodes_of(contents: Sequence[str]) -> List[NodeWithScore]:
     return out
 
 
+SETTINGS_FIELDS = ("_llm", "_prompt_helper", "_chat_prompt_helper", "_embed_model", "_callback_manager")
+"""What core's ``Settings`` getters fill in (and keep) when a core class reads them."""
+
+
 @contextmanager
 def settings_llm(llm: Any) -> Iterator[None]:
-    """``Settings.llm`` assigned for the block: core's factory builds ``no_text`` and ``context_only`` without the
-    ``llm`` it is given, from ``Settings.llm``."""
-    before = Settings._llm
+    """``Settings.llm`` assigned for the block, and whatever core's getters cache in ``Settings`` during it dropped
+    after: core's factory builds ``no_text`` and ``context_only`` from ``Settings.llm``, and core 0.14.22's
+    synthesizers read ``Settings.prompt_helper``, whose getter keeps the helper it builds (ours would then take it
+    as one the user assigned)."""
+    before = {name: getattr(Settings, name) for name in SETTINGS_FIELDS}
     Settings._llm = llm
     try:
         yield
     finally:
-        Settings._llm = before
+        for name, value in before.items():
+            setattr(Settings, name, value)
 
 
 # --- one run -------------------------------------------------------------------------------------------------------

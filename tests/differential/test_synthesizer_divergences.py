@@ -19,7 +19,7 @@ from llama_index.core.settings import Settings
 
 import llama_index_convrag.synthesizers as ours
 from llama_index_convrag.testing import ScriptedLLM
-from tests.differential.harness import divergence, nodes_of, read_answer, recording_llm, run_synthesizer, settings_llm
+from tests.differential.harness import CORE_VERSION, divergence, nodes_of, read_answer, recording_llm, run_synthesizer, settings_llm
 
 EN = "the bridge opened in 1932 and carries trains across the river to the old city"
 
@@ -92,9 +92,11 @@ def test_extra_variables_count_in_the_window():
     llm_kw = dict(context_window=1000, num_output=100)
     guide = "keep every sentence short and plain " * 60  # about 420 tokens
     contents = [EN * 3] * 20
-    theirs = run_synthesizer(lambda llm: core.get_response_synthesizer(llm=llm, response_mode="compact_accumulate",
-                                                                         text_qa_template=TONE_QA),
-                             llm_kw, "q?", nodes_of(contents), guide=guide)
+    def build_core(llm: Any) -> Any:
+        with settings_llm(llm):
+            return core.get_response_synthesizer(llm=llm, response_mode="compact_accumulate", text_qa_template=TONE_QA)
+
+    theirs = run_synthesizer(build_core, llm_kw, "q?", nodes_of(contents), guide=guide)
     mine = run_synthesizer(lambda llm: ours.get_response_synthesizer(llm=llm, response_mode="compact_accumulate",
                                                                        text_qa_template=TONE_QA),
                            llm_kw, "q?", nodes_of(contents), guide=guide)
@@ -187,7 +189,8 @@ def person_llm() -> ScriptedLLM:
 def test_output_cls_with_streaming(chat):
     llm = person_llm() if chat else ScriptedLLM.fixed('{"name": "Ann", "age": 3}')
     nodes = nodes_of([EN])
-    theirs = core.get_response_synthesizer(llm=llm, output_cls=Person, streaming=True).synthesize("who?", nodes)
+    with settings_llm(llm):
+        theirs = core.get_response_synthesizer(llm=llm, output_cls=Person, streaming=True).synthesize("who?", nodes)
     mine = ours.get_response_synthesizer(llm=llm, output_cls=Person, streaming=True).synthesize("who?", nodes)
     assert (type(theirs).__name__, str(theirs)) == ("Response", "Empty Response")  # core loses the object
     assert (type(mine).__name__, mine.response) == ("PydanticResponse", Person(name="Ann", age=3))
@@ -198,8 +201,9 @@ def test_message_chunks_on_a_text_synthesizer():
     from llama_index.core.base.llms.types import ChatMessage
 
     chunk = [ChatMessage(role="user", content=EN)]
-    with pytest.raises(AttributeError, match=r"'ChatMessage' object has no attribute 'strip'"):
-        core.get_response_synthesizer(llm=recording_llm(chat=True)).get_response_from_messages("q?", chunk)
+    llm = recording_llm(chat=True)
+    with settings_llm(llm), pytest.raises(AttributeError, match=r"'ChatMessage' object has no attribute 'strip'"):
+        core.get_response_synthesizer(llm=llm).get_response_from_messages("q?", chunk)
     synth = ours.get_response_synthesizer(llm=recording_llm(chat=True))
     with pytest.raises(NotImplementedError, match=r"get_response_from_messages needs a synthesizer built with "
                                                    r"multimodal=True"):
@@ -208,16 +212,23 @@ def test_message_chunks_on_a_text_synthesizer():
         asyncio.run(synth.aget_response_from_messages("q?", chunk))
 
 
-def test_prompt_helpers_resolve_as_core(monkeypatch):
-    """Not a divergence: where the LLM, ``Settings.prompt_helper`` or an explicit helper decide the window, core's
-    factory and ours pick the same one (core's own tests of this were removed with the copies)."""
+@divergence("prompt-helper-from-llm")
+def test_prompt_helpers_come_from_the_llm_given(monkeypatch):
+    """Ours, like core from 0.14.23 on: the window of a synthesizer built with ``llm=`` comes from that LLM's metadata,
+    an explicit helper wins, an assigned ``Settings.prompt_helper`` wins over the LLM. Core 0.14.22 sizes the chat prompt
+    helper (multimodal calls) with ``Settings``' own (a 3900-token window when nothing is assigned)."""
     llm = recording_llm(context_window=12345, num_output=543, chat=True)
+    windows = []
     for module in (core, ours):
-        synth = module.get_response_synthesizer(llm=llm)
-        assert (synth._prompt_helper.context_window, synth._prompt_helper.num_output) == (12345, 543)
-        assert (synth._chat_prompt_helper.context_window, synth._chat_prompt_helper.num_output) == (12345, 543)
+        with settings_llm(None):
+            synth = module.get_response_synthesizer(llm=llm)
+            windows.append((synth._prompt_helper.context_window, synth._prompt_helper.num_output,
+                            synth._chat_prompt_helper.context_window))
         helper = PromptHelper(context_window=9999, num_output=99)
-        assert module.get_response_synthesizer(llm=llm, prompt_helper=helper)._prompt_helper is helper
+        with settings_llm(llm if module is core else None):
+            assert module.get_response_synthesizer(llm=llm, prompt_helper=helper)._prompt_helper is helper
+    assert windows[1] == (12345, 543, 12345)
+    assert windows[0] == ((12345, 543, 3900) if CORE_VERSION <= (0, 14, 22) else windows[1])
     monkeypatch.setattr(Settings, "_prompt_helper", PromptHelper(context_window=8888, num_output=88))
     assert [m.get_response_synthesizer(llm=llm)._prompt_helper.context_window for m in (core, ours)] == [8888, 8888]
 
@@ -236,3 +247,13 @@ def test_output_cls_in_simple_summarize_and_accumulate():
     theirs = structured_run(core, "accumulate", contents, query, True, False)[1]
     mine = structured_run(ours, "accumulate", contents, query, True, False)[1]
     assert theirs.startswith("Response 1: subject=") and mine.startswith('Response 1: {"subject":')
+
+
+@divergence("stream-deltas")
+@pytest.mark.parametrize("mode", ["compact", "refine"])
+def test_stream_deltas(mode):
+    """The refine family: ours forwards the LLM's deltas, as core does from 0.14.23 on; core 0.14.22 hands the answer
+    over whole (its other modes stream by delta in every version)."""
+    theirs, mine = (run(m, {}, [EN, "cats sleep at night"], response_mode=mode, streaming=True) for m in (core, ours))
+    assert theirs.answer == mine.answer and len(mine.deltas) > 1
+    assert theirs.deltas == ((theirs.answer,) if CORE_VERSION <= (0, 14, 22) else mine.deltas)

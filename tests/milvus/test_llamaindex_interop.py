@@ -53,6 +53,7 @@ def test_their_defaults_read_our_collection_dense_with_metadata_and_source(ours,
     assert top.ref_doc_id is not None and top.ref_doc_id == top.metadata.get("doc_id", top.ref_doc_id)
 
 
+@pytest.mark.divergence("milvus-hybrid-metric")
 def test_their_hybrid_needs_the_cosine_metric_and_bm25_function_named(ours, milvus_target, embed_model):
     """Their hybrid search sends ``similarity_metric`` (default ``IP``) for the dense field, ours is ``COSINE``:
     Milvus refuses the mismatch (a documented divergence). Their default sparse function is picked from
@@ -101,9 +102,9 @@ def test_from_vector_store_of_their_store_on_our_collection_writes_our_layout(ou
     assert hit.node.ref_doc_id == "giraffe" and hit.node.metadata["file_name"] == "g.txt"
 
 
+@pytest.mark.divergence("milvus-add-metadata-field")
 def test_their_add_into_our_collection_is_refused_by_milvus(ours, milvus_target, embed_model):
-    """Documented divergence (docs/COMPATIBILITY.md, "LlamaIndex's MilvusVectorStore on our collections", row
-    ``add``): our layout keeps metadata in a required JSON field ``metadata``, which their rows lack, and Milvus Lite
+    """Our layout keeps metadata in a required JSON field ``metadata``, which their rows lack, and Milvus Lite
     2.5.1 has no optional (nullable) fields; writes go through ``ConvRAGMilvusStore`` / ``ConvRAGIndex.insert``."""
     from llama_index.core.schema import TextNode
     from pymilvus.exceptions import DataNotMatchException
