@@ -22,7 +22,7 @@ from llama_index.core.settings import Settings
 import llama_index_convrag.chat as ours
 from llama_index_convrag.chat.factory import index_chat_mode
 from llama_index_convrag.testing import ScriptedLLM
-from tests.differential.harness import (ListRetriever, call_record, divergence, nodes_of, recording_llm,
+from tests.differential.harness import (CORE_VERSION, ListRetriever, call_record, divergence, nodes_of, recording_llm,
                                         run_conversation, settings_llm, wait_until_written)
 
 NODES = nodes_of(["The bridge opened in 1932 and carries trains.", "Paris is the capital of France."])
@@ -249,17 +249,24 @@ def test_convrag_chat_engine_has_its_own_defaults():
 
 @divergence("history-over-budget")
 def test_history_longer_than_the_window_holds():
-    """Core puts all its memory holds (up to the LLM's window less 256 tokens) in the answer prompt and keeps 500
-    tokens for the answer: the context does not fit and the turn fails. Ours fits history and passages into the
-    budget (oldest turns dropped first, ``TrimReport``) and answers."""
+    """Core puts all its memory holds (up to the LLM's window less 256 tokens) in the answer prompt: 0.14.25 keeps 500
+    tokens for the answer and the turn fails; 0.14.22 sizes that prompt with a 3900-token window and sends it over the
+    LLM's. Ours fits history and passages into the budget (oldest turns dropped first, ``TrimReport``) and answers."""
     answer = "the bridge carries trains and cars across the river " * 12
     seed = [ChatMessage(role=r, content=c) for i in range(10)
             for r, c in (("user", f"question number {i}?"), ("assistant", answer))]
-    with pytest.raises(ValueError, match=r"(Chunk size|available context size) -\d+ (is|was) not"):
-        cpc(core, recording_llm(context_window=1000, num_output=32), chat_history=seed).chat("and then?")
-    response = cpc(ours, recording_llm(context_window=1000, num_output=32), chat_history=seed).chat("and then?")
+    llm = recording_llm(context_window=1000, num_output=32)
+    if CORE_VERSION <= (0, 14, 22):
+        cpc(core, llm, chat_history=seed).chat("and then?")
+        assert all(f"question number {i}?" in llm.calls[-1].prompt for i in range(10))
+    else:
+        with pytest.raises(ValueError, match=r"(Chunk size|available context size) -\d+ (is|was) not"):
+            cpc(core, llm, chat_history=seed).chat("and then?")
+    llm = recording_llm(context_window=1000, num_output=32)
+    response = cpc(ours, llm, chat_history=seed).chat("and then?")
     report = response.metadata["trim_report"]
     assert str(response).startswith("reply") and report.kept_history and 0 not in report.kept_history
+    assert "question number 0?" not in llm.calls[-1].prompt and "question number 9?" in llm.calls[-1].prompt
 
 
 def test_async_twins_match_the_sync_divergence_of_a_failed_turn():

@@ -257,3 +257,23 @@ def test_stream_deltas(mode):
     theirs, mine = (run(m, {}, [EN, "cats sleep at night"], response_mode=mode, streaming=True) for m in (core, ours))
     assert theirs.answer == mine.answer and len(mine.deltas) > 1
     assert theirs.deltas == ((theirs.answer,) if CORE_VERSION <= (0, 14, 22) else mine.deltas)
+
+
+@divergence("multimodal-tree-accumulate")
+@pytest.mark.parametrize("mode", ["tree_summarize", "accumulate"])
+def test_multimodal_tree_summarize_and_accumulate(mode):
+    """Ours and core 0.14.25: ``TreeSummarize``, ``Accumulate`` and ``CompactAndAccumulate`` take ``multimodal=True``
+    and show their message-content template as a prompt key; core 0.14.22's take neither."""
+    from tests.differential.test_synthesizers import MODE_CLASSES, MULTIMODAL_KEYS_LATER
+
+    name = MODE_CLASSES[mode]
+    llm = recording_llm(chat=True)
+    with settings_llm(llm):
+        theirs = getattr(core, name)(llm=llm).get_prompts()
+    mine = getattr(ours, name)(llm=llm).get_prompts()
+    assert MULTIMODAL_KEYS_LATER[name] in mine and getattr(ours, name)(llm=llm, multimodal=True) is not None
+    later = CORE_VERSION > (0, 14, 22)
+    assert (MULTIMODAL_KEYS_LATER[name] in theirs) is later
+    if not later:
+        with settings_llm(llm), pytest.raises(TypeError, match="multimodal"):
+            getattr(core, name)(llm=llm, multimodal=True)
