@@ -14,6 +14,7 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatResponseAsyncGen, CompletionResponseAsyncGen
 
+from llama_index_convrag.chat import RewriteOptions
 from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
@@ -77,8 +78,9 @@ def create() -> Any:
              else SQLiteConversationStore(store_spec))
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     llm = PacedLLM.fixed(ANSWER)
-    template = index.as_chat_engine(conversation_store=store, llm=llm, condense_llm=ScriptedLLM.fixed(REWRITE),
-                                    similarity_top_k=2)
+    template = index.as_chat_engine(conversation_store=store, llm=llm,
+                                    rewrite=RewriteOptions(llm=ScriptedLLM.fixed(REWRITE)),
+                                    retriever_kwargs={"similarity_top_k": 2})
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
