@@ -178,7 +178,7 @@ class QuestionRewriter(PromptMixin):
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"rewrite strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
         if strategy == "llm" and llm is None:
-            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass condense_llm= or llm=")
+            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass RewriteOptions(llm=...) or llm=")
         if last_n_turns < 0:
             raise ConfigurationError(f"last_n_turns must be >= 0, got {last_n_turns!r}")
         if max_history_tokens < 1:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.synthesizers import sentences as S
@@ -116,8 +117,18 @@ def grounding_of(judged: Sequence[SentenceSupport]) -> Dict[str, Any]:
 
 
 def passage_terms_of(passages: Sequence[str]) -> List[FrozenSet[str]]:
-    """Each passage's content terms (computed once per answer)."""
-    return [_terms(p) for p in passages]
+    """Each passage's content terms (computed once per answer; cached by text, so a chunk retrieved again, by a
+    follow-up or by another conversation, is not read again)."""
+    return [_passage_terms(p) for p in passages]
+
+
+PASSAGE_TERMS_CACHE = 4096
+"""Passages whose terms :func:`passage_terms_of` keeps (least recently used dropped first)."""
+
+
+@lru_cache(maxsize=PASSAGE_TERMS_CACHE)
+def _passage_terms(passage: str) -> FrozenSet[str]:
+    return _terms(passage)
 
 
 #: Characters without which a text is one sentence (``sentences.split_sentences`` ends a sentence at end punctuation
