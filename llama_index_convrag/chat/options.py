@@ -16,8 +16,8 @@ be accepted is refused with a message naming its place now (:data:`MOVED`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms.llm import LLM
@@ -246,7 +246,8 @@ MOVED: Dict[str, str] = {
     "max_tokens_limit": _BUDGET.format("max_tokens_limit=..."),
     "count_tokens": _BUDGET.format("count_tokens=..."),
     "streaming": "nothing: stream_chat() / astream_chat() stream (every engine can)",
-    "streaming_synthesizer": "synthesizer= (its streaming twin is made from it), or ConvRAGChatEngine(...) with built parts",
+    "streaming_synthesizer": "synthesizer= (its streaming twin is made from it), or ConvRAGChatEngine(...) with "
+                             "built parts",
     "verbose": "logging: the engine logs each turn at DEBUG/WARNING on 'llama_index_convrag.chat' and emits "
                "instrumentation events (llama_index_convrag.chat.events); every turn's TurnRecord says what it did",
     "callback_manager": "Settings.callback_manager, or synthesizer=get_response_synthesizer(callback_manager=...)",

@@ -26,8 +26,8 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.conversational.contextualize import (DEFAULT_RULES, ContextRules, Contextualized, contextualize,
-                                                              history_turns)
+from llama_index_convrag.conversational.contextualize import (DEFAULT_RULES, ContextRules, Contextualized,
+                                                              contextualize, history_turns)
 from llama_index_convrag.conversational.query import ConversationalQuery
 from llama_index_convrag.conversational.rewrite_output import parse_rewrite
 from llama_index_convrag.conversational.triggers import TriggerDecision, needs_rewrite
@@ -178,7 +178,8 @@ class QuestionRewriter(PromptMixin):
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"rewrite strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
         if strategy == "llm" and llm is None:
-            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass RewriteOptions(llm=...) or llm=")
+            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass RewriteOptions(llm=...) or "
+                                     "llm=")
         if last_n_turns < 0:
             raise ConfigurationError(f"last_n_turns must be >= 0, got {last_n_turns!r}")
         if max_history_tokens < 1:

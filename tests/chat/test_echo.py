@@ -46,7 +46,8 @@ def test_an_empty_answer_stays_empty_whatever_the_question() -> None:
 def test_a_stream_is_held_while_it_could_still_restate_the_question() -> None:
     hold = StreamHold(rules=[AnswerRule("2019-2020赛季欧冠冠军")])
     # "2019-20" could go on as "2019-2020" (a word the next delta may continue is not judged); 是 adds nothing
-    assert [(hold.feed(d), hold.held_for) for d in ["2019-20", "20赛季", "欧冠冠军是", "拜仁", "慕尼黑"]] == [
+    deltas = ["2019-20", "20赛季", "欧冠冠军是", "拜仁", "慕尼黑"]
+    assert [(hold.feed(d), hold.held_for) for d in deltas] == [
         ("", "echo"), ("", "echo"), ("", "echo"), ("2019-2020赛季欧冠冠军是拜仁", None), ("慕尼黑", None)]
     assert held(["2019-20", "20赛季欧冠", "冠军[1]"], "2019-2020赛季欧冠冠军") == ["recovered"]
 

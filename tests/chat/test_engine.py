@@ -67,7 +67,8 @@ def test_explicit_empty_history_counts_as_none(retriever: Any, store: Any) -> No
 
 def test_rewrite_used_for_retrieval_not_stored(retriever: Any, store: Any) -> None:
     llm, condense = ScriptedLLM.fixed("2010 [1]."), ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, llm, condense, rewrite={"trigger": None}, answer={"return_generated_question": True})
+    engine = make(retriever, store, llm, condense, rewrite={"trigger": None},
+                  answer={"return_generated_question": True})
     engine.chat("Tell me about Christopher Nolan's films")
     resp = engine.chat("When was it released?")
     assert condense.call_count == 1 and llm.call_count == 2

@@ -6,7 +6,8 @@ from llama_index_convrag.chat.factory import index_chat_mode, retriever_moves
 
 
 def test_retriever_parameters_are_pointed_to_retriever_kwargs() -> None:
-    assert retriever_moves(["similarity_top_k", "bogus"]) == {"similarity_top_k": "retriever_kwargs={'similarity_top_k': ...}"}
+    assert retriever_moves(["similarity_top_k", "bogus"]) == {
+        "similarity_top_k": "retriever_kwargs={'similarity_top_k': ...}"}
 
 
 def test_chat_modes() -> None:
