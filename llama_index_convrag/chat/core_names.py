@@ -2,17 +2,21 @@
 (``from llama_index_convrag.chat import CondensePlusContextChatEngine``) is enough where core's class was used.
 
 Each class takes core's ``from_defaults`` signature for its mode and builds our engine with core's defaults where
-they decide what the LLM is sent: core's prompts for that class (imported from core), a condense call for every
-follow-up with history (no rewrite trigger), the whole remembered conversation up to core's memory bound (the LLM's
-window less 256 tokens), no citations. What stays ours (the conversation store, cleaned condense replies, no hidden
-``Settings.llm`` default, ...) is listed in docs/COMPATIBILITY.md, each with its test in ``tests/differential``.
-Keywords beyond core's go to :meth:`ConvRAGChatEngine.from_defaults` (``conversation_store=``, ...).
+they decide what the LLM is sent (:func:`core_rewrite`, :data:`CORE_ANSWER`): core's prompts for that class (imported
+from core), a condense call for every follow-up with history (no rewrite trigger), the whole remembered conversation
+up to core's memory bound (the LLM's window less 256 tokens), no citations. What stays ours (the conversation store,
+cleaned condense replies, no hidden ``Settings.llm`` default, ...) is listed in docs/COMPATIBILITY.md, each with its
+test in ``tests/differential``. Keywords beyond core's go to :meth:`ConvRAGChatEngine.from_defaults`
+(``conversation_store=``, ``conversation_id=``, ``synthesizer=``, ``budget=``); a ``rewrite=`` or ``answer=`` given
+replaces the class's options of that group whole (start from :func:`core_rewrite` / :data:`CORE_ANSWER` with
+``dataclasses.replace`` to keep core's).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Type, Union
+from dataclasses import replace
+from typing import Any, List, Optional, Type, Union
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -24,6 +28,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
 from llama_index_convrag.chat.engine import ConvRAGChatEngine
+from llama_index_convrag.chat.options import AnswerOptions, RewriteOptions, options_of
 from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.chat import CORE_CONDENSE_QUESTION_PROMPT
@@ -31,9 +36,26 @@ from llama_index_convrag.prompts.chat import CORE_CONDENSE_QUESTION_PROMPT
 PromptArg = Union[str, BasePromptTemplate]
 
 EVERY_TURN = sys.maxsize
-"""``last_n_turns`` of the drop-in classes: core condenses with everything its memory holds, not a window of turns."""
+"""``RewriteOptions.last_n_turns`` of these classes: core condenses with all its memory holds, not a window of turns."""
 MEMORY_RESERVE = 256
 """Core's chat memory holds the LLM's context window less this many tokens (``from_defaults`` of each engine)."""
+CORE_ANSWER = AnswerOptions(citations=False)
+"""The answers of the classes that answer with our synthesizers: core's (no citations)."""
+
+
+def core_rewrite(llm: Optional[LLM]) -> RewriteOptions:
+    """The rewrite of these classes: a condense call for every follow-up with history (no trigger), over the whole
+    conversation up to core's memory bound for ``llm`` (resolved as the engine resolves it)."""
+    llm = configured_llm(llm)
+    bound = max(1, llm.metadata.context_window - MEMORY_RESERVE) if llm is not None else None
+    options = RewriteOptions(trigger=None, last_n_turns=EVERY_TURN)
+    return replace(options, max_history_tokens=bound) if bound is not None else options
+
+
+def rewrite_options(kwargs: Any, llm: Optional[LLM]) -> RewriteOptions:
+    """``kwargs["rewrite"]`` when given (taken out of ``kwargs``), else :func:`core_rewrite`."""
+    given = kwargs.pop("rewrite", None)
+    return options_of(RewriteOptions, given, "rewrite") if given is not None else core_rewrite(llm)
 
 
 def as_prompt(prompt: Optional[PromptArg]) -> Optional[BasePromptTemplate]:
@@ -41,25 +63,25 @@ def as_prompt(prompt: Optional[PromptArg]) -> Optional[BasePromptTemplate]:
     return PromptTemplate(prompt) if isinstance(prompt, str) else prompt
 
 
-def core_defaults(llm: Optional[LLM], verbose: bool, memory_cls: Type[BaseMemory] = Memory) -> Dict[str, Any]:
-    """Our options that make a turn ask what core's engines ask. ``verbose``: core prints the condensed question;
-    here every response carries it (``metadata["generated_question"]``). ``memory_cls``: core builds the history's
-    memory from it; here the conversation store keeps the history, so only core's default is accepted."""
+def check_memory_cls(memory_cls: Type[BaseMemory]) -> None:
+    """Core builds the history's memory from ``memory_cls``; here the conversation store keeps the history, so only
+    core's default is accepted."""
     if memory_cls is not Memory:
         raise ConfigurationError(f"memory_cls={memory_cls.__name__} is not used: the conversation store keeps the "
                                  "history (pass conversation_store=..., or memory=... to seed it)")
-    llm = configured_llm(llm)
-    options: Dict[str, Any] = {"rewrite_trigger": False, "last_n_turns": EVERY_TURN}
-    if llm is not None:
-        options["max_rewrite_history_tokens"] = max(1, llm.metadata.context_window - MEMORY_RESERVE)
+
+
+def answer_options(kwargs: Any, verbose: bool = False, default: AnswerOptions = CORE_ANSWER,
+                   **fields: Any) -> AnswerOptions:
+    """The class's answer options: ``kwargs["answer"]`` when given (taken out of ``kwargs``), else ``default``; with
+    the ``fields`` core's arguments set (those given). ``verbose``: core prints the condensed question; here each
+    response carries it (``metadata["generated_question"]``)."""
+    given = kwargs.pop("answer", None)
+    base = options_of(AnswerOptions, given, "answer") if given is not None else default
+    chosen = {name: value for name, value in fields.items() if value is not None and value != []}
     if verbose:
-        options["return_generated_question"] = True
-    return options
-
-
-def merged(ours: Dict[str, Any], given: Dict[str, Any]) -> Dict[str, Any]:
-    """``ours`` overridden by what the caller passed (their keywords win)."""
-    return {**ours, **given}
+        chosen["return_generated_question"] = True
+    return replace(base, **chosen)
 
 
 class CondenseQuestionChatEngine(ConvRAGChatEngine):
@@ -82,11 +104,14 @@ class CondenseQuestionChatEngine(ConvRAGChatEngine):
     ) -> "ConvRAGChatEngine":
         """Core's signature; ``condense_question_prompt`` defaults to core's. ``system_prompt`` and
         ``prefix_messages`` are refused, as core refuses them for this mode."""
+        check_memory_cls(memory_cls)
         prompt = condense_question_prompt if condense_question_prompt is not None else CORE_CONDENSE_QUESTION_PROMPT
+        # the query engine writes the answer (its synthesizer's settings are its own): no answer options of ours
+        answer = answer_options(kwargs, verbose, AnswerOptions(), prefix_messages=prefix_messages)
         return super().from_defaults(
             llm=llm, query_engine=query_engine, chat_mode="condense_question", chat_history=chat_history,
-            memory=memory, system_prompt=system_prompt, prefix_messages=prefix_messages,
-            condense_question_prompt=prompt, **merged(core_defaults(llm, verbose, memory_cls), kwargs))
+            memory=memory, system_prompt=system_prompt, condense_question_prompt=prompt,
+            rewrite=rewrite_options(kwargs, llm), answer=answer, **kwargs)
 
 
 class CondensePlusContextChatEngine(ConvRAGChatEngine):
@@ -111,11 +136,15 @@ class CondensePlusContextChatEngine(ConvRAGChatEngine):
     ) -> "ConvRAGChatEngine":
         """Core's signature; every prompt defaults to core's for this class."""
         prompt = as_prompt(condense_prompt if condense_prompt is not None else DEFAULT_CONDENSE_PROMPT_TEMPLATE)
+        rewrite = rewrite_options(kwargs, llm)
+        if skip_condense:
+            rewrite = replace(rewrite, strategy="none")
+        answer = answer_options(kwargs, verbose, context_prompt=context_prompt,
+                                context_refine_prompt=context_refine_prompt)
         return super().from_defaults(
             retriever, llm, chat_mode="condense_plus_context", chat_history=chat_history, memory=memory,
-            system_prompt=system_prompt, context_prompt=context_prompt, context_refine_prompt=context_refine_prompt,
-            condense_question_prompt=prompt, skip_condense=skip_condense, node_postprocessors=node_postprocessors,
-            **merged(core_defaults(llm, verbose), kwargs))
+            system_prompt=system_prompt, condense_question_prompt=prompt, node_postprocessors=node_postprocessors,
+            rewrite=rewrite, answer=answer, **kwargs)
 
 
 class ContextChatEngine(ConvRAGChatEngine):
@@ -140,10 +169,12 @@ class ContextChatEngine(ConvRAGChatEngine):
         role is the system prompt, as in core."""
         if system_prompt is not None and prefix_messages is not None:
             raise ConfigurationError("pass system_prompt= or prefix_messages=, not both (as core)")
-        if prefix_messages and prefix_messages[0].role == MessageRole.SYSTEM:
-            system_prompt, prefix_messages = str(prefix_messages[0].content), list(prefix_messages[1:])
+        prefix = list(prefix_messages) if prefix_messages is not None else []
+        if prefix and prefix[0].role == MessageRole.SYSTEM:
+            system_prompt, prefix = str(prefix[0].content), prefix[1:]
+        answer = answer_options(kwargs, context_prompt=context_template,
+                                context_refine_prompt=context_refine_template, prefix_messages=prefix)
         return super().from_defaults(
             retriever, llm, chat_mode="context", chat_history=chat_history, memory=memory,
-            system_prompt=system_prompt, prefix_messages=prefix_messages or None,
-            context_prompt=context_template, context_refine_prompt=context_refine_template,
-            node_postprocessors=node_postprocessors, **merged(core_defaults(llm, False), kwargs))
+            system_prompt=system_prompt, node_postprocessors=node_postprocessors,
+            rewrite=rewrite_options(kwargs, llm), answer=answer, **kwargs)

@@ -122,7 +122,7 @@ def test_core_refusals_keep_their_meaning(index, retriever):
     with pytest.raises(ValueError, match=r"\['prefix_messages'\] shape the answers"):
         CondenseQuestionChatEngine.from_defaults(index.as_query_engine(llm=llm), llm=llm,
                                                  prefix_messages=[ChatMessage(role="user", content="hi")])
-    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['streaming_mode'\]"):
+    with pytest.raises(TypeError, match=r"does not take \['streaming_mode'\] \(streaming_mode: unknown\)"):
         CondensePlusContextChatEngine.from_defaults(retriever, llm=llm, streaming_mode=True)
 
 

@@ -7,8 +7,10 @@ A test here fails when the difference goes away (core changed, or we did): then 
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import time
+from dataclasses import replace
 from typing import Any, List
 
 import llama_index.core.chat_engine as core
@@ -20,6 +22,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.settings import Settings
 
 import llama_index_convrag.chat as ours
+from llama_index_convrag.chat.core_names import CORE_ANSWER
 from llama_index_convrag.chat.factory import index_chat_mode
 from llama_index_convrag.testing import ScriptedLLM
 from tests.differential.harness import (CORE_VERSION, ListRetriever, call_record, divergence, nodes_of, recording_llm,
@@ -50,7 +53,8 @@ def test_no_llm_given_or_assigned(monkeypatch, embed_model):
     monkeypatch.setattr(Settings, "_llm", None)
     with pytest.raises(ValueError, match=r"OPENAI_API_KEY"):  # core's getter builds an OpenAI client
         core.CondensePlusContextChatEngine.from_defaults(ListRetriever(NODES))
-    engine = ours.CondensePlusContextChatEngine.from_defaults(ListRetriever(NODES), embed_model=embed_model)
+    engine = ours.CondensePlusContextChatEngine.from_defaults(
+        ListRetriever(NODES), answer=replace(CORE_ANSWER, embed_model=embed_model))
     answer = str(engine.chat("When did the bridge open?"))  # no LLM: extractive, from the passages
     assert "1932" in answer and engine.chat("And Paris?").metadata["turn"].rewrite_strategy == "contextual"
 
@@ -196,7 +200,8 @@ def test_an_answer_cut_at_the_output_limit(openai_server):
 @divergence("unknown-keywords-refused")
 def test_a_keyword_the_engine_does_not_take():
     cpc(core, recording_llm(), similarity_top_k=3)  # core's from_defaults ignores it
-    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['similarity_top_k'\]; accepted: \["):
+    with pytest.raises(TypeError, match=r"from_defaults does not take \['similarity_top_k'\] \(similarity_top_k: "
+                                        r"unknown\); accepted: \["):
         cpc(ours, recording_llm(), similarity_top_k=3)
 
 
@@ -234,8 +239,8 @@ def test_the_index_default_chat_mode():
 
 @divergence("convrag-engine-defaults")
 def test_convrag_chat_engine_has_its_own_defaults():
-    """``ConvRAGChatEngine`` (our name) condenses only follow-ups that need it, with our condense prompt; the classes
-    under core's names ask what core asks (``test_chat_engines.py``)."""
+    """``ConvRAGChatEngine`` (our name) condenses only follow-ups that need it, with our condense prompt, and cites;
+    the classes under core's names ask what core asks (``test_chat_engines.py``)."""
     calls = []
     for build in (lambda llm: cpc(ours, llm, chat_history=SEED),
                   lambda llm: ours.ConvRAGChatEngine.from_defaults(ListRetriever(NODES), llm,
@@ -276,3 +281,35 @@ def test_async_twins_match_the_sync_divergence_of_a_failed_turn():
         asyncio.run(engine.achat("When did the bridge open?"))
     assert [m.status for m in engine.store.get_conversation(engine.conversation_id)] == ["complete", "error"]
     assert call_record(recording_llm()) == []
+
+
+@divergence("dropped-stream-pending")
+def test_a_streamed_response_dropped_unread():
+    theirs = cpc(core, ScriptedLLM.fixed("one two three"))
+    wait_until_written(theirs.stream_chat("When did the bridge open?"))  # never read
+    assert history_of(theirs) == ["When did the bridge open?", "one two three"]
+    mine = cpc(ours, ScriptedLLM.fixed("one two three"))
+    mine.stream_chat("When did the bridge open?")  # dropped unread
+    gc.collect()
+    assert history_of(mine) == ["When did the bridge open?"]
+    assert [m.status for m in mine.store.get_conversation(mine.conversation_id)] == ["complete", "pending"]
+
+
+@divergence("chat-store-view")
+def test_set_messages_on_a_chat_store():
+    from llama_index.core.storage.chat_store import SimpleChatStore
+
+    from llama_index_convrag.storage.conversation import SQLiteConversationStore
+
+    said = [ChatMessage(role="user", content="When did the bridge open?"),
+            ChatMessage(role="assistant", content="In 1932.")]
+    summary = [ChatMessage(role="system", content="The user asked about the bridge.")]
+    theirs, mine = SimpleChatStore(), SQLiteConversationStore(":memory:")
+    for store in (theirs, mine):
+        for message in said:
+            store.add_message("c1", message)
+        store.set_messages("c1", summary)  # what a summarising memory does on get()
+        assert [m.content for m in store.get_messages("c1")] == ["The user asked about the bridge."]
+    assert theirs.get_keys() == ["c1"]  # core keeps only the summary
+    assert [m.content for m in mine.get_conversation("c1")] == ["When did the bridge open?", "In 1932."]
+    mine.close()
