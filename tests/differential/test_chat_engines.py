@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.settings import Settings
 
 import llama_index_convrag.chat as ours
 from tests.differential.harness import (DIFFERENTIAL, ListRetriever, nodes_of, queries, run_conversation,
@@ -59,3 +60,30 @@ def test_every_chat_mode_over_generated_conversations(mode, data, contents, seed
     assert mine.answers == theirs.answers
     assert mine.sources == theirs.sources
     assert mine.history == theirs.history
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("use_async", [False, True])
+def test_an_llm_assigned_to_settings_answers_as_it_does_in_core(mode, use_async):
+    """No ``llm=`` anywhere, ``Settings.llm`` assigned (as a core user configures it): core's engine and ours ask
+    that LLM the same things and remember the same conversation (streamed turns included)."""
+    nodes = nodes_of(["the bridge opened in 1932 and carries trains", "巴黎是法国的首都。"])
+    seed = [ChatMessage(role="user", content="tell me about the bridge?"),
+            ChatMessage(role="assistant", content="it crosses the river north of the city")]
+
+    def make(module: Any) -> Any:
+        def build_engine(llm: Any) -> Any:
+            Settings.llm = llm  # stays assigned for the whole conversation, as configuration does
+            retriever = ListRetriever(nodes)
+            if mode == "condense_question":
+                return getattr(module, MODES[mode]).from_defaults(RetrieverQueryEngine.from_args(retriever),
+                                                                  chat_history=list(seed))
+            return getattr(module, MODES[mode]).from_defaults(retriever, chat_history=list(seed))
+
+        return build_engine
+
+    runs = [run_conversation(make(module), dict(chat=True), ["when did it open?", "巴黎呢？"],
+                             streaming=mode != "condense_question", use_async=use_async) for module in (core, ours)]
+    theirs, mine = runs
+    assert len(mine.calls) >= 2 and mine.calls == theirs.calls
+    assert mine.answers == theirs.answers and mine.sources == theirs.sources and mine.history == theirs.history
