@@ -1,18 +1,23 @@
-"""What one server process shares between requests: the store, the engine parts, the limits."""
+"""What one server process shares between requests: the store, the engines, the documents, the limits, the rate
+limiter and the logs of the turns it is streaming."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
+from llama_index_convrag._limits import MAX_QUESTION_CHARS
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.serve.events import TurnLogs
+from llama_index_convrag.serve.ratelimit import RateLimiter, RateLimits
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 
-#: conversation id, store -> a chat engine for that conversation sharing the built parts
-EngineFor = Callable[[str, Any], Any]
+#: conversation id, store, knowledge base -> a chat engine for that conversation sharing the built parts
+EngineFor = Callable[[str, Any, KnowledgeBase], Any]
 T = TypeVar("T")
 
 
@@ -22,10 +27,15 @@ class Limits:
 
     max_body_bytes: int = 1 << 20
     max_upload_bytes: int = 20 << 20
-    max_question_chars: int = 8000
+    max_question_chars: int = MAX_QUESTION_CHARS
     max_page_size: int = 100
     default_page_size: int = 20
     turn_timeout_s: float = 600.0
+    #: a streamed answer whose client went away keeps answering this long (a client may resume it with
+    #: Last-Event-ID), then it is cancelled; 0: cancelled at once. POST /v1/messages/{id}/cancel stops it now.
+    resume_grace_s: float = 10.0
+    #: a ``: ping`` comment on a stream after this many seconds without an event (proxies close idle connections)
+    ping_s: float = 15.0
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size",
@@ -37,6 +47,10 @@ class Limits:
                                      f"({self.max_page_size})")
         if self.turn_timeout_s <= 0:
             raise ConfigurationError(f"turn_timeout_s must be > 0, got {self.turn_timeout_s!r}")
+        if self.resume_grace_s < 0:
+            raise ConfigurationError(f"resume_grace_s must be >= 0, got {self.resume_grace_s!r}")
+        if self.ping_s <= 0:
+            raise ConfigurationError(f"ping_s must be > 0, got {self.ping_s!r}")
 
 
 def calls_on_loop(store: SQLConversationStore) -> bool:
@@ -48,7 +62,7 @@ def calls_on_loop(store: SQLConversationStore) -> bool:
 
 @dataclass
 class ServeState:
-    """Built once per process; requests only read it."""
+    """Built once per process; requests only read it (the lifespan sets ``default_kb`` at startup)."""
 
     store: SQLConversationStore
     engine_for: EngineFor
@@ -61,12 +75,22 @@ class ServeState:
     #: store such as SQLite, whose calls never wait on the network) or in the thread pool (False); None: on the loop
     #: for a SQLite store, in the thread pool for any other (see :func:`calls_on_loop`)
     store_on_loop: Optional[bool] = None
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+    #: the collection of the server's own knowledge base (the corpus ``convrag serve`` ingests); None: none
+    default_collection: Optional[str] = None
+    #: CORS origins allowed to call the API from a browser (empty: none)
+    cors_origins: Tuple[str, ...] = ()
+    default_kb: Optional[KnowledgeBase] = None
+    rate: RateLimiter = field(init=False)
+    logs: TurnLogs = field(init=False)
 
     def __post_init__(self) -> None:
         if self.stream_window_s < 0:
             raise ConfigurationError(f"stream_window_s must be >= 0, got {self.stream_window_s!r}")
         if self.store_on_loop is None:
             self.store_on_loop = calls_on_loop(self.store)
+        self.rate = RateLimiter(self.rate_limits)
+        self.logs = TurnLogs()
 
     async def store_call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, a blocking store call, where ``store_on_loop`` says."""

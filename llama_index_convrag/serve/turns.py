@@ -22,7 +22,7 @@ from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 import anyio
 
 from llama_index_convrag.serve.errors import APIError, error_body
-from llama_index_convrag.serve.models import citation_view
+from llama_index_convrag.serve.models import raw_citation
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turn_store import Finished, TurnStore
 from llama_index_convrag.storage.conversation.base import Message
@@ -42,20 +42,22 @@ class OpenTurn:
     placeholder: Message
     #: ``time.perf_counter()`` when the turn's request arrived (the ``done`` event's ``timings`` count from it)
     began: float
+    #: what ``check`` returned: the knowledge base the turn answers from (handed to ``state.engine_for``)
+    knowledge_base: Any = None
 
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
-                    check: Optional[Callable[[], None]] = None,
+                    check: Optional[Callable[[], Any]] = None,
                     claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None) -> OpenTurn:
-    """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx), claim the conversation (409
+    """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx; it returns the turn's
+    knowledge base), claim the conversation (409
     ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
     turn. ``began``: when the request arrived (``limits.arrived_at``; None: now)."""
     opened: List[OpenTurn] = []
     began = began if began is not None else time.perf_counter()
 
     def work() -> OpenTurn:
-        if check is not None:
-            check()
+        knowledge_base = check() if check is not None else None
         if not state.store.claim_turn(conversation_id, state.limits.turn_timeout_s):
             raise APIError(409, "turn_in_flight", f"conversation {conversation_id!r} is answering another turn; "
                                                   "wait for its done/error event (or cancel it) and retry")
@@ -67,7 +69,7 @@ async def open_turn(state: ServeState, conversation_id: str, question: str, rege
         except BaseException:
             state.store.release_turn(conversation_id)
             raise
-        opened.append(OpenTurn(conversation_id, question, store, user, placeholder, began))
+        opened.append(OpenTurn(conversation_id, question, store, user, placeholder, began, knowledge_base))
         return opened[0]
 
     try:
@@ -117,7 +119,7 @@ def done_data(message_id: str, finished: Finished, response: Any, timings: Dict[
     trim = (getattr(response, "metadata", None) or {}).get("trim_report")
     trim_view = trim.to_dict() if hasattr(trim, "to_dict") else trim if isinstance(trim, dict) else None
     return {"assistant_message_id": message_id, "status": finished.status, "content": finished.content,
-            "citations": [citation_view(c) for c in finished.citations], "trim_report": trim_view,
+            "citations": [raw_citation(c) for c in finished.citations], "trim_report": trim_view,
             "timings": timings}
 
 
@@ -139,20 +141,23 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         failure: Optional[BaseException] = None
         engine_began = time.perf_counter()
         try:
-            response = await state.engine_for(turn.conversation_id, turn.store).astream_chat(turn.question)
+            response = await state.engine_for(turn.conversation_id, turn.store,
+                                              turn.knowledge_base).astream_chat(turn.question)
             yield "retrieval", retrieval_data(response)
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
         except Exception as e:  # the engine finalised the message as error (when it got that far)
-            logger.info("turn failed in %s: %s", turn.conversation_id, e)
+            logger.warning("turn failed (error id %s, conversation %s)", turn.placeholder.id, turn.conversation_id,
+                           exc_info=e)
             failure = e
         engine_s = time.perf_counter() - engine_began
         try:
             finished = await state.store_call(close_turn, state, turn)
         except Exception as e:
-            logger.exception("could not store the turn of %s", turn.conversation_id)
+            logger.exception("could not store the turn (error id %s, conversation %s)", turn.placeholder.id,
+                             turn.conversation_id)
             closed = True  # close_turn released the claim
             yield "error", _error_data(turn, e)
             return
@@ -168,8 +173,10 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
 
 
 def _error_data(turn: OpenTurn, error: BaseException) -> Dict[str, Any]:
+    """The ``error`` event: no internals, the error id (the assistant message's) the server log has it under."""
     return {"assistant_message_id": turn.placeholder.id, "status": "error",
-            "error": error_body(500, "turn_failed", f"{type(error).__name__}: {error}")["error"]}
+            "error": error_body(500, "turn_failed", f"the answer failed (error id {turn.placeholder.id}; the server "
+                                                    "log has the details)")["error"]}
 
 
 async def _settle(state: ServeState, turn: OpenTurn, response: Any) -> None:

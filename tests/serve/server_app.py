@@ -18,8 +18,7 @@ from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
-from llama_index_convrag.serve import DocumentBackend, create_app, shared_engine_for
-from llama_index_convrag.serve.state import Limits
+from llama_index_convrag.serve import DocumentBackend, EnginesPerCollection, Limits, RateLimits, create_app
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
 from llama_index_convrag.testing import ScriptedLLM
@@ -75,16 +74,20 @@ def create() -> Any:
     store_spec = os.environ.get("CONVRAG_TEST_STORE", str(root / "chats.db"))
     store = (PostgresConversationStore(store_spec) if store_spec.startswith("postgresql")
              else SQLiteConversationStore(store_spec))
-    index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     llm = PacedLLM.fixed(ANSWER)
-    template = index.as_chat_engine(conversation_store=store, llm=llm, condense_llm=ScriptedLLM.fixed(REWRITE),
+
+    def build(name: str) -> Any:  # one template engine per knowledge base collection
+        index = ConvRAGIndex.from_collection(name, embed_model=model, client=client, target=target)
+        return index.as_chat_engine(conversation_store=store, llm=llm, condense_llm=ScriptedLLM.fixed(REWRITE),
                                     similarity_top_k=2)
+
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
-                    max_body_bytes=64 * 1024)
-    backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
-                              upload_dir=root / "uploads")
-    app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
-                     llm=llm.metadata.model_name,
+                    max_body_bytes=64 * 1024, resume_grace_s=float(os.environ.get("CONVRAG_TEST_RESUME_GRACE", "0.5")))
+    rate = RateLimits(requests=os.environ.get("CONVRAG_TEST_RATE_REQUESTS", "100000/minute"),
+                      turns=os.environ.get("CONVRAG_TEST_RATE_TURNS", "100000/minute"))
+    backend = DocumentBackend(client=client, embed_model=model, upload_dir=root / "uploads", target=target)
+    app = create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, documents_backend=backend,
+                     collection=collection, llm=llm.metadata.model_name, rate_limits=rate,
                      store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")])  # bench --store-calls
     app.add_middleware(WorkerPid)
     return app

@@ -176,8 +176,11 @@ class AccountsMixin:
     def create_key(self, user_id: str, scopes: Sequence[str] = DEFAULT_SCOPES) -> Tuple[ApiKey, str]:
         """A new key for ``user_id`` (the user is created, as a member, when new): its record and the secret (shown
         once; only the hash is stored). The ``admin`` scope needs an admin user."""
+        from llama_index_convrag.storage.conversation.knowledge import check_user_id  # it imports this module
+
         if not user_id or not user_id.strip():
             raise ConfigurationError(f"user_id must be a non-empty name, got {user_id!r}")
+        check_user_id(user_id)
         scopes = check_scopes(scopes)
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
         key = ApiKey(id=secrets.token_hex(8), user_id=user_id, prefix=secret[:10], created_at=time.time(),
