@@ -49,6 +49,10 @@ class TurnLog:
     def last_id(self) -> int:
         return len(self._entries)
 
+    def entries(self) -> List[Entry]:
+        """Every event kept so far, as it was numbered (a reader behind gets runs of deltas merged)."""
+        return list(self._entries)
+
     @property
     def text(self) -> str:
         """The answer text streamed so far (the deltas kept, and any held for the window)."""
