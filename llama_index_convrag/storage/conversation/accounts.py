@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import secrets
 import time
 from abc import abstractmethod
@@ -26,6 +27,20 @@ RATINGS = ("up", "down")
 #: only for an admin user).
 SCOPES: Tuple[str, ...] = ("chat", "edit", "admin")
 DEFAULT_SCOPES: Tuple[str, ...] = ("chat", "edit")
+#: The member of a knowledge base that stands for every user of the server.
+EVERYONE = "*"
+USER_NAME = re.compile(r"^[^\s/*][^\s/]{0,127}$")
+"""A user id: 1 to 128 characters without spaces or ``/``, not starting with ``*`` (that is :data:`EVERYONE`)."""
+
+
+def check_user_id(user_id: str, everyone: bool = False) -> str:
+    """``user_id`` (``*`` too when ``everyone``), else ConfigurationError naming the rule."""
+    if everyone and user_id == EVERYONE:
+        return user_id
+    if not isinstance(user_id, str) or not USER_NAME.match(user_id):
+        raise ConfigurationError(f"user id {user_id!r} must be 1 to 128 characters without spaces or '/', not "
+                                 f"starting with '*'{' (or * for every user)' if everyone else ''}")
+    return user_id
 
 
 def check_scopes(scopes: Sequence[str]) -> Tuple[str, ...]:
@@ -176,8 +191,6 @@ class AccountsMixin:
     def create_key(self, user_id: str, scopes: Sequence[str] = DEFAULT_SCOPES) -> Tuple[ApiKey, str]:
         """A new key for ``user_id`` (the user is created, as a member, when new): its record and the secret (shown
         once; only the hash is stored). The ``admin`` scope needs an admin user."""
-        from llama_index_convrag.storage.conversation.knowledge import check_user_id  # it imports this module
-
         if not user_id or not user_id.strip():
             raise ConfigurationError(f"user_id must be a non-empty name, got {user_id!r}")
         check_user_id(user_id)

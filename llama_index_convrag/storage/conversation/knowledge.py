@@ -23,21 +23,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
 
-from llama_index_convrag.storage.conversation.accounts import Run
+from llama_index_convrag.storage.conversation.accounts import EVERYONE, Run, check_user_id
 
 #: A member's role in a knowledge base, weakest first: readers chat, editors also add and remove documents, the
 #: owner also renames, shares and deletes it.
 KB_ROLES: Tuple[str, ...] = ("reader", "editor", "owner")
 #: A user's role in the service: admins manage users and keys and act as owner of every knowledge base.
 USER_ROLES: Tuple[str, ...] = ("member", "admin")
-#: The member that stands for every user of the server.
-EVERYONE = "*"
 KB_NAME = re.compile(r"^[^\W_][\w.-]{0,63}$")
 """A knowledge base's name: a letter or digit of any script, then up to 63 letters, digits, ``_``, ``.`` or ``-``
 (it also names the base in model ids and on the command line: no spaces, no ``/``)."""
-USER_NAME = re.compile(r"^[^\s/*][^\s/]{0,127}$")
-"""A user id: 1 to 128 characters without spaces or ``/``, not starting with ``*`` (that is :data:`EVERYONE`)."""
-
 _KB_COLS = "k.id, k.name, k.collection, k.owner, k.description, k.roots, k.created_at, k.updated_at"
 
 
@@ -46,16 +41,6 @@ def check_kb_name(name: str) -> str:
         raise ConfigurationError(f"knowledge base name {name!r} must match {KB_NAME.pattern} (letters or digits "
                                  "first, then letters, digits, '_', '.' or '-'; 64 characters at most)")
     return name
-
-
-def check_user_id(user_id: str, everyone: bool = False) -> str:
-    """``user_id`` (``*`` too when ``everyone``), else ConfigurationError naming the rule."""
-    if everyone and user_id == EVERYONE:
-        return user_id
-    if not isinstance(user_id, str) or not USER_NAME.match(user_id):
-        raise ConfigurationError(f"user id {user_id!r} must be 1 to 128 characters without spaces or '/', not "
-                                 f"starting with '*'{' (or * for every user)' if everyone else ''}")
-    return user_id
 
 
 def check_role(role: str, accepted: Sequence[str] = KB_ROLES) -> str:
