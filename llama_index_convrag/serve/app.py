@@ -30,7 +30,7 @@ from llama_index_convrag.storage.conversation.knowledge import EVERYONE, Knowled
 logger = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 #: the collection ``convrag ingest`` / ``convrag serve`` fill by default
-DEFAULT_COLLECTION = "convrag_docs"
+DEFAULT_COLLECTION = "convrag"
 
 
 def register_default_kb(state: ServeState, collection: str) -> KnowledgeBase:

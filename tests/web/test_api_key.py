@@ -97,7 +97,7 @@ def test_the_picker_chooses_the_knowledge_base_a_new_conversation_answers_from(
 
     page = ChatPage(browser, served.url)
     use_key(page, alice_key)
-    assert set(picker_options(page)) == {"team-a", "convrag_docs"}
+    assert set(picker_options(page)) == {"team-a", "convrag"}  # and the corpus convrag serve ingested
     Select(page.find("#kb-picker")).select_by_visible_text("team-a")
     page.wait(lambda: page.find("#kb-role").text == "owner", "alice's role in team-a")
     page.new_conversation()
