@@ -181,15 +181,18 @@ async def inprocess_load(state: Any, n: int, turns: int) -> Run:
     """The same engine parts and store kind, called directly with the same concurrency (no disconnects)."""
     from llama_index_convrag.serve.turn_store import TurnStore
 
+    from llama_index_convrag.serve.app import register_default_kb
+
     run = Run()
+    kb = register_default_kb(state, "serve_docs")
 
     async def conversation(i: int) -> None:
-        cid = state.store.create_conversation("bench").id
+        cid = state.store.create_conversation("bench", kb_id=kb.id).id
         for t in range(turns):
             began: Dict[str, float] = {}
             start = time.perf_counter()
             store = TurnStore(state.store, lambda u, p: began.setdefault("at", time.perf_counter()))
-            response = await state.engine_for(cid, store).astream_chat(QUESTIONS[t % len(QUESTIONS)])
+            response = await state.engine_for(cid, store, kb).astream_chat(QUESTIONS[t % len(QUESTIONS)])
             async for _ in response.async_response_gen():
                 pass
             run.sent += 1
