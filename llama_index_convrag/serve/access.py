@@ -27,22 +27,18 @@ def owned_message(state: ServeState, message_id: str, user: str) -> Message:
     return message
 
 
-def role_of(state: ServeState, kb: KnowledgeBase, principal: Principal) -> Optional[str]:
-    """The principal's role in ``kb``: an admin's is ``owner``; else their membership's (or everyone's)."""
-    if principal.can("admin"):
-        return "owner"
-    return state.store.role_in(kb.id, principal.user_id)
-
-
 def readable_kb(state: ServeState, kb_id: Optional[str], principal: Principal) -> Tuple[KnowledgeBase, str]:
     """The knowledge base (None: the server's) and the principal's role in it; 404 when it does not exist or they
     have no role in it."""
-    kb = state.default_kb if kb_id is None else state.store.knowledge_base(kb_id)
-    if kb is None:
-        raise not_found("knowledge base", kb_id if kb_id is not None else "(the server's default)")
-    role = role_of(state, kb, principal)
-    if role is None:
-        raise not_found("knowledge base", kb.id)
+    if kb_id is None:
+        if state.default_kb is None:
+            raise not_found("knowledge base", "(the server's default)")
+        kb_id = state.default_kb.id
+    kb, role = state.store.knowledge_base_with_role(kb_id, principal.user_id)
+    if kb is not None and principal.can("admin"):
+        role = "owner"
+    if kb is None or role is None:
+        raise not_found("knowledge base", kb_id)
     return kb, role
 
 

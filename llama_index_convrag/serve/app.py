@@ -85,6 +85,7 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     async def lifespan(app: FastAPI) -> AsyncIterator[Dict[str, Any]]:
         await run_in_threadpool(store.open)
         state.default_kb = await run_in_threadpool(register_default_kb, state, collection)
+        await state.prepare_engine(state.default_kb)  # its engine is ready before the first turn
         try:
             yield {"serve": state}
         finally:

@@ -49,6 +49,11 @@ class EnginesPerCollection:
                 self._templates.popitem(last=False)
         return built
 
+    def has(self, collection: str) -> bool:
+        """Whether the template of ``collection`` is built."""
+        with self._lock:
+            return collection in self._templates
+
     def forget(self, collection: str) -> None:
         """Drop the template of a collection (its knowledge base was deleted)."""
         with self._lock:

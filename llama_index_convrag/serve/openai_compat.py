@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, AsyncIterator, Dict, Optional, Tuple
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import ServerSentEvent
@@ -200,6 +201,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
                            who: TurnCaller) -> Response:
     conversation_id, question, kb = await state.store_call(_prepare, state, body, who)
     turn = await open_turn(state, conversation_id, question, check=lambda: kb, began=arrived_at(request.scope))
+    with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
+        await state.prepare_engine(kb)
     events = public_events(turn_events(state, turn), names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))

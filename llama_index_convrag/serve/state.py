@@ -3,6 +3,7 @@ limiter and the logs of the turns it is streaming."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple, TypeVar
 
@@ -19,6 +20,7 @@ from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationSt
 #: conversation id, store, knowledge base -> a chat engine for that conversation sharing the built parts
 EngineFor = Callable[[str, Any, KnowledgeBase], Any]
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,19 @@ class ServeState:
             self.store_on_loop = calls_on_loop(self.store)
         self.rate = RateLimiter(self.rate_limits)
         self.logs = TurnLogs()
+
+    async def prepare_engine(self, knowledge_base: Optional[KnowledgeBase]) -> None:
+        """Build a knowledge base's engine template in the thread pool before its first turn (building it reads the
+        collection's layout and loads tokenizers: seconds the event loop must not wait). A failure is left to the
+        turn, which reports it."""
+        engines = self.engine_for
+        has = getattr(engines, "has", None)
+        if knowledge_base is None or has is None or has(knowledge_base.collection):
+            return
+        try:
+            await run_in_threadpool(engines.template, knowledge_base.collection)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the turn builds it again and reports the error in its own shape
+            logger.warning("building the engine of knowledge base %s failed", knowledge_base.id, exc_info=True)
 
     async def store_call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, a blocking store call, where ``store_on_loop`` says."""

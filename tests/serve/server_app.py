@@ -82,15 +82,21 @@ def create() -> Any:
                                     similarity_top_k=2)
 
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
-                    max_body_bytes=64 * 1024, resume_grace_s=float(os.environ.get("CONVRAG_TEST_RESUME_GRACE", "0.5")))
-    rate = RateLimits(requests=os.environ.get("CONVRAG_TEST_RATE_REQUESTS", "100000/minute"),
-                      turns=os.environ.get("CONVRAG_TEST_RATE_TURNS", "100000/minute"))
+                    max_body_bytes=64 * 1024, resume_grace_s=float(os.environ.get("CONVRAG_TEST_RESUME_GRACE", "0.5")),
+                    ping_s=float(os.environ.get("CONVRAG_TEST_PING_S", "15")))
+    rate = RateLimits(requests=_rate(os.environ.get("CONVRAG_TEST_RATE_REQUESTS", "100000/minute")),
+                      turns=_rate(os.environ.get("CONVRAG_TEST_RATE_TURNS", "100000/minute")))
     backend = DocumentBackend(client=client, embed_model=model, upload_dir=root / "uploads", target=target)
     app = create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, documents_backend=backend,
                      collection=collection, llm=llm.metadata.model_name, rate_limits=rate,
+                     cors_origins=[o for o in os.environ.get("CONVRAG_TEST_CORS", "").split(",") if o],
                      store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")])  # bench --store-calls
     app.add_middleware(WorkerPid)
     return app
+
+
+def _rate(value: str) -> Any:
+    return None if value == "off" else value
 
 
 class WorkerPid:

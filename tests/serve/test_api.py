@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
-from tests.serve.conftest import Server
+from tests.serve.conftest import CORS_ORIGIN, Server
 from tests.serve.server_app import ANSWER
 
 
@@ -354,3 +354,33 @@ def test_cancel_stops_a_streaming_answer_at_once(client: httpx.Client, server: S
 def test_health_says_which_llm_answers(client: httpx.Client) -> None:
     r = client.get("/v1/health")
     assert r.status_code == 200 and r.json() == {"status": "ok", "llm": "scripted", "answers": "llm"}
+
+
+def test_streams_keep_alive_with_comments(client: httpx.Client) -> None:
+    cid = new_conversation(client)  # the session's server pings every 0.2 s; an answer takes longer
+    with client.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is fusion?"}) as r:
+        lines = list(r.iter_lines())
+    assert any(line.startswith(": ping") for line in lines) and lines[0] == "retry: 1000"
+
+
+def test_cors_answers_the_configured_origin_only(client: httpx.Client) -> None:
+    asked = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type"}
+    ok = client.options("/v1/conversations", headers={"Origin": CORS_ORIGIN, **asked})
+    assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == CORS_ORIGIN
+    other = client.options("/v1/conversations", headers={"Origin": "http://evil.example", **asked})
+    assert "access-control-allow-origin" not in other.headers
+
+
+def test_the_schema_documents_every_answer_and_the_bearer_scheme(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http", "scheme": "bearer", "description": schema["components"]["securitySchemes"]["apiKey"][
+            "description"]}
+    for path, methods in schema["paths"].items():
+        for method, op in methods.items():
+            ok = op["responses"].get("200") or op["responses"].get("201") or op["responses"].get("204")
+            assert ok is not None, f"{method} {path}"
+            if path != "/v1/health":
+                assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorBody")
+    conversation = schema["paths"]["/v1/conversations/{conversation_id}"]["get"]["responses"]["200"]
+    assert conversation["content"]["application/json"]["schema"]["$ref"].endswith("ConversationDetail")

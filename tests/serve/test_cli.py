@@ -75,3 +75,13 @@ def test_keys_with_scopes_users_and_knowledge_bases(tmp_path: Path, capsys: pyte
     s = SQLiteConversationStore(store)
     assert s.list_knowledge_bases() == []
     s.close()
+
+
+def test_help_and_serve_agree_on_the_question_limit() -> None:
+    from llama_index_convrag._limits import MAX_QUESTION_CHARS
+    from llama_index_convrag.cli import build_parser
+    from llama_index_convrag.cli_commands.common import EXIT_CODES_HELP
+    from llama_index_convrag.serve import Limits
+
+    assert build_parser().parse_args(["serve"]).max_question_chars == Limits().max_question_chars == MAX_QUESTION_CHARS
+    assert f"question longer than the limit ({MAX_QUESTION_CHARS:,} characters" in EXIT_CODES_HELP

@@ -19,13 +19,16 @@ from llama_index_convrag.storage.conversation import SQLiteConversationStore  # 
 from tests.serve.conftest import Server  # noqa: E402
 
 ERROR_KEYS = {"type", "code", "message", "param"}
+#: this module's server's turn rate limit per key
+TURNS_PER_MINUTE = 20
 #: what an exception's text looks like in a body: "ValueError: ...", "sqlite3.OperationalError: ...", a traceback
 EXCEPTION_TEXT = re.compile(r"Traceback \(most recent call last\)|\b[A-Za-z_.]*(Error|Exception)\b: ")
 
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("fuzz"), env={"CONVRAG_TEST_TOKEN_DELAY": "0"}).wait()
+    srv = Server(tmp_path_factory.mktemp("fuzz"), env={"CONVRAG_TEST_TOKEN_DELAY": "0",
+                                                       "CONVRAG_TEST_RATE_TURNS": f"{TURNS_PER_MINUTE}/minute"}).wait()
     yield srv
     srv.stop()
 
@@ -78,3 +81,16 @@ def test_no_5xx_one_error_shape_and_no_internals(api_schema: "schemathesis.BaseS
         check()
     assert any(s < 300 for s in statuses) and {403, 404} <= set(statuses), sorted(set(statuses))
     print(f"{len(statuses)} calls over {len(operations)} operations; statuses {sorted(set(statuses))}")
+
+
+def test_a_client_in_a_loop_gets_429_with_retry_after(fuzz_server: Server, role_headers: List[Dict[str, str]]) -> None:
+    guessed = {"Authorization": "Bearer ck_guessing"}  # counted by its hash before it is checked: guessing is limited
+    body = {"model": "convrag", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=fuzz_server.url, timeout=60) as c:
+        statuses = [c.post("/v1/chat/completions", json=body, headers=guessed).status_code
+                    for _ in range(TURNS_PER_MINUTE)]
+        assert statuses == [401] * TURNS_PER_MINUTE
+        limited = c.post("/v1/chat/completions", json=body, headers=guessed)
+        assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(limited.headers["Retry-After"]) <= 60 and "turns" in limited.json()["error"]["message"]
+        assert c.get("/v1/conversations", headers=role_headers[0]).status_code == 200  # other keys are not limited

@@ -81,3 +81,15 @@ def test_users_and_roles(make_store: Make) -> None:
 def test_role_order() -> None:
     assert stronger("reader", "editor") == "editor" and stronger(None, "reader") == "reader"
     assert at_least("owner", "editor") and not at_least("reader", "editor") and not at_least(None, "reader")
+
+
+def test_a_base_and_a_role_in_one_read(make_store: Make) -> None:
+    store = make_store()
+    kb = store.create_knowledge_base("docs", "alice", readers=[EVERYONE])
+    store.set_member(kb.id, "bob", "editor")
+    assert store.knowledge_base_with_role(kb.id, "bob") == (kb, "editor")
+    assert store.knowledge_base_with_role(kb.id, "carol") == (kb, "reader")
+    assert store.knowledge_base_with_role(kb.id, "alice") == (kb, "owner")
+    assert store.knowledge_base_with_role("nope", "bob") == (None, None)
+    private = store.create_knowledge_base("private", "alice")
+    assert store.knowledge_base_with_role(private.id, "bob") == (private, None)
