@@ -14,8 +14,10 @@ from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.storage.conversation.accounts import Principal
 
 
-def serve_state(request: Request) -> ServeState:
-    """The state the lifespan opened (``request.state``: the lifespan's state, copied into each request)."""
+async def serve_state(request: Request) -> ServeState:
+    """The state the lifespan opened (``request.state``: the lifespan's state, copied into each request). Async, as
+    every dependency here: FastAPI runs a sync dependency in its thread pool, a hop that under load waits for the
+    interpreter lock behind the event loop's work."""
     return request.state.serve
 
 
