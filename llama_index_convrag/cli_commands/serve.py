@@ -70,7 +70,7 @@ def app_from_env() -> Any:
 def cmd_serve(args: Any, out: Output) -> int:
     try:
         import fastapi  # noqa: F401
-        import sse_starlette  # noqa: F401
+        import limits  # noqa: F401
         import uvicorn
     except ImportError as exc:
         raise CLIError(EXIT_USAGE, f"{EXTRA_HINT} ({exc.name} is missing)") from exc

@@ -39,7 +39,7 @@ class TurnLog:
         self._last_delta = float("-inf")
         self._window_timer: Optional[asyncio.TimerHandle] = None
         self._grace_timer: Optional[asyncio.TimerHandle] = None
-        self._changed: asyncio.Future = self._loop.create_future()
+        self._waiters: List[asyncio.Future] = []  # one per reader waiting for the next event
         self._readers = 0
         self.done = False
         self._task = self._loop.create_task(self._pump(events))
@@ -60,8 +60,13 @@ class TurnLog:
 
     def _append(self, name: str, data: Dict[str, Any]) -> None:
         self._entries.append((len(self._entries) + 1, name, data))
-        changed, self._changed = self._changed, self._loop.create_future()
-        changed.set_result(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
 
     def _flush(self) -> None:
         if self._window_timer is not None:
@@ -100,8 +105,7 @@ class TurnLog:
             self.done = True
             if self._grace_timer is not None:
                 self._grace_timer.cancel()
-            changed, self._changed = self._changed, self._loop.create_future()
-            changed.set_result(None)
+            self._wake()
 
     # --- readers -----------------------------------------------------------------------------------------------
     def reader(self) -> "Reader":
@@ -138,7 +142,7 @@ class TurnLog:
         with anyio.CancelScope(shield=True):
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def _follow(self, after: int) -> AsyncIterator[Entry]:
+    async def _follow(self, after: int, ping_s: Optional[float]) -> AsyncIterator[Optional[Entry]]:
         position = max(0, min(after, len(self._entries)))
         while True:
             entries = self._entries
@@ -157,7 +161,21 @@ class TurnLog:
                 continue
             if self.done:
                 return
-            await asyncio.shield(self._changed)  # shared by the readers: one leaving must not cancel it
+            waiter = self._loop.create_future()  # this reader's own: a reader leaving cancels only its wait
+            self._waiters.append(waiter)
+            timer = None if ping_s is None else self._loop.call_later(ping_s, _no_event, waiter)
+            try:
+                woken = await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not woken:
+                yield None  # nothing for ping_s seconds: the reader sends a keep-alive
+
+
+def _no_event(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 class Reader:
@@ -167,9 +185,10 @@ class Reader:
         self.log = log
         self._closed = False
 
-    def events(self, after: int = 0) -> AsyncIterator[Entry]:
-        """The events after id ``after`` (0: all), then the new ones as they come, until the turn's last."""
-        return self.log._follow(after)
+    def events(self, after: int = 0, ping_s: Optional[float] = None) -> AsyncIterator[Optional[Entry]]:
+        """The events after id ``after`` (0: all), then the new ones as they come, until the turn's last; with
+        ``ping_s``, None after each ``ping_s`` seconds without one (time for a keep-alive)."""
+        return self.log._follow(after, ping_s)
 
     async def close(self) -> None:
         if not self._closed:

@@ -18,7 +18,6 @@ from typing import Any, AsyncIterator, Dict, Optional, Tuple
 import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from sse_starlette.sse import ServerSentEvent
 
 from llama_index_convrag.config.tokens import count_tokens
 from llama_index_convrag.serve.access import (check_question, conversation_kb, owned_conversation, readable_kb,
@@ -155,7 +154,7 @@ class _Chunks:
         self.ext: Dict[str, Any] = {}
         self.usage: Optional[Dict[str, int]] = None
 
-    def __call__(self, entry: Entry) -> Optional[ServerSentEvent]:
+    def __call__(self, entry: Entry) -> Optional[bytes]:
         _, name, data = entry
         if name == "start":
             self.cid = f"chatcmpl-{data['assistant_message_id']}"
@@ -176,7 +175,7 @@ class _Chunks:
             return unnamed(chunk)
         return None
 
-    async def tail(self) -> AsyncIterator[ServerSentEvent]:
+    async def tail(self) -> AsyncIterator[bytes]:
         if self.include_usage and self.usage is not None:
             yield unnamed({"id": self.cid, "object": "chat.completion.chunk", "created": int(time.time()),
                            "model": self.model, "choices": [], "usage": self.usage})

@@ -356,11 +356,11 @@ def test_health_says_which_llm_answers(client: httpx.Client) -> None:
     assert r.status_code == 200 and r.json() == {"status": "ok", "llm": "scripted", "answers": "llm"}
 
 
-def test_streams_keep_alive_with_comments(client: httpx.Client) -> None:
-    cid = new_conversation(client)  # the session's server pings every 0.2 s; an answer takes longer
+def test_streams_tell_clients_when_to_reconnect(client: httpx.Client) -> None:
+    cid = new_conversation(client)  # keep-alive comments: tests/serve/test_events.py (they need a silent stream)
     with client.stream("POST", f"/v1/conversations/{cid}/messages", json={"content": "What is fusion?"}) as r:
         lines = list(r.iter_lines())
-    assert any(line.startswith(": ping") for line in lines) and lines[0] == "retry: 1000"
+    assert lines[0] == "retry: 1000" and lines[2] == "id: 1"
 
 
 def test_cors_answers_the_configured_origin_only(client: httpx.Client) -> None:

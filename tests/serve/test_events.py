@@ -109,3 +109,22 @@ async def test_logs_are_found_by_message_id_while_running_and_kept_a_while() -> 
     await done.wait()
     await asyncio.sleep(0)
     assert gone.get("m1") is None
+
+
+async def test_a_silent_turn_gives_its_readers_keep_alives() -> None:
+    gate = asyncio.Event()
+
+    async def quiet() -> AsyncGenerator[Event, None]:
+        yield "start", {"id": "a"}
+        await gate.wait()  # retrieval takes a while
+        yield "done", {"status": "complete"}
+
+    turn = TurnLog(quiet(), window_s=0)
+    reader = turn.reader()
+    events = reader.events(ping_s=0.01)
+    assert await events.__anext__() == (1, "start", {"id": "a"})
+    assert await events.__anext__() is None  # a keep-alive: nothing came for ping_s
+    gate.set()
+    rest = [e async for e in events]
+    assert rest[-1] == (2, "done", {"status": "complete"}) and set(rest[:-1]) <= {None}
+    await reader.close()
