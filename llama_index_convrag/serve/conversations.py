@@ -146,8 +146,9 @@ async def run_turn(state: ServeState, request: Request, conversation_id: str, qu
     client can resume them) or fold them into one JSON answer."""
     turn = await open_turn(state, conversation_id, question, regenerate, check, claimed,
                            began=arrived_at(request.scope))
-    with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
-        await state.prepare_engine(turn.knowledge_base)
+    if not state.engine_ready(turn.knowledge_base):  # the first turn on a knowledge base
+        with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
+            await state.prepare_engine(turn.knowledge_base)
     events = public_events(turn_events(state, turn), names_of(state, turn.knowledge_base))
     if stream:  # the turn starts now, while the response is set up
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, state.limits.resume_grace_s))

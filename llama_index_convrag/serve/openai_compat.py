@@ -200,8 +200,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
                            who: TurnCaller) -> Response:
     conversation_id, question, kb = await state.store_call(_prepare, state, body, who)
     turn = await open_turn(state, conversation_id, question, check=lambda: kb, began=arrived_at(request.scope))
-    with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
-        await state.prepare_engine(kb)
+    if not state.engine_ready(kb):  # the first turn on a knowledge base
+        with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
+            await state.prepare_engine(kb)
     events = public_events(turn_events(state, turn), names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))

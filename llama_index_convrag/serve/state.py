@@ -94,6 +94,12 @@ class ServeState:
         self.rate = RateLimiter(self.rate_limits)
         self.logs = TurnLogs()
 
+    def engine_ready(self, knowledge_base: Optional[KnowledgeBase]) -> bool:
+        """Whether a turn on ``knowledge_base`` finds its engine built (or builds none: ``engine_for`` keeps no
+        templates)."""
+        has = getattr(self.engine_for, "has", None)
+        return knowledge_base is None or has is None or bool(has(knowledge_base.collection))
+
     async def prepare_engine(self, knowledge_base: Optional[KnowledgeBase]) -> None:
         """Build a knowledge base's engine template in the thread pool before its first turn (building it reads the
         collection's layout and loads tokenizers: seconds the event loop must not wait). A failure is left to the
