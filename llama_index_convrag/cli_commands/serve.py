@@ -46,7 +46,7 @@ def build_app(args: Any) -> Any:
     def build(collection: str) -> Any:
         index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
         return index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
-                                    **retriever_kwargs(args, llm, model))
+                                    retriever_kwargs=retriever_kwargs(args, llm, model))
 
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})
     rate = RateLimits(requests=_rate(args.rate_limit), turns=_rate(args.turn_rate_limit))

@@ -63,7 +63,7 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     """The API over built parts (the app's lifespan opens the store and closes the store and the document index).
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners, knowledge bases and turn claims live
-    there). ``engine_for(conversation_id, store, knowledge_base)``: a ``ConvRAGChatEngine`` for one conversation
+    there). ``engine_for(conversation_id, port, knowledge_base)``: a ``ConvRAGChatEngine`` for one conversation
     answering from that base's collection (:class:`~.engines.EnginesPerCollection` builds one template per
     collection; :func:`~.engines.shared_engine_for` serves one base). ``documents_backend``: a
     :class:`~.documents.DocumentBackend` for the document routes (None: they answer 404 ``no_documents``).

@@ -9,7 +9,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Annotated, Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
-import anyio
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -140,16 +139,14 @@ async def _collect(events: AsyncIterator[Event]) -> JSONResponse:
 
 
 async def run_turn(state: ServeState, request: Request, conversation_id: str, question: str, stream: bool,
-                   regenerate: Optional[Message] = None, check: Optional[Callable[[], Any]] = None,
+                   knowledge_base: KnowledgeBase, regenerate: Optional[Message] = None,
                    claimed: Optional[Callable[[], None]] = None) -> Response:
-    """Open the turn (``check`` returns its knowledge base), then stream its events (kept in the turn's log, so a
-    client can resume them) or fold them into one JSON answer."""
-    turn = await open_turn(state, conversation_id, question, regenerate, check, claimed,
-                           began=arrived_at(request.scope))
-    if not state.engine_ready(turn.knowledge_base):  # the first turn on a knowledge base
-        with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
-            await state.prepare_engine(turn.knowledge_base)
-    events = public_events(turn_events(state, turn), names_of(state, turn.knowledge_base))
+    """Build the knowledge base's engine if this is its first turn, open the turn on it, then stream its events
+    (kept in the turn's log, so a client can resume them) or fold them into one JSON answer."""
+    await state.prepare_engine(knowledge_base)
+    turn = await open_turn(state, conversation_id, question, regenerate, claimed=claimed,
+                           began=arrived_at(request.scope), knowledge_base=knowledge_base)
+    events = public_events(turn_events(state, turn), names_of(state, knowledge_base))
     if stream:  # the turn starts now, while the response is set up
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, state.limits.resume_grace_s))
         return TurnStream(log.reader(), ping_s=state.limits.ping_s)
@@ -157,7 +154,7 @@ async def run_turn(state: ServeState, request: Request, conversation_id: str, qu
 
 
 def _turn_check(state: ServeState, who: Any, conversation_id: str, question: str) -> KnowledgeBase:
-    """In the turn's first store call: the key, its scope, the question's length, the owner, the knowledge base;
+    """Before the turn (a store call): the key, its scope, the question's length, the owner, the knowledge base;
     a conversation still without a title is titled from this question."""
     principal = require(who.principal(), "chat")
     check_question(state, question)
@@ -172,8 +169,8 @@ def _turn_check(state: ServeState, who: Any, conversation_id: str, question: str
                                                                          description=SSE_DOC))
 async def post_message(conversation_id: str, body: NewMessage, request: Request, state: State,
                        who: TurnCaller) -> Response:
-    return await run_turn(state, request, conversation_id, body.content, body.stream,
-                          check=partial(_turn_check, state, who, conversation_id, body.content))
+    kb = await state.store_call(_turn_check, state, who, conversation_id, body.content)
+    return await run_turn(state, request, conversation_id, body.content, body.stream, kb)
 
 
 def _regeneration_target(state: ServeState, message_id: str, who: Any
@@ -199,8 +196,8 @@ def _regeneration_target(state: ServeState, message_id: str, who: Any
 async def regenerate(message_id: str, body: Regenerate, request: Request, state: State,
                      who: TurnCaller) -> Response:
     message, latest_user, kb = await state.store_call(_regeneration_target, state, message_id, who)
-    return await run_turn(state, request, message.conversation_id, latest_user.content, body.stream,
-                          regenerate=latest_user, check=lambda: kb,
+    return await run_turn(state, request, message.conversation_id, latest_user.content, body.stream, kb,
+                          regenerate=latest_user,
                           claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
 
 

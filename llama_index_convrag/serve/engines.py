@@ -14,13 +14,14 @@ from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
 
 
 def shared_engine_for(template: ConvRAGChatEngine) -> EngineFor:
-    """``engine_for(conversation_id, store, knowledge_base)`` for a server of one knowledge base: a light engine for
-    one conversation sharing ``template``'s parts, whatever the knowledge base (give the app only the one)."""
+    """``engine_for(conversation_id, port, knowledge_base)`` for a server of one knowledge base: a light engine for
+    one conversation sharing ``template``'s parts, whatever the knowledge base (give the app only the one), whose
+    turns go through ``port`` (the served turn's :class:`~.turn_store.ServedTurn`)."""
     if not isinstance(template, ConvRAGChatEngine):
         raise ConfigurationError(f"template must be a ConvRAGChatEngine, got {type(template).__name__}")
 
-    def engine_for(conversation_id: str, store: Any, knowledge_base: Any = None) -> ConvRAGChatEngine:
-        return template.for_conversation(conversation_id, store=store)
+    def engine_for(conversation_id: str, port: Any, knowledge_base: Any = None) -> ConvRAGChatEngine:
+        return template.for_conversation(conversation_id, port=port)
 
     return engine_for
 
@@ -59,5 +60,5 @@ class EnginesPerCollection:
         with self._lock:
             self._templates.pop(collection, None)
 
-    def __call__(self, conversation_id: str, store: Any, knowledge_base: KnowledgeBase) -> ConvRAGChatEngine:
-        return self.template(knowledge_base.collection).for_conversation(conversation_id, store=store)
+    def __call__(self, conversation_id: str, port: Any, knowledge_base: KnowledgeBase) -> ConvRAGChatEngine:
+        return self.template(knowledge_base.collection).for_conversation(conversation_id, port=port)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from typing import Any, AsyncIterator, Dict, Optional, Tuple
 
-import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -199,10 +198,8 @@ async def _complete(events: AsyncIterator[Any], model: str, question: str) -> JS
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State,
                            who: TurnCaller) -> Response:
     conversation_id, question, kb = await state.store_call(_prepare, state, body, who)
-    turn = await open_turn(state, conversation_id, question, check=lambda: kb, began=arrived_at(request.scope))
-    if not state.engine_ready(kb):  # the first turn on a knowledge base
-        with anyio.CancelScope(shield=True):  # the turn holds its claim: it must reach its log, which cleans up
-            await state.prepare_engine(kb)
+    await state.prepare_engine(kb)  # the first turn on a knowledge base builds its engine
+    turn = await open_turn(state, conversation_id, question, began=arrived_at(request.scope), knowledge_base=kb)
     events = public_events(turn_events(state, turn), names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))

@@ -17,7 +17,8 @@ from llama_index_convrag.storage.conversation._sql import SQLConversationStore
 from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
 from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
 
-#: conversation id, store, knowledge base -> a chat engine for that conversation sharing the built parts
+#: conversation id, turn port, knowledge base -> a chat engine for that conversation (its turns through the port)
+#: sharing the built parts
 EngineFor = Callable[[str, Any, KnowledgeBase], Any]
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -101,15 +102,15 @@ class ServeState:
         return knowledge_base is None or has is None or bool(has(knowledge_base.collection))
 
     async def prepare_engine(self, knowledge_base: Optional[KnowledgeBase]) -> None:
-        """Build a knowledge base's engine template in the thread pool before its first turn (building it reads the
-        collection's layout and loads tokenizers: seconds the event loop must not wait). A failure is left to the
-        turn, which reports it."""
-        engines = self.engine_for
-        has = getattr(engines, "has", None)
-        if knowledge_base is None or has is None or has(knowledge_base.collection):
+        """Build a knowledge base's engine template in the thread pool before its first turn is opened (building it
+        reads the collection's layout and loads tokenizers: seconds the event loop must not wait). A failure is
+        logged and left to the turn: opening it builds the engine again, and if that fails too the request answers
+        ``internal_error`` with an error id before anything of the turn is stored."""
+        if self.engine_ready(knowledge_base):
             return
+        assert knowledge_base is not None
         try:
-            await run_in_threadpool(engines.template, knowledge_base.collection)  # type: ignore[attr-defined]
+            await run_in_threadpool(self.engine_for.template, knowledge_base.collection)  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - the turn builds it again and reports the error in its own shape
             logger.warning("building the engine of knowledge base %s failed", knowledge_base.id, exc_info=True)
 

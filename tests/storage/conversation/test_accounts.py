@@ -1,5 +1,5 @@
 """What ``convrag serve`` stores beside messages (owners, titles, pages, keys, feedback, turn claims, answer
-versions), against SQLite and a real PostgreSQL server; and the v2 -> v3 migration of an existing file."""
+versions), against SQLite and a real PostgreSQL server; and the migration of existing v2, v3 and v4 files."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from llama_index.core.base.llms.types import ChatMessage
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
@@ -132,8 +133,8 @@ def test_v2_file_migrates_to_the_current_schema_with_owner_local(tmp_path: Path)
     store.begin_turn("old", "kept?")
     store.close()
     conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_users", "convrag_kbs",
-                  "convrag_kb_members", "convrag_workers"):
+    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views", "convrag_users",
+                  "convrag_kbs", "convrag_kb_members", "convrag_workers"):
         conn.execute(f"DROP TABLE {table}")
     for column in ("reply_to", "version", "superseded_by"):
         conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
@@ -141,30 +142,37 @@ def test_v2_file_migrates_to_the_current_schema_with_owner_local(tmp_path: Path)
     conn.commit()
     conn.close()
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 4
+    assert migrated.schema_version() == SCHEMA_VERSION == 5
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
     info = migrated.conversation_info("old", owner="local")
     assert (info.message_count, info.kb_id) == (2, None)
     migrated.close()
 
 
-def test_v3_keys_keep_working_with_the_default_scopes(tmp_path: Path) -> None:
-    path = tmp_path / "v3.db"
+@pytest.mark.parametrize("version", [3, 4])
+def test_v3_and_v4_files_migrate_with_keys_on_the_default_scopes(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
     store = SQLiteConversationStore(path)
     _, secret = store.create_key("alice")
+    store.add_message("viewed", ChatMessage(role="user", content="stored"))
+    store.set_messages("viewed", [ChatMessage(role="user", content="rewritten")])
     store.close()
-    conn = sqlite3.connect(path)  # back to what a v3 file holds
-    for table in ("convrag_users", "convrag_kbs", "convrag_kb_members", "convrag_workers"):
+    conn = sqlite3.connect(path)  # back to what a v3 or v4 file holds (v4 added convrag_views)
+    for table in ("convrag_users", "convrag_kbs", "convrag_kb_members", "convrag_workers") + (
+            ("convrag_views",) if version == 3 else ()):
         conn.execute(f"DROP TABLE {table}")
     conn.execute("DROP INDEX convrag_conversations_claimed")
     for table, column in (("convrag_keys", "scopes"), ("convrag_conversations", "kb_id"),
                           ("convrag_conversations", "claimed_by")):
         conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-    conn.execute("UPDATE convrag_meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute(f"UPDATE convrag_meta SET value = '{version}' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
     migrated = SQLiteConversationStore(path)
+    assert migrated.schema_version() == SCHEMA_VERSION == 5
     assert migrated.principal_for_key(secret) == Principal(user_id="alice", scopes=("chat", "edit"), admin=False,
                                                            key_id=migrated.list_keys()[0].id)
     assert [(u.id, u.role) for u in migrated.list_users()] == [("alice", "member")]
+    # a v4 file keeps its memory's view; a v3 file never had one, so the conversation itself is read
+    assert [m.content for m in migrated.get_messages("viewed")] == ["rewritten" if version == 4 else "stored"]
     migrated.close()
