@@ -348,7 +348,14 @@ def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: An
                    help=f"default {MAX_QUESTION_CHARS} (as ask and chat)")
     p.add_argument("--max-page-size", type=_positive, default=100, help="default 100")
     p.add_argument("--turn-timeout-s", type=_positive, default=600,
-                   help="a turn's claim on its conversation expires after this (a killed worker; default 600)")
+                   help="a turn claim made without the server's worker lease expires after this (default 600)")
+    p.add_argument("--lease-s", type=_seconds, default=10.0,
+                   help="the worker's lease on the turns it answers, renewed every third of it: a killed server's "
+                        "unfinished answers become 'interrupted' (text kept) when it restarts on the same host:port, "
+                        "or when the lease lapses (default 10)")
+    p.add_argument("--partial-save-s", type=_seconds, default=1.0,
+                   help="a streaming answer's text so far is saved at most this often, kept if the server dies "
+                        "(default 1)")
     p.add_argument("--resume-grace-s", type=_non_negative, default=10,
                    help="a streamed answer whose client went away keeps answering this long, so the client can "
                         "resume it (Last-Event-ID), then it is cancelled; 0: at once (default 10)")

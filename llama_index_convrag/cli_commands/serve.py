@@ -20,7 +20,7 @@ from llama_index_convrag.cli_commands.keys import open_serve_store
 
 ENV_OPTIONS = "CONVRAG_SERVE_OPTIONS"
 LIMIT_OPTIONS = ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size", "turn_timeout_s",
-                 "resume_grace_s")
+                 "resume_grace_s", "lease_s", "partial_save_s")
 EXTRA_HINT = "convrag serve needs the serve extra: pip install 'llama-index-convrag[serve]'"
 
 
@@ -40,7 +40,7 @@ def build_app(args: Any) -> Any:
     require_collection(client, args.collection)
     model = embed_model()
     store = open_serve_store(args.store, args.uri)
-    if isinstance(store, SQLiteConversationStore):  # held for the process: turns of a killed run become 'error'
+    if isinstance(store, SQLiteConversationStore):  # held for the process: a killed run's turns become 'interrupted'
         open_lease(store, Path(store.path))
 
     def build(collection: str) -> Any:
@@ -54,6 +54,7 @@ def build_app(args: Any) -> Any:
     answering = None if llm is None else str(getattr(llm.metadata, "model_name", type(llm).__name__))
     return create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, llm=answering,
                       collection=args.collection, rate_limits=rate, cors_origins=args.cors_origin or (),
+                      worker_name=f"{args.host}:{args.port}" if args.workers == 1 else None,
                       documents_backend=DocumentBackend(client=client, embed_model=model, upload_dir=uploads.resolve(),
                                                         target=target))
 

@@ -1,8 +1,10 @@
 """``create_app``: the FastAPI application of ``convrag serve`` (mount it in your own ASGI app as well).
 
-Its lifespan owns the parts it is given: at startup it opens the store (migrating it) and registers the server's
-own knowledge base (the corpus's collection, read by every user); at shutdown it cancels the turns still streaming
-(each stored ``cancelled``), closes the store and the document index's Milvus client.
+Its lifespan owns the parts it is given: at startup it opens the store (migrating it), registers the server's own
+knowledge base (the corpus's collection, read by every user) and the process's worker (``worker.py``: its turn claims
+under a lease it renews; a stopped worker's unfinished answers become ``interrupted``); at shutdown it cancels the
+turns still streaming (each stored ``cancelled``), unregisters the worker, closes the store and the document index's
+Milvus client.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from llama_index_convrag.serve.limits import BodyLimitMiddleware
 from llama_index_convrag.serve.models import Health
 from llama_index_convrag.serve.ratelimit import RateLimits
 from llama_index_convrag.serve.state import EngineFor, Limits, ServeState
+from llama_index_convrag.serve.worker import WorkerLease
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER, SQLConversationStore
 from llama_index_convrag.storage.conversation.knowledge import EVERYONE, KnowledgeBase, check_kb_name
 
@@ -34,14 +37,21 @@ DEFAULT_COLLECTION = "convrag"
 
 
 def register_default_kb(state: ServeState, collection: str) -> KnowledgeBase:
-    """The server's own knowledge base (its corpus's collection): made on first start, owned by the operator
-    (``local``) and read by every user (member ``*``); its folders are the corpus's common folder (blocking)."""
+    """The server's own knowledge base (its corpus's collection): made on first start (by whichever worker of a
+    multi-worker server comes first), owned by the operator (``local``) and read by every user (member ``*``); its
+    folders are the corpus's common folder (blocking)."""
     store = state.store
     roots = state.documents.corpus_roots(collection) if state.documents is not None else ()
     kb = store.knowledge_base_of_collection(collection)
     if kb is None:
         name = collection if _valid_name(collection) else "default"
-        kb = store.create_knowledge_base(name, DEFAULT_OWNER, collection=collection, roots=roots, readers=[EVERYONE])
+        try:
+            kb = store.create_knowledge_base(name, DEFAULT_OWNER, collection=collection, roots=roots,
+                                             readers=[EVERYONE])
+        except Exception:  # noqa: BLE001 - another worker starting on the same store made it first
+            kb = store.knowledge_base_of_collection(collection)
+            if kb is None:
+                raise
     elif tuple(kb.roots) != tuple(roots) and roots:
         kb = store.update_knowledge_base(kb.id, roots=roots) or kb
     return kb
@@ -59,7 +69,7 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
                documents_backend: Optional[Any] = None, collection: str = DEFAULT_COLLECTION,
                model_name: str = "convrag", llm: Optional[str] = None, stream_window_s: float = 0.02,
                store_on_loop: Optional[bool] = None, rate_limits: Optional[RateLimits] = None,
-               cors_origins: Sequence[str] = ()) -> FastAPI:
+               cors_origins: Sequence[str] = (), worker_name: Optional[str] = None) -> FastAPI:
     """The API over built parts (the app's lifespan opens the store and closes the store and the document index).
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners, knowledge bases and turn claims live
@@ -73,23 +83,28 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     ``store_on_loop``: the async routes make their store calls on the event loop (True; a local store only: SQLite)
     or in the thread pool (False); None (default): on the loop for a SQLite store, in the thread pool for
     PostgreSQL. ``rate_limits``: per key (:class:`~.ratelimit.RateLimits`, default 1200 requests and 60 turns a
-    minute). ``cors_origins``: browser origins allowed to call the API (none by default).
+    minute). ``cors_origins``: browser origins allowed to call the API (none by default). ``worker_name``: the name
+    the process's turn claims are held under; a server restarted under the same name frees its earlier claims at once
+    (``convrag serve`` uses ``host:port``); None: ``host:pid``, freed when the lease (``limits.lease_s``) lapses.
     """
     state = ServeState(store=store, engine_for=engine_for, limits=limits if limits is not None else Limits(),
                        documents=documents_backend, model_name=model_name, stream_window_s=stream_window_s,
                        store_on_loop=store_on_loop,
                        rate_limits=rate_limits if rate_limits is not None else RateLimits(),
-                       default_collection=collection, cors_origins=tuple(cors_origins))
+                       default_collection=collection, cors_origins=tuple(cors_origins), worker_name=worker_name)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[Dict[str, Any]]:
         await run_in_threadpool(store.open)
         state.default_kb = await run_in_threadpool(register_default_kb, state, collection)
         await state.prepare_engine(state.default_kb)  # its engine is ready before the first turn
+        worker = WorkerLease(state)
+        await worker.start()
         try:
             yield {"serve": state}
         finally:
             await state.logs.cancel_all()
+            await worker.stop()
             store.close()
             if state.documents is not None:
                 state.documents.close()

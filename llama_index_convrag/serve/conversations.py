@@ -30,7 +30,6 @@ from llama_index_convrag.serve.views import (DocumentNames, message_view, public
 from llama_index_convrag.storage.conversation.accounts import ConversationInfo, Principal
 from llama_index_convrag.storage.conversation.base import Message
 from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
-from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR
 
 router = APIRouter(prefix="/v1", tags=["conversations"])
 
@@ -196,17 +195,9 @@ def _regeneration_target(state: ServeState, message_id: str, who: Any
 async def regenerate(message_id: str, body: Regenerate, request: Request, state: State,
                      who: TurnCaller) -> Response:
     message, latest_user, kb = await state.store_call(_regeneration_target, state, message_id, who)
+    # a 'pending' answer whose claim is free (its worker died) is marked 'interrupted' by the turn's load
     return await run_turn(state, request, message.conversation_id, latest_user.content, body.stream, kb,
-                          regenerate=latest_user,
-                          claimed=partial(_abandon_pending, state, message) if message.status == "pending" else None)
-
-
-def _abandon_pending(state: ServeState, message: Message) -> None:
-    """A ``pending`` answer no turn is answering (the claim was free): a worker died mid-turn; finalise it ``error``
-    before its regeneration (called holding the claim, a store call)."""
-    stored = state.store.get_message(message.id)
-    if stored is not None and stored.status == "pending":
-        state.store.finalize_message(message.id, content=stored.content, status="error", error=ABANDONED_ERROR)
+                          regenerate=latest_user)
 
 
 def _own_message(state: ServeState, who: Any, message_id: str) -> Tuple[Message, Principal]:

@@ -130,7 +130,8 @@ class MessageOut(BaseModel):
     conversation_id: str
     role: Literal["user", "assistant", "system"]
     content: str
-    status: Literal["pending", "complete", "error", "cancelled"]
+    status: Literal["pending", "complete", "error", "cancelled", "interrupted"] = Field(description=(
+        "interrupted: the server answering it stopped (a crash); the text it had streamed is kept. Regenerate it."))
     error: Optional[str]
     created_at: float
     updated_at: float

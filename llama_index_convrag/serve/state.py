@@ -33,7 +33,14 @@ class Limits:
     max_question_chars: int = MAX_QUESTION_CHARS
     max_page_size: int = 100
     default_page_size: int = 20
+    #: how long a turn claim made without a registered worker lasts (the app's own worker holds its claims under
+    #: ``lease_s`` instead)
     turn_timeout_s: float = 600.0
+    #: the worker's lease: renewed every third of it; a worker that dies frees its conversations (their answers
+    #: ``interrupted``) when it lapses, or at once when it restarts under its name
+    lease_s: float = 10.0
+    #: a streaming answer's text so far is saved at most this often (bounded writes; what a crash keeps)
+    partial_save_s: float = 1.0
     #: a streamed answer whose client went away keeps answering this long (a client may resume it with
     #: Last-Event-ID), then it is cancelled; 0: cancelled at once. POST /v1/messages/{id}/cancel stops it now.
     resume_grace_s: float = 10.0
@@ -48,8 +55,9 @@ class Limits:
         if self.default_page_size > self.max_page_size:
             raise ConfigurationError(f"default_page_size ({self.default_page_size}) must be <= max_page_size "
                                      f"({self.max_page_size})")
-        if self.turn_timeout_s <= 0:
-            raise ConfigurationError(f"turn_timeout_s must be > 0, got {self.turn_timeout_s!r}")
+        for name in ("turn_timeout_s", "lease_s", "partial_save_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigurationError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
         if self.resume_grace_s < 0:
             raise ConfigurationError(f"resume_grace_s must be >= 0, got {self.resume_grace_s!r}")
         if self.ping_s <= 0:
@@ -65,7 +73,7 @@ def calls_on_loop(store: SQLConversationStore) -> bool:
 
 @dataclass
 class ServeState:
-    """Built once per process; requests only read it (the lifespan sets ``default_kb`` at startup)."""
+    """Built once per process; requests only read it (the lifespan sets ``default_kb`` and ``worker_id`` at startup)."""
 
     store: SQLConversationStore
     engine_for: EngineFor
@@ -84,6 +92,11 @@ class ServeState:
     #: CORS origins allowed to call the API from a browser (empty: none)
     cors_origins: Tuple[str, ...] = ()
     default_kb: Optional[KnowledgeBase] = None
+    #: the name this process's worker registers under (its claims survive nothing: a restart under the same name
+    #: frees them at once); None: the lifespan names it ``<host>:<pid>`` (freed when its lease lapses)
+    worker_name: Optional[str] = None
+    #: the registered worker's id (set by the lifespan; None: claims last ``limits.turn_timeout_s``)
+    worker_id: Optional[str] = None
     rate: RateLimiter = field(init=False)
     logs: TurnLogs = field(init=False)
 

@@ -8,8 +8,10 @@ the thread pool unless ``store_on_loop``): the caller's ``check`` when there is 
 flight per conversation, else 409) and the user message and the assistant placeholder stored, before the response
 starts.
 :func:`turn_events` then yields ``start`` (the ids, before retrieval), ``retrieval`` when the engine hands back its
-stream, ``delta`` per piece of text, and last ``done`` or ``error``, once the engine has committed the turn through
-the port: one more store call writes the answer and releases the claim. The engine touches no database in between.
+stream, ``delta`` per piece of text (the text so far saved into the placeholder now and then:
+``ServedTurn.aprogress``), and last ``done`` or ``error``, once the engine has committed the turn through
+the port: one more store call writes the answer and releases the claim. The engine touches no database in between (the
+saves of the text so far are the service's, bounded by ``limits.partial_save_s``).
 When the consumer stops (the client went away: the stream's task is cancelled) the engine's stream is closed, which
 commits the message ``cancelled`` with the text so far (no text when the engine had not answered yet); the claim is
 released in every case.
@@ -135,8 +137,11 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         try:
             response = await turn.engine.astream_turn(turn.context)
             yield "retrieval", retrieval_data(response)
+            parts: List[str] = []
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
+                parts.append(delta)
+                await turn.port.aprogress(parts)  # the text so far, saved now and then (what a crash keeps)
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
         except Exception as e:  # the engine committed the message as error (when it got that far)

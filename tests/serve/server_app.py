@@ -3,6 +3,8 @@ embedding model, a ScriptedLLM whose stream waits ``CONVRAG_TEST_TOKEN_DELAY`` s
 disconnect mid-stream), and the conversation store named by ``CONVRAG_TEST_STORE`` (a SQLite path or a PostgreSQL URL).
 For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; default the engine's),
 ``CONVRAG_TEST_FIRST_TOKEN_LOG`` (a file to which each answer stream appends ``time.monotonic()`` of its first token).
+Crash recovery: ``CONVRAG_TEST_WORKER_NAME`` (a restart under it frees the claims at once), ``CONVRAG_TEST_LEASE_S``,
+``CONVRAG_TEST_PARTIAL_SAVE_S``.
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
@@ -96,14 +98,17 @@ def create() -> Any:
 
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
                     max_body_bytes=64 * 1024, resume_grace_s=float(os.environ.get("CONVRAG_TEST_RESUME_GRACE", "0.5")),
-                    ping_s=float(os.environ.get("CONVRAG_TEST_PING_S", "15")))
+                    ping_s=float(os.environ.get("CONVRAG_TEST_PING_S", "15")),
+                    lease_s=float(os.environ.get("CONVRAG_TEST_LEASE_S", "10")),
+                    partial_save_s=float(os.environ.get("CONVRAG_TEST_PARTIAL_SAVE_S", "1")))
     rate = RateLimits(requests=_rate(os.environ.get("CONVRAG_TEST_RATE_REQUESTS", "100000/minute")),
                       turns=_rate(os.environ.get("CONVRAG_TEST_RATE_TURNS", "100000/minute")))
     backend = DocumentBackend(client=client, embed_model=model, upload_dir=root / "uploads", target=target)
     app = create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, documents_backend=backend,
                      collection=collection, llm=llm.metadata.model_name, rate_limits=rate,
                      cors_origins=[o for o in os.environ.get("CONVRAG_TEST_CORS", "").split(",") if o],
-                     store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")])  # bench --store-calls
+                     store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")],  # bench --store-calls
+                     worker_name=os.environ.get("CONVRAG_TEST_WORKER_NAME"))
     app.add_middleware(WorkerPid)
     return app
 

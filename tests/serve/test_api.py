@@ -244,7 +244,7 @@ def test_regenerate_an_answer_a_killed_worker_left_pending(client: httpx.Client,
     body = client.post(f"/v1/messages/{stuck.id}/regenerate", json={"stream": False}).json()
     assert body["status"] == "complete" and body["version"] == 2 and body["reply_to"] == user.id
     old = client.get(f"/v1/messages/{stuck.id}").json()
-    assert (old["status"], old["superseded_by"]) == ("error", body["assistant_message_id"])
+    assert (old["status"], old["superseded_by"]) == ("interrupted", body["assistant_message_id"])
     assert "interrupted" in old["error"]
 
 

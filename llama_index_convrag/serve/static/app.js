@@ -207,7 +207,8 @@ function showPassage(source, n) {
   $("passage-heading").focus();
 }
 
-const STATUS_TEXT = { cancelled: "cancelled", error: "failed", pending: "answering…" };
+const STATUS_TEXT = { cancelled: "cancelled", error: "failed", pending: "answering…",
+                      interrupted: "interrupted (the server stopped; the text so far is kept)" };
 
 /** Fill an assistant <li> from a message-like object {id, content, status, error, citations, references, ...}. */
 function fillAssistant(item, m) {
@@ -259,7 +260,7 @@ function toolsOf(item, m) {
                                 "aria-pressed": rating === value ? "true" : "false",
                                 onclick: () => rate(tools, m, value) }, glyph));
   }
-  const retry = m.status === "cancelled" || m.status === "error";
+  const retry = m.status === "cancelled" || m.status === "error" || m.status === "interrupted";
   tools.append(el("button", { type: "button", class: retry ? "retry" : "regenerate",
                               onclick: () => regenerate(item, m) }, retry ? "Retry" : "Regenerate"));
   tools.append(query);

@@ -1,5 +1,6 @@
 """Turn claims held by workers under a lease, against SQLite and a real PostgreSQL server: exclusive, renewed,
-released at once when the worker restarts under its name, lapsed when it stops renewing."""
+released at once when the worker restarts under its name, lapsed when it stops renewing; a dead worker's answer
+keeps the text it saved and is marked ``interrupted``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation.base import INTERRUPTED_ERROR
 
 Make = Callable[[], SQLConversationStore]
 
@@ -73,3 +75,30 @@ def test_bad_leases_and_names_are_named(make_store: Make) -> None:
         store.register_worker("a", lease_s=0)
     with pytest.raises(ConfigurationError, match="a worker's name must be a non-empty string, got ' '"):
         store.register_worker(" ", lease_s=1)
+
+
+def test_a_dead_workers_answer_keeps_its_saved_text_and_is_interrupted(make_store: Make) -> None:
+    store = make_store()
+    dead, _ = store.register_worker("a", lease_s=0.2)
+    user, answer = store.begin_turn("c", "What is BM25?")
+    assert store.claim_turn("c", 0.2, worker=dead.id)
+    assert store.save_partial("c", answer.id, "BM25 ranks") and store.save_partial("c", answer.id, "BM25 ranks by")
+    assert store.get_conversation("c")[1].content == "BM25 ranks by"  # the cached conversation sees the save
+    time.sleep(0.3)
+    assert make_store().release_lapsed_workers() == ["c"]
+    kept = store.get_message(answer.id)
+    assert (kept.status, kept.content, kept.error) == ("interrupted", "BM25 ranks by", INTERRUPTED_ERROR)
+    assert [m.content for m in store.history("c")] == ["What is BM25?", "BM25 ranks by"]  # the user saw it
+    assert not store.save_partial("c", answer.id, "late")  # a final answer is never rewritten
+    assert store.get_message(answer.id).content == "BM25 ranks by" and store.get_message(user.id).status == "complete"
+
+
+def test_interrupt_pending_marks_only_pending_answers_of_the_named_conversations(make_store: Make) -> None:
+    store = make_store()
+    _, done = store.begin_turn("c", "q1")
+    store.finalize_message(done.id, content="a1", status="complete")
+    _, left = store.begin_turn("c", "q2")
+    _, other = store.begin_turn("d", "q")
+    assert store.abandoned_in("c") and store.interrupt_pending(["c"]) == [left.id] and not store.abandoned_in("c")
+    assert [m.status for m in store.get_conversation("c")] == ["complete", "complete", "complete", "interrupted"]
+    assert store.get_message(other.id).status == "pending" and store.interrupt_pending([]) == []
