@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -34,8 +33,7 @@ class Server:
             [sys.executable, "-m", "uvicorn", "--factory", "tests.serve.server_app:create", "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", str(workers), "--log-level", "warning",
              "--timeout-keep-alive", "120"],  # an idle pooled connection is not closed under a client's feet
-            cwd=ROOT, env=full_env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
-            start_new_session=True)  # its own process group: kill() takes its Milvus Lite child with it
+            cwd=ROOT, env=full_env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
 
     def wait(self, timeout: float = 120.0) -> "Server":
         deadline = time.monotonic() + timeout
@@ -48,11 +46,6 @@ class Server:
             except httpx.HTTPError:
                 time.sleep(0.3)
         raise RuntimeError(f"server not up in {timeout} s: {self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        """``kill -9`` the server and every process it started (a crash: nothing of it runs its cleanup)."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
 
     def stop(self) -> None:
         self.proc.terminate()
