@@ -87,7 +87,7 @@ def test_kill9_ingest_then_rerun_resumes_without_duplicates(tmp_path, corpus, em
 
 
 # --- kill -9 of a chat mid-stream ------------------------------------------------------------------------------
-def test_kill9_chat_mid_stream_keeps_the_question_and_marks_the_answer_error(tmp_path, corpus, openai_server,
+def test_kill9_chat_mid_stream_keeps_the_question_and_marks_the_answer_interrupted(tmp_path, corpus, openai_server,
                                                                            fault_row):
     store_path = tmp_path / "chats.db"
     openai_server.slow_stream(0.5)
