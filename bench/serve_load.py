@@ -200,14 +200,17 @@ async def inprocess_load(state: Any, n: int, turns: int) -> Run:
         async def acommit(self, outcome: TurnOutcome) -> None:
             self.commit(outcome)
 
+    from llama_index_convrag.serve.app import register_default_kb
+
     run = Run()
+    kb = register_default_kb(state, "serve_docs")
 
     async def conversation(i: int) -> None:
-        cid = state.store.create_conversation("bench").id
+        cid = state.store.create_conversation("bench", kb_id=kb.id).id
         for t in range(turns):
             began: Dict[str, float] = {}
             start = time.perf_counter()
-            response = await state.engine_for(cid, LoopPort(state.store, began)).astream_chat(
+            response = await state.engine_for(cid, LoopPort(state.store, began), kb).astream_chat(
                 QUESTIONS[t % len(QUESTIONS)])
             async for _ in response.async_response_gen():
                 pass
@@ -319,6 +322,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {"CONVRAG_TEST_TOKEN_DELAY": token_delay, "CONVRAG_TEST_MAX_QUESTION": "2000", "PYTHONPATH": path}
     env["CONVRAG_TEST_STORE_CALLS"] = args.store_calls
+    env["CONVRAG_TEST_RESUME_GRACE"] = repr(args.resume_grace_s)
     inproc = subprocess.Popen([sys.executable, __file__, "--role", "inproc"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, cwd=ROOT, text=True,
                               env={**os.environ, **env, "CONVRAG_TEST_DIR": str(work / "inproc")})
@@ -356,7 +360,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     print(f"convrag serve load: 1 uvicorn worker ({' + '.join(fast) if fast else 'asyncio + h11'}), SQLite store "
           f"(store calls: {args.store_calls}{' = on the loop' if args.store_calls == 'auto' else ''}), Milvus Lite, scripted LLM {args.token_ms:g} ms/token, "
           f"{turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations disconnects after 3 deltas of its "
-          f"first turn; load client in {clients_text}, in-process baseline in its own process; medians "
+          f"first turn (resume grace {args.resume_grace_s:g} s); load client in {clients_text}, in-process baseline in its own process; medians "
           f"of {repeat} run(s); os.cpu_count()={os.cpu_count()}, load average {load:.1f} at the end (a shared "
           "machine: figures vary run to run; compare the columns of one row)")
     print(HEADER)
@@ -391,6 +395,10 @@ def main() -> int:
     parser.add_argument("--token-ms", type=float, default=5.0, help="the scripted LLM's delay per token")
     parser.add_argument("--store-calls", choices=("auto", "threads", "loop"), default="auto",
                         help="create_app's store_on_loop: auto (the default: on the loop for SQLite), threads, loop")
+    parser.add_argument("--resume-grace-s", type=float, default=0.0,
+                        help="the server's resume grace: how long an answer whose client went away goes on (default "
+                             "0: a disconnect cancels it at once; with more, the disconnecting clients poll their "
+                             "conversation until it settles, which the bench then counts)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
                         help=argparse.SUPPRESS)

@@ -4,7 +4,7 @@
    the calls ``convrag serve`` makes (the key check, the owner check, the turn port's ``load``: the claim, the history
    window, the user message and the placeholder; its ``commit``: the answer, its record, the release); milliseconds
    per call and per turn (mean).
-2. Coalescing: ``serve.sse.coalesced`` over ``--tokens`` deltas that arrive every ``--token-ms`` ms between a
+2. Coalescing: ``serve.events.TurnLog`` over ``--tokens`` deltas that arrive every ``--token-ms`` ms between a
    ``start`` and a ``done`` event, with the server's default window (``ServeState.stream_window_s``); how many events
    go out, on an idle event loop.
 
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llama_index_convrag.serve.access import owned_conversation  # noqa: E402
-from llama_index_convrag.serve.auth import resolve_user  # noqa: E402
-from llama_index_convrag.serve.sse import coalesced  # noqa: E402
+from llama_index_convrag.serve.auth import resolve_principal  # noqa: E402
+from llama_index_convrag.serve.events import TurnLog  # noqa: E402
 from llama_index_convrag.serve.state import ServeState  # noqa: E402
 from llama_index_convrag.chat.port import TurnOutcome, TurnRequest  # noqa: E402
 from llama_index_convrag.serve.turn_store import ServedTurn  # noqa: E402
@@ -41,7 +41,7 @@ def store_calls(turns: int) -> Dict[str, float]:
     with tempfile.TemporaryDirectory() as work:
         store = SQLiteConversationStore(Path(work) / "chats.db")
         _, key = store.create_key("bench")
-        state = ServeState(store=store, engine_for=lambda cid, s: None)
+        state = ServeState(store=store, engine_for=lambda cid, port, kb: None)
         cid = store.create_conversation("bench").id
         spent = dict.fromkeys(("key", "owner", "load", "commit"), 0.0)
 
@@ -52,7 +52,7 @@ def store_calls(turns: int) -> Dict[str, float]:
             return out
 
         for _ in range(turns):
-            user = timed("key", resolve_user, store, key)
+            user = timed("key", resolve_principal, store, key, True).user_id
             timed("owner", owned_conversation, state, cid, user)
             port = ServedTurn(state)
             context = timed("load", port.load, TurnRequest(cid, "What is BM25?", window=3))
@@ -65,7 +65,7 @@ def store_calls(turns: int) -> Dict[str, float]:
 
 
 async def coalesced_events(tokens: int, token_ms: float, window_s: float) -> Tuple[int, int]:
-    """``(events in, events out)`` of one answer through :func:`coalesced`."""
+    """``(events in, events out)`` of one answer through a :class:`TurnLog` (its deltas merged per window)."""
     async def answer() -> AsyncGenerator[Tuple[str, dict], None]:
         yield "start", {}
         for _ in range(tokens):
@@ -73,10 +73,9 @@ async def coalesced_events(tokens: int, token_ms: float, window_s: float) -> Tup
             yield "delta", {"text": "x "}
         yield "done", {}
 
-    out = 0
-    async for _ in coalesced(answer(), window_s):
-        out += 1
-    return tokens + 2, out
+    log = TurnLog(answer(), window_s)
+    await log.wait()
+    return tokens + 2, len(log.entries())
 
 
 def main() -> int:
@@ -88,7 +87,8 @@ def main() -> int:
     calls = store_calls(args.turns)
     print(f"store calls of one turn (SQLite file, mean of {args.turns} turns of one conversation; ms): "
           + ", ".join(f"{k} {v:.3f}" for k, v in calls.items()))
-    window = ServeState(store=SQLiteConversationStore(":memory:"), engine_for=lambda cid, s: None).stream_window_s
+    window = ServeState(store=SQLiteConversationStore(":memory:"),
+                        engine_for=lambda cid, port, kb: None).stream_window_s
     events_in, events_out = asyncio.run(coalesced_events(args.tokens, args.token_ms, window))
     print(f"SSE coalescing, {window * 1000:g} ms window, a delta every {args.token_ms:g} ms: {events_in} events "
           f"in ({args.tokens} deltas), {events_out} out")

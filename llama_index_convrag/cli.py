@@ -16,6 +16,7 @@ import traceback
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
+from llama_index_convrag._limits import MAX_QUESTION_CHARS
 from llama_index_convrag.cli_commands.common import (EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_UNEXPECTED,
                                                      EXIT_USAGE, CLIError, Output, check_collection_name,
                                                      check_question, check_uri)
@@ -343,26 +344,109 @@ def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: An
     p.add_argument("--upload-dir", default=None, help="where uploaded documents are kept (default ./convrag_uploads)")
     p.add_argument("--max-body-bytes", type=_positive, default=1 << 20, help="default 1 MiB")
     p.add_argument("--max-upload-bytes", type=_positive, default=20 << 20, help="default 20 MiB")
-    p.add_argument("--max-question-chars", type=_positive, default=8000, help="default 8000")
+    p.add_argument("--max-question-chars", type=_positive, default=MAX_QUESTION_CHARS,
+                   help=f"default {MAX_QUESTION_CHARS} (as ask and chat)")
     p.add_argument("--max-page-size", type=_positive, default=100, help="default 100")
     p.add_argument("--turn-timeout-s", type=_positive, default=600,
-                   help="a turn's claim on its conversation expires after this (a killed worker; default 600)")
+                   help="a turn claim made without the server's worker lease expires after this (default 600)")
+    p.add_argument("--lease-s", type=_seconds, default=10.0,
+                   help="the worker's lease on the turns it answers, renewed every third of it: a killed server's "
+                        "unfinished answers become 'interrupted' (text kept) when it restarts on the same host:port, "
+                        "or when the lease lapses (default 10)")
+    p.add_argument("--partial-save-s", type=_seconds, default=1.0,
+                   help="a streaming answer's text so far is saved at most this often, kept if the server dies "
+                        "(default 1)")
+    p.add_argument("--resume-grace-s", type=_non_negative, default=10,
+                   help="a streamed answer whose client went away keeps answering this long, so the client can "
+                        "resume it (Last-Event-ID), then it is cancelled; 0: at once (default 10)")
+    p.add_argument("--rate-limit", default="1200/minute", metavar="RATE",
+                   help="requests per API key, e.g. 600/minute or 10/second;300/hour; off: none (default 1200/minute)")
+    p.add_argument("--turn-rate-limit", default="60/minute", metavar="RATE",
+                   help="turns (messages, regenerations, chat completions) per API key; off: none (default 60/minute)")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="a browser origin allowed to call the API, e.g. https://chat.example.com (repeatable; "
+                        "default: none, only the page the server serves)")
     _chat_options(p)
     _common(p)
     kc = _sub(commands, "keys", "Create, list or revoke the API keys of 'convrag serve' (stored hashed).",
-              "  convrag keys create alice\n  convrag keys list\n  convrag keys revoke KEY_ID")
+              "  convrag keys create alice\n  convrag keys create ci-bot --scope chat\n  convrag keys list\n"
+              "  convrag keys revoke KEY_ID")
     k_cmds = kc.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     for name, help_text, func in (("create", "A new key for USER, printed once.", keys.cmd_keys_create),
-                                  ("list", "Every key: id, user, prefix, created, revoked.", keys.cmd_keys_list),
+                                  ("list", "Every key: id, user, prefix, scopes, created, revoked.", keys.cmd_keys_list),
                                   ("revoke", "Revoke a key by id.", keys.cmd_keys_revoke)):
         p = _sub(k_cmds, name, help_text, f"  convrag keys {name}", func)
         if name == "create":
             p.add_argument("user", metavar="USER")
+            p.add_argument("--scope", action="append", choices=("chat", "edit", "admin"), default=None,
+                           help="what the key may do (repeatable): chat (conversations, reading knowledge bases), "
+                                "edit (knowledge bases and their documents, as the user's roles allow), admin "
+                                "(users and keys; an admin user only); default chat and edit")
         if name == "revoke":
             p.add_argument("key_id", metavar="KEY_ID")
-        p.add_argument("--store", default=None, help="the store 'convrag serve' uses (SQLite file or "
-                                                     "postgresql+psycopg:// URL)")
-        _common(p, collection=None)
+        _store_option(p)
+    us = _sub(commands, "users", "List the users of 'convrag serve' or set a user's role (member or admin).",
+              "  convrag users list\n  convrag users set-role alice admin")
+    u_cmds = us.add_subparsers(dest="users_command", metavar="ACTION", required=True)
+    p = _sub(u_cmds, "list", "Every user with their role.", "  convrag users list", keys.cmd_users_list)
+    _store_option(p)
+    p = _sub(u_cmds, "set-role", "Set USER's role (the user is created when new).",
+             "  convrag users set-role alice admin", keys.cmd_users_set_role)
+    p.add_argument("user", metavar="USER")
+    p.add_argument("role", choices=("member", "admin"))
+    _store_option(p)
+    _kb_commands(commands)
+
+
+def _store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, help="the store 'convrag serve' uses (SQLite file or "
+                                                 "postgresql+psycopg:// URL)")
+    _common(p, collection=None)
+
+
+def _kb_commands(commands: "argparse._SubParsersAction") -> None:
+    """``convrag kb``: knowledge bases, their members and documents (docs/SERVE.md)."""
+    from llama_index_convrag.cli_commands import kb
+
+    kc = _sub(commands, "kb", "Knowledge bases of 'convrag serve': make one, fill it from files, share it (reader "
+              "or editor), list, delete.",
+              "  convrag kb create team-docs --owner alice\n  convrag kb ingest team-docs docs/team/\n"
+              "  convrag kb share team-docs bob --role editor\n  convrag kb share team-docs '*'   # every user reads"
+              "\n  convrag kb list")
+    k_cmds = kc.add_subparsers(dest="kb_command", metavar="ACTION", required=True)
+    p = _sub(k_cmds, "list", "Every knowledge base: name, id, owner, members.", "  convrag kb list", kb.cmd_kb_list)
+    _store_option(p)
+    p = _sub(k_cmds, "create", "A new, empty knowledge base (its own collection).",
+             "  convrag kb create team-docs --owner alice --analyzer chinese", kb.cmd_kb_create)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--owner", default="local", help="its owner (default local, the server's operator)")
+    p.add_argument("--description", default=None)
+    p.add_argument("--analyzer", choices=("english", "standard", "chinese", "jieba"), default="english",
+                   help="how its BM25 field splits text (default english)")
+    _store_option(p)
+    p = _sub(k_cmds, "ingest", "Ingest files and folders into a knowledge base (idempotent, as 'convrag ingest').",
+             "  convrag kb ingest team-docs docs/team/ notes.md", kb.cmd_kb_ingest)
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    _store_option(p)
+    for action, help_text, func in (("share", "Give USER (or * for every user) a role in the knowledge base.",
+                                     kb.cmd_kb_share),
+                                    ("unshare", "Remove USER (or *) from the knowledge base's members.",
+                                     kb.cmd_kb_unshare)):
+        p = _sub(k_cmds, action, help_text, f"  convrag kb {action} team-docs bob", func)
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("user", metavar="USER")
+        if action == "share":
+            p.add_argument("--role", choices=("reader", "editor"), default="reader", help="default reader")
+        _store_option(p)
+    p = _sub(k_cmds, "members", "The members of a knowledge base with their roles.", "  convrag kb members team-docs",
+             kb.cmd_kb_members)
+    p.add_argument("name", metavar="NAME")
+    _store_option(p)
+    p = _sub(k_cmds, "delete", "Delete a knowledge base and its collection (its conversations stay).",
+             "  convrag kb delete old-docs", kb.cmd_kb_delete)
+    p.add_argument("name", metavar="NAME")
+    _store_option(p)
 
 
 def package_version() -> str:

@@ -32,3 +32,17 @@ def test_a_missing_environment_is_not_usable(tmp_path: Path) -> None:
 
 def test_the_setup_hint_installs_both_packages() -> None:
     assert '"milvus-lite>=3" pymilvus' in SETUP_HINT
+
+
+def test_stopping_a_milvus_server_ends_every_process_it_started(tmp_path: Path) -> None:
+    # the launcher (python) starts the milvus binary, which outlives a launcher that is only terminated
+    import subprocess
+
+    from llama_index_convrag.testing.milvus_server import MilvusLiteServer
+
+    server = MilvusLiteServer(tmp_path / "m").start()
+    group = server._proc.pid
+    members = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True).stdout.split()
+    assert len(members) >= 2, members  # the launcher and the milvus binary
+    server.stop()
+    assert subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True).stdout.split() == []

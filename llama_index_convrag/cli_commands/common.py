@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Sequence, TextIO
 
+from llama_index_convrag._limits import MAX_QUESTION_CHARS
+
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
@@ -23,10 +25,6 @@ EXIT_BUSY = 8
 EXIT_NO_SPACE = 9
 EXIT_INTERRUPTED = 130
 
-#: Longest question accepted (characters): beyond it the question alone would crowd out the passages in the
-#: LLM's context window (and the embedding model reads only its first 256 tokens).
-MAX_QUESTION_CHARS = 4000
-
 EXIT_CODES_HELP = """exit codes:
   0  ok
   1  unexpected error (one line on stderr; --debug for the traceback)
@@ -36,7 +34,7 @@ EXIT_CODES_HELP = """exit codes:
   4  Milvus unreachable or unusable URI
   5  LLM configuration problem (--model without OPENAI_API_KEY/--base-url, or the server refused)
   6  collection built with a different embedding dimension than the model's
-  7  question longer than the limit (4000 characters)
+  7  question longer than the limit (""" + f"{MAX_QUESTION_CHARS:,}" + """ characters; also convrag serve's default)
   8  the Milvus Lite file is in use by another process (its pid named)
   9  no space left (or too little) on the disk holding the Milvus Lite file
   130 interrupted (Ctrl-C); an interrupted ingest keeps what it stored, re-run to resume"""

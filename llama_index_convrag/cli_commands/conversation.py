@@ -282,9 +282,9 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
     index = ConvRAGIndex.from_collection(args.collection, embed_model=model, client=client, target=target)
     store_path = store_path if store_path is not None else default_store_path(target)
     store = SQLiteConversationStore(store_path)
-    _, recovered = open_lease(store, store_path)  # held until exit: marks turns of crashed runs 'error'
+    _, recovered = open_lease(store, store_path)  # held until exit: marks turns of crashed runs 'interrupted'
     if recovered:
-        out.note(f"{len(recovered)} unfinished answer(s) of an earlier run that stopped were marked 'error' "
+        out.note(f"{len(recovered)} unfinished answer(s) of an earlier run that stopped were marked 'interrupted' "
                  f"(their questions are kept)")
     try:
         engine = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),

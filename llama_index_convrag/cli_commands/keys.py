@@ -1,5 +1,6 @@
-"""``convrag keys create | list | revoke``: the API keys of ``convrag serve`` (kept in its conversation store; only
-each key's SHA-256 is stored, the key itself is printed once)."""
+"""``convrag keys create | list | revoke`` and ``convrag users list | set-role``: the API keys of ``convrag serve``
+(kept in its conversation store; only each key's SHA-256 is stored, the key itself is printed once) and its users'
+roles."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from llama_index_convrag.cli_commands.common import EXIT_INPUT, EXIT_USAGE, CLIError, Output
 from llama_index_convrag.cli_commands.conversations import store_path
+from llama_index_convrag.storage.conversation.accounts import DEFAULT_SCOPES
 
 
 def open_serve_store(spec: Any, uri: Any) -> Any:
@@ -31,7 +33,7 @@ def _when(stamp: Any) -> str:
 def cmd_keys_create(args: Any, out: Output) -> int:
     store = open_serve_store(args.store, args.uri)
     try:
-        key, secret = store.create_key(args.user)
+        key, secret = store.create_key(args.user, args.scope if args.scope else DEFAULT_SCOPES)
     except ValueError as exc:
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     finally:
@@ -40,8 +42,8 @@ def cmd_keys_create(args: Any, out: Output) -> int:
         out.json({**key.to_dict(), "key": secret})
     else:
         out.text(secret)
-        out.note(f"key {key.id} for user {key.user_id!r}: shown once, only its hash is stored; send it as "
-                 f"'Authorization: Bearer <key>'")
+        out.note(f"key {key.id} for user {key.user_id!r} (scopes: {', '.join(key.scopes)}): shown once, only its "
+                 "hash is stored; send it as 'Authorization: Bearer <key>'")
     return 0
 
 
@@ -56,7 +58,7 @@ def cmd_keys_list(args: Any, out: Output) -> int:
         return 0
     for k in keys:
         state = "active" if k.revoked_at is None else f"revoked {_when(k.revoked_at)}"
-        out.text(f"{k.id}\t{k.user_id}\t{k.prefix}...\tcreated {_when(k.created_at)}\t{state}")
+        out.text(f"{k.id}\t{k.user_id}\t{k.prefix}...\t{','.join(k.scopes)}\tcreated {_when(k.created_at)}\t{state}")
     out.note(f"{len(keys)} keys, {sum(k.revoked_at is None for k in keys)} active")
     return 0
 
@@ -73,4 +75,34 @@ def cmd_keys_revoke(args: Any, out: Output) -> int:
         out.json({"revoked": args.key_id})
     else:
         out.text(f"revoked {args.key_id}")
+    return 0
+
+
+def cmd_users_list(args: Any, out: Output) -> int:
+    store = open_serve_store(args.store, args.uri)
+    try:
+        users = store.list_users()
+    finally:
+        store.close()
+    if out.json_mode:
+        out.json({"users": [u.to_dict() for u in users]})
+        return 0
+    for u in users:
+        out.text(f"{u.id}\t{u.role}\tsince {_when(u.created_at)}")
+    out.note(f"{len(users)} users, {sum(u.role == 'admin' for u in users)} admin")
+    return 0
+
+
+def cmd_users_set_role(args: Any, out: Output) -> int:
+    store = open_serve_store(args.store, args.uri)
+    try:
+        user = store.ensure_user(args.user, role=args.role)
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
+    finally:
+        store.close()
+    if out.json_mode:
+        out.json(user.to_dict())
+    else:
+        out.text(f"{user.id}\t{user.role}")
     return 0

@@ -19,15 +19,18 @@ from llama_index_convrag.cli_commands.ingest import run_ingest
 from llama_index_convrag.cli_commands.keys import open_serve_store
 
 ENV_OPTIONS = "CONVRAG_SERVE_OPTIONS"
-LIMIT_OPTIONS = ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size", "turn_timeout_s")
+LIMIT_OPTIONS = ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size", "turn_timeout_s",
+                 "resume_grace_s", "lease_s", "partial_save_s")
+EXTRA_HINT = "convrag serve needs the serve extra: pip install 'llama-index-convrag[serve]'"
 
 
 def build_app(args: Any) -> Any:
-    """The app over parts built from ``args`` (one process's worth)."""
+    """The app over parts built from ``args`` (one process's worth): one engine template per knowledge base
+    collection, built from the same options on the base's first turn."""
     from pathlib import Path
 
     from llama_index_convrag.indices import ConvRAGIndex
-    from llama_index_convrag.serve import DocumentBackend, Limits, create_app, shared_engine_for
+    from llama_index_convrag.serve import (DocumentBackend, EnginesPerCollection, Limits, RateLimits, create_app)
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.storage.conversation.recovery import open_lease
 
@@ -36,18 +39,28 @@ def build_app(args: Any) -> Any:
     target, client = connect(args.uri)
     require_collection(client, args.collection)
     model = embed_model()
-    index = ConvRAGIndex.from_collection(args.collection, embed_model=model, client=client, target=target)
     store = open_serve_store(args.store, args.uri)
-    if isinstance(store, SQLiteConversationStore):  # held for the process: turns of a killed run become 'error'
+    if isinstance(store, SQLiteConversationStore):  # held for the process: a killed run's turns become 'interrupted'
         open_lease(store, Path(store.path))
-    template = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
+
+    def build(collection: str) -> Any:
+        index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
+        return index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
                                     retriever_kwargs=retriever_kwargs(args, llm, model))
+
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})
+    rate = RateLimits(requests=_rate(args.rate_limit), turns=_rate(args.turn_rate_limit))
     uploads = Path(args.upload_dir) if args.upload_dir is not None else Path("convrag_uploads")
     answering = None if llm is None else str(getattr(llm.metadata, "model_name", type(llm).__name__))
-    return create_app(store=store, engine_for=shared_engine_for(template), limits=limits, llm=answering,
-                      documents_backend=DocumentBackend(client=client, collection_name=args.collection,
-                                                        embed_model=model, upload_dir=uploads.resolve()))
+    return create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, llm=answering,
+                      collection=args.collection, rate_limits=rate, cors_origins=args.cors_origin or (),
+                      worker_name=f"{args.host}:{args.port}" if args.workers == 1 else None,
+                      documents_backend=DocumentBackend(client=client, embed_model=model, upload_dir=uploads.resolve(),
+                                                        target=target))
+
+
+def _rate(value: str) -> Any:
+    return None if value in ("off", "none", "0") else value
 
 
 def app_from_env() -> Any:
@@ -56,13 +69,23 @@ def app_from_env() -> Any:
 
 
 def cmd_serve(args: Any, out: Output) -> int:
-    import uvicorn
+    try:
+        import fastapi  # noqa: F401
+        import limits  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        raise CLIError(EXIT_USAGE, f"{EXTRA_HINT} ({exc.name} is missing)") from exc
 
     from llama_index_convrag.milvus.client import resolve_milvus
     from llama_index_convrag.serve.auth import check_bind
+    from llama_index_convrag.serve.ratelimit import RateLimits
 
     args.conversation = None
     check_static(args)
+    try:
+        RateLimits(requests=_rate(args.rate_limit), turns=_rate(args.turn_rate_limit))
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, str(exc)) from exc
     target = resolve_milvus(args.uri)
     if args.workers > 1 and (target.is_lite or args.store is None or not str(args.store).startswith("postgresql")):
         raise CLIError(EXIT_USAGE, "--workers > 1 needs a Milvus server (--uri http://...) and the PostgreSQL store "

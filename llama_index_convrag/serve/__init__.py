@@ -11,7 +11,9 @@ from llama_index_convrag._lazy import lazy_exports
 _EXPORTS: Dict[str, str] = {
     "create_app": "app",
     "Limits": "state",
+    "RateLimits": "ratelimit",
     "DocumentBackend": "documents",
+    "EnginesPerCollection": "engines",
     "shared_engine_for": "engines",
 }
 
@@ -21,5 +23,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.serve.app import create_app
     from llama_index_convrag.serve.documents import DocumentBackend
-    from llama_index_convrag.serve.engines import shared_engine_for
+    from llama_index_convrag.serve.engines import EnginesPerCollection, shared_engine_for
+    from llama_index_convrag.serve.ratelimit import RateLimits
     from llama_index_convrag.serve.state import Limits

@@ -1,7 +1,10 @@
-"""API keys on requests: ``Authorization: Bearer <key>`` -> the user id every stored object is owned by.
+"""API keys on requests: ``Authorization: Bearer <key>`` (the OpenAPI document declares the HTTP bearer scheme)
+-> the :class:`~..storage.conversation.accounts.Principal` every stored object is owned by and checked against.
 
-With no active key in the store the server is open (user :data:`~..storage.conversation._sql.DEFAULT_OWNER`), which
-:func:`check_bind` allows only on a loopback host. A header that is present is always checked.
+With no active key in the store the server is open: every request is user :data:`OPEN_USER`, an admin with every
+scope, whatever bearer token it sends (OpenAI's client refuses an empty key; local OpenAI-compatible servers accept
+any), but only on a connection that arrived on a loopback address; :func:`check_bind` refuses to start an open
+server on any other host. Once a key exists, every request needs a valid one.
 """
 
 from __future__ import annotations
@@ -10,16 +13,24 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
-from fastapi import Request
+from fastapi.security import HTTPBearer
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER, SQLConversationStore
+from llama_index_convrag.storage.conversation.accounts import SCOPES, Principal, hash_key
 
 OPEN_USER = DEFAULT_OWNER
+#: who an open server's requests act as
+OPEN_PRINCIPAL = Principal(user_id=OPEN_USER, scopes=SCOPES, admin=True)
+#: the security scheme (no automatic 401: an open server takes requests without a key)
+bearer_scheme = HTTPBearer(auto_error=False, scheme_name="apiKey", description=(
+    "An API key from 'convrag keys create USER' (a server without keys, on a loopback address, takes any token)."))
 
 
-def is_loopback(host: str) -> bool:
+def is_loopback(host: Optional[str]) -> bool:
+    if host is None:
+        return False
     if host == "localhost":
         return True
     try:
@@ -36,49 +47,37 @@ def check_bind(host: str, store: SQLConversationStore) -> None:
             "Create a key first ('convrag keys create USER', same --store) or bind a loopback host (127.0.0.1)")
 
 
-def bearer(request: Request) -> Optional[str]:
-    """The key of the ``Authorization: Bearer`` header, None when there is no header; 401 when it is malformed."""
-    header = request.headers.get("authorization")
-    if header is None:
-        return None
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise APIError(401, "invalid_api_key", "the Authorization header must be 'Bearer <key>'")
-    return key.strip()
-
-
-def resolve_user(store: SQLConversationStore, key: Optional[str]) -> str:
-    """The user of ``key`` (401 when unknown or revoked); without a key: the open user, or 401 when keys exist."""
+def resolve_principal(store: SQLConversationStore, key: Optional[str], loopback: bool) -> Principal:
+    """Who ``key`` acts as (401 when unknown or revoked while keys exist); without keys in the store: the open
+    principal on a loopback connection, 401 on any other."""
     if key is not None:
-        user = store.user_for_key(key)
-        if user is None:
-            raise APIError(401, "invalid_api_key", "the API key is unknown or revoked")
-        return user
+        found = store.principal_for_key(key)
+        if found is not None:
+            return found
     if store.has_active_keys():
-        raise APIError(401, "missing_api_key",
-                       "this server needs an API key: send 'Authorization: Bearer <key>' ('convrag keys create USER')")
-    return OPEN_USER
-
-
-async def current_user(request: Request) -> str:
-    """FastAPI dependency: the key check is a store call (``ServeState.store_call``)."""
-    state = request.app.state.serve
-    return await state.store_call(resolve_user, state.store, bearer(request))
+        if key is None:
+            raise APIError(401, "missing_api_key", "this server needs an API key: send 'Authorization: Bearer <key>' "
+                                                   "('convrag keys create USER')")
+        raise APIError(401, "invalid_api_key", "the API key is unknown or revoked")
+    if not loopback:
+        raise APIError(401, "missing_api_key", "this server has no API keys and answers only loopback connections "
+                                               "without one; create a key ('convrag keys create USER')")
+    return OPEN_PRINCIPAL
 
 
 @dataclass(frozen=True)
 class Caller:
-    """A request's key, not yet checked: routes that start a turn resolve it in their first store call (one trip to
-    the thread pool before the turn's first event instead of two)."""
+    """A request's key, not yet checked: a route resolves it in its first store call (one trip to the thread pool
+    before a turn's first event instead of two). ``client``: what the rate limiter counts it as."""
 
     store: SQLConversationStore
     key: Optional[str]
+    loopback: bool
 
-    def user(self) -> str:
-        """:func:`resolve_user` (blocking: call it inside a store call)."""
-        return resolve_user(self.store, self.key)
+    @property
+    def client(self) -> str:
+        return "open" if self.key is None else hash_key(self.key)
 
-
-async def caller(request: Request) -> Caller:
-    """FastAPI dependency: the key as sent (401 at once when the header is malformed), checked later by the route."""
-    return Caller(request.app.state.serve.store, bearer(request))
+    def principal(self) -> Principal:
+        """:func:`resolve_principal` (blocking: call it inside a store call)."""
+        return resolve_principal(self.store, self.key, self.loopback)

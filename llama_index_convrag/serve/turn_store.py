@@ -1,9 +1,13 @@
 """The turn port of one served turn: the engine's own port (``chat/port.py``), with the service's work added to the
 same two calls.
 
-:meth:`ServedTurn.load` is the turn's first store call: the route's check (the key, the owner: its 4xx), the turn
-claim (one turn in flight per conversation, else 409), work that needs the claim, then what every turn loads (the
-history window; the user message and the assistant placeholder stored, so the ids reach the client before retrieval).
+:meth:`ServedTurn.load` is the turn's first store call: the route's check when it gives one (its 4xx; the served
+routes read the key, the owner and the knowledge base in a store call before, since the knowledge base chooses the
+engine), the turn claim (one turn in flight per conversation, else 409; held by the process's worker under its lease),
+an answer a dead worker left ``pending`` there marked ``interrupted``, work that needs the claim, then what every
+turn loads (the history window; the user message and the assistant placeholder stored, so the ids reach the client
+before retrieval). While the answer streams, :meth:`ServedTurn.aprogress` saves its text so far at most every
+``limits.partial_save_s`` (what a crash keeps).
 For a regeneration the history ends before the regenerated user message and the placeholder is its next answer
 version. :meth:`ServedTurn.commit` is the second: the answer, its citations and its record, and the claim released.
 Both run where ``ServeState.store_call`` says (on the loop for SQLite, in the thread pool otherwise).
@@ -14,7 +18,8 @@ Both run where ``ServeState.store_call`` says (on the loop for SQLite, in the th
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional
+import time
+from typing import Callable, List, Optional
 
 from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcome, TurnRequest
 from llama_index_convrag.serve.errors import APIError
@@ -32,6 +37,7 @@ class ServedTurn(StoreTurnPort):
         self._state, self._check, self._claimed, self._regenerate = state, check, claimed, regenerate
         self._lock = threading.Lock()
         self._conversation_id: Optional[str] = None  # claimed, not yet released
+        self._saved_at = time.monotonic()  # the last partial save (the load counts as one: nothing to save yet)
         #: what the load stored (set once it succeeded)
         self.context: Optional[TurnContext] = None
         #: what was written last: the engine's outcome, or ``cancelled`` (:meth:`close`)
@@ -40,12 +46,15 @@ class ServedTurn(StoreTurnPort):
     def load(self, request: TurnRequest) -> TurnContext:
         if self._check is not None:
             self._check()
-        cid = request.conversation_id
-        if not self.store.claim_turn(cid, self._state.limits.turn_timeout_s):
+        cid, worker = request.conversation_id, self._state.worker_id
+        ttl = self._state.limits.lease_s if worker is not None else self._state.limits.turn_timeout_s
+        if not self.store.claim_turn(cid, ttl, worker):
             raise APIError(409, "turn_in_flight", f"conversation {cid!r} is answering another turn; wait for its "
                                                   "done/error event (or cancel it) and retry")
         self._conversation_id = cid
         try:
+            if self.store.abandoned_in(cid):  # holding the claim, no live turn answers it: its worker died
+                self.store.interrupt_pending([cid])
             if self._claimed is not None:
                 self._claimed()
             self.context = self._regeneration(request) if self._regenerate is not None else super().load(request)
@@ -90,6 +99,18 @@ class ServedTurn(StoreTurnPort):
                 self._release()
             return self.committed
 
+    async def aprogress(self, parts: List[str]) -> None:
+        """The answer's text so far (its streamed pieces), as it streams: saved into the placeholder when
+        ``limits.partial_save_s`` has passed since the last save (a store call then; none otherwise)."""
+        now = time.monotonic()
+        if self.context is None or self.committed is not None or \
+                now - self._saved_at < self._state.limits.partial_save_s:
+            return
+        self._saved_at = now
+        placeholder = self.context.placeholder
+        await self._state.store_call(self.store.save_partial, placeholder.conversation_id, placeholder.id,
+                                     "".join(parts))
+
     async def aload(self, request: TurnRequest) -> TurnContext:
         return await self._state.store_call(self.load, request)
 
@@ -105,7 +126,7 @@ class ServedTurn(StoreTurnPort):
     def _release(self) -> None:
         if self._conversation_id is not None:
             cid, self._conversation_id = self._conversation_id, None
-            self.store.release_turn(cid)
+            self.store.release_turn(cid, self._state.worker_id)
 
 
 __all__ = ["ServedTurn"]

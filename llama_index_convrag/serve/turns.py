@@ -1,12 +1,17 @@
 """One served turn as a stream of ``(event, data)`` pairs, shared by the conversation API and the OpenAI endpoint.
 
 :func:`open_turn` makes the engine for the turn over its port (:class:`~.turn_store.ServedTurn`, the engine's own
-port with the service's work added) and loads the turn through it: one store call (``ServeState.store_call``: in the
-thread pool unless ``store_on_loop``) runs the caller's check (ownership), claims the turn (one turn in flight per
-conversation, else 409) and stores the user message and the assistant placeholder, before the response starts.
+port with the service's work added) and loads the turn through it. The route has already read the key, the owner and
+the knowledge base in a store call (the knowledge base chooses the engine, so it is known before the engine is made)
+and built that base's engine if this is its first turn. The load is one store call (``ServeState.store_call``: in
+the thread pool unless ``store_on_loop``): the caller's ``check`` when there is one, the turn claim (one turn in
+flight per conversation, else 409) and the user message and the assistant placeholder stored, before the response
+starts.
 :func:`turn_events` then yields ``start`` (the ids, before retrieval), ``retrieval`` when the engine hands back its
-stream, ``delta`` per piece of text, and last ``done`` or ``error``, once the engine has committed the turn through
-the port: one more store call writes the answer and releases the claim. The engine touches no database in between.
+stream, ``delta`` per piece of text (the text so far saved into the placeholder now and then:
+``ServedTurn.aprogress``), and last ``done`` or ``error``, once the engine has committed the turn through
+the port: one more store call writes the answer and releases the claim. The engine touches no database in between (the
+saves of the text so far are the service's, bounded by ``limits.partial_save_s``).
 When the consumer stops (the client went away: the stream's task is cancelled) the engine's stream is closed, which
 commits the message ``cancelled`` with the text so far (no text when the engine had not answered yet); the claim is
 released in every case.
@@ -24,7 +29,7 @@ import anyio
 
 from llama_index_convrag.chat.port import TurnContext, TurnOutcome
 from llama_index_convrag.serve.errors import error_body
-from llama_index_convrag.serve.models import citation_view
+from llama_index_convrag.serve.models import raw_citation
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turn_store import ServedTurn
 from llama_index_convrag.storage.conversation.base import Message
@@ -42,6 +47,8 @@ class OpenTurn:
     context: TurnContext
     #: ``time.perf_counter()`` when the turn's request arrived (the ``done`` event's ``timings`` count from it)
     began: float
+    #: the knowledge base the turn answers from (handed to ``state.engine_for``)
+    knowledge_base: Any = None
 
     @property
     def conversation_id(self) -> str:
@@ -58,20 +65,22 @@ class OpenTurn:
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
                     check: Optional[Callable[[], None]] = None,
-                    claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None) -> OpenTurn:
+                    claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None,
+                    knowledge_base: Any = None) -> OpenTurn:
     """Load the turn through its port in one store call: run ``check`` (it raises the route's 4xx), claim the
     conversation (409 ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and
-    store the turn. ``began``: when the request arrived (``limits.arrived_at``; None: now)."""
+    store the turn. ``began``: when the request arrived (``limits.arrived_at``; None: now); ``knowledge_base``: the
+    one the turn answers from (``state.prepare_engine`` has built its engine)."""
     began = began if began is not None else time.perf_counter()
     port = ServedTurn(state, check=check, claimed=claimed, regenerate=regenerate)
-    engine = state.engine_for(conversation_id, port)
+    engine = state.engine_for(conversation_id, port, knowledge_base)
     try:
         context = await port.aload(engine.turn_request(question, streaming=True))
     except asyncio.CancelledError:  # the request went away while the thread ran: undo what it did
         with anyio.CancelScope(shield=True):
             await port.aclose()
         raise
-    return OpenTurn(port, engine, context, began)
+    return OpenTurn(port, engine, context, began, knowledge_base)
 
 
 def references(response: Any) -> List[Dict[str, Any]]:
@@ -104,7 +113,7 @@ def done_data(message_id: str, finished: TurnOutcome, response: Any, timings: Di
     trim = (getattr(response, "metadata", None) or {}).get("trim_report")
     trim_view = trim.to_dict() if hasattr(trim, "to_dict") else trim if isinstance(trim, dict) else None
     return {"assistant_message_id": message_id, "status": finished.status, "content": finished.content,
-            "citations": [citation_view(c) for c in finished.citations], "trim_report": trim_view,
+            "citations": [raw_citation(c) for c in finished.citations], "trim_report": trim_view,
             "timings": timings}
 
 
@@ -128,18 +137,23 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         try:
             response = await turn.engine.astream_turn(turn.context)
             yield "retrieval", retrieval_data(response)
+            parts: List[str] = []
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
+                parts.append(delta)
+                await turn.port.aprogress(parts)  # the text so far, saved now and then (what a crash keeps)
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
         except Exception as e:  # the engine committed the message as error (when it got that far)
-            logger.info("turn failed in %s: %s", turn.conversation_id, e)
+            logger.warning("turn failed (error id %s, conversation %s)", turn.placeholder.id, turn.conversation_id,
+                           exc_info=e)
             failure = e
         engine_s = time.perf_counter() - engine_began
         try:
             finished = await turn.port.aclose()  # no store call: the engine committed the turn (else: cancelled)
         except Exception as e:
-            logger.exception("could not store the turn of %s", turn.conversation_id)
+            logger.exception("could not store the turn (error id %s, conversation %s)", turn.placeholder.id,
+                             turn.conversation_id)
             closed = True  # close released the claim
             yield "error", _error_data(turn, e)
             return
@@ -156,8 +170,10 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
 
 
 def _error_data(turn: OpenTurn, error: BaseException) -> Dict[str, Any]:
+    """The ``error`` event: no internals, the error id (the assistant message's) the server log has it under."""
     return {"assistant_message_id": turn.placeholder.id, "status": "error",
-            "error": error_body(500, "turn_failed", f"{type(error).__name__}: {error}")["error"]}
+            "error": error_body(500, "turn_failed", f"the answer failed (error id {turn.placeholder.id}; the server "
+                                                    "log has the details)")["error"]}
 
 
 async def _settle(state: ServeState, turn: OpenTurn, response: Any) -> None:

@@ -11,6 +11,7 @@ virtual environment; :data:`ENV_VENV` (default ``/work/venv-lite3``) names it. C
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -34,6 +35,34 @@ def lite3_executable(venv: Optional[str] = None) -> Optional[Path]:
     exe = root / "bin" / "milvus-lite"
     has_pymilvus = any(root.glob("lib/python*/site-packages/pymilvus"))
     return exe if exe.is_file() and has_pymilvus else None
+
+
+def stop_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Terminate the process group of ``proc`` (started with ``start_new_session=True``: the group's id is its pid),
+    wait up to ``timeout_s`` for every member to exit, then kill what is left."""
+    group = proc.pid
+    _signal_group(group, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (proc.poll() is None or _group_alive(group)):
+        time.sleep(0.1)
+    if proc.poll() is None or _group_alive(group):
+        _signal_group(group, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def free_port() -> int:
@@ -67,7 +96,7 @@ class LiteServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen([str(self.executable), "server", "--data-dir", str(self.data_dir),
                                            "--host", "127.0.0.1", "--port", str(self.port)],
-                                          stdout=log, stderr=subprocess.STDOUT)
+                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -81,13 +110,10 @@ class LiteServer:
         raise RuntimeError(f"milvus-lite server did not listen on port {self.port} within {self.start_timeout_s} s")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        """Stop the server and every process it started (its own process group: the Milvus binary a Python
+        launcher starts outlives a launcher that is only terminated)."""
+        if self._proc is not None:
+            stop_group(self._proc)
         self._proc = None
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -46,7 +46,7 @@ class MilvusLiteServer(LiteServer):
             self.data_dir = Path(self._tmp.name)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(self.command(self.data_dir / "milvus.db"), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, start_new_session=True)  # stop() ends the whole group
         self._proc = proc
         assert proc.stdout is not None
         first = proc.stdout.readline()

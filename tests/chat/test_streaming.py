@@ -204,7 +204,7 @@ def test_a_dropped_unread_response_stays_pending_until_recovery(retriever: Any, 
     assert placeholder(store, mid).status == "pending"
     assert [m.id for m in pending_messages(store)] == [mid]
     mark_abandoned(store, pending_messages(store))
-    assert (placeholder(store, mid).status, placeholder(store, mid).error) == ("error", ABANDONED_ERROR)
+    assert (placeholder(store, mid).status, placeholder(store, mid).error) == ("interrupted", ABANDONED_ERROR)
 
 
 def test_failure_before_first_token_finalises_error(store: Any) -> None:

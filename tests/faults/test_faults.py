@@ -87,7 +87,7 @@ def test_kill9_ingest_then_rerun_resumes_without_duplicates(tmp_path, corpus, em
 
 
 # --- kill -9 of a chat mid-stream ------------------------------------------------------------------------------
-def test_kill9_chat_mid_stream_keeps_the_question_and_marks_the_answer_error(tmp_path, corpus, openai_server,
+def test_kill9_chat_mid_stream_keeps_the_question_and_marks_the_answer_interrupted(tmp_path, corpus, openai_server,
                                                                            fault_row):
     store_path = tmp_path / "chats.db"
     openai_server.slow_stream(0.5)
@@ -125,9 +125,9 @@ def test_kill9_chat_mid_stream_keeps_the_question_and_marks_the_answer_error(tmp
     _, recovered = open_lease(store, store_path)
     user, answer = store.get_conversation(cid)
     lost = 0 if user.content == "What does the lighthouse keeper log?" else 1
-    assert lost == 0 and len(recovered) == 1 and (answer.status, answer.error) == ("error", ABANDONED_ERROR)
+    assert lost == 0 and len(recovered) == 1 and (answer.status, answer.error) == ("interrupted", ABANDONED_ERROR)
     fault_row("kill -9 of a chat process mid-stream", survived=True, lost=lost,
-              how="question kept; placeholder found 'pending', marked 'error' on the next open")
+              how="question kept; placeholder found 'pending', marked 'interrupted' on the next open")
 
 
 # --- the LLM failing -------------------------------------------------------------------------------------------

@@ -56,8 +56,15 @@ class Server:
             self.proc.wait()
 
 
+#: the session server's browser origin allowed by CORS, and its keep-alive comment interval (short: the tests see
+#: comments in their streams)
+CORS_ORIGIN = "http://app.example"
+PING_S = "0.2"
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("serve")).wait()
+    srv = Server(tmp_path_factory.mktemp("serve"), env={"CONVRAG_TEST_CORS": CORS_ORIGIN,
+                                                         "CONVRAG_TEST_PING_S": PING_S}).wait()
     yield srv
     srv.stop()

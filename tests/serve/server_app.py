@@ -3,6 +3,8 @@ embedding model, a ScriptedLLM whose stream waits ``CONVRAG_TEST_TOKEN_DELAY`` s
 disconnect mid-stream), and the conversation store named by ``CONVRAG_TEST_STORE`` (a SQLite path or a PostgreSQL URL).
 For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; default the engine's),
 ``CONVRAG_TEST_FIRST_TOKEN_LOG`` (a file to which each answer stream appends ``time.monotonic()`` of its first token).
+Crash recovery: ``CONVRAG_TEST_WORKER_NAME`` (a restart under it frees the claims at once), ``CONVRAG_TEST_LEASE_S``,
+``CONVRAG_TEST_PARTIAL_SAVE_S``.
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
@@ -22,8 +24,7 @@ from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
-from llama_index_convrag.serve import DocumentBackend, create_app, shared_engine_for
-from llama_index_convrag.serve.state import Limits
+from llama_index_convrag.serve import DocumentBackend, EnginesPerCollection, Limits, RateLimits, create_app
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation.postgres import PostgresConversationStore
 from llama_index_convrag.testing import ScriptedLLM
@@ -85,22 +86,35 @@ def create() -> Any:
     store_spec = os.environ.get("CONVRAG_TEST_STORE", str(root / "chats.db"))
     store = (PostgresConversationStore(store_spec) if store_spec.startswith("postgresql")
              else SQLiteConversationStore(store_spec))
-    index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     llm = PacedLLM.fixed(ANSWER)
     citation_mode = os.environ.get("CONVRAG_TEST_CITATION_MODE")
-    template = index.as_chat_engine(conversation_store=store, llm=llm,
+
+    def build(name: str) -> Any:  # one template engine per knowledge base collection
+        index = ConvRAGIndex.from_collection(name, embed_model=model, client=client, target=target)
+        return index.as_chat_engine(conversation_store=store, llm=llm,
                                     rewrite=RewriteOptions(llm=ScriptedLLM.fixed(REWRITE)),
                                     answer=AnswerOptions(citation_mode=citation_mode) if citation_mode else None,
                                     retriever_kwargs={"similarity_top_k": 2})
+
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
-                    max_body_bytes=64 * 1024)
-    backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,
-                              upload_dir=root / "uploads")
-    app = create_app(store=store, engine_for=shared_engine_for(template), limits=limits, documents_backend=backend,
-                     llm=llm.metadata.model_name,
-                     store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")])  # bench --store-calls
+                    max_body_bytes=64 * 1024, resume_grace_s=float(os.environ.get("CONVRAG_TEST_RESUME_GRACE", "0.5")),
+                    ping_s=float(os.environ.get("CONVRAG_TEST_PING_S", "15")),
+                    lease_s=float(os.environ.get("CONVRAG_TEST_LEASE_S", "10")),
+                    partial_save_s=float(os.environ.get("CONVRAG_TEST_PARTIAL_SAVE_S", "1")))
+    rate = RateLimits(requests=_rate(os.environ.get("CONVRAG_TEST_RATE_REQUESTS", "100000/minute")),
+                      turns=_rate(os.environ.get("CONVRAG_TEST_RATE_TURNS", "100000/minute")))
+    backend = DocumentBackend(client=client, embed_model=model, upload_dir=root / "uploads", target=target)
+    app = create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, documents_backend=backend,
+                     collection=collection, llm=llm.metadata.model_name, rate_limits=rate,
+                     cors_origins=[o for o in os.environ.get("CONVRAG_TEST_CORS", "").split(",") if o],
+                     store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")],  # bench --store-calls
+                     worker_name=os.environ.get("CONVRAG_TEST_WORKER_NAME"))
     app.add_middleware(WorkerPid)
     return app
+
+
+def _rate(value: str) -> Any:
+    return None if value == "off" else value
 
 
 class WorkerPid:

@@ -77,3 +77,44 @@ def test_regeneration_answers_the_same_question_as_its_next_version(tmp_path: Pa
     assert context.user == first_user and (context.placeholder.reply_to, context.placeholder.version) == (
         first_user.id, 2)
     assert context.history == []  # the conversation before the regenerated question
+
+
+def test_a_pending_answer_left_by_a_dead_worker_is_interrupted_when_the_claim_is_taken(tmp_path: Path) -> None:
+    state = state_with_one_turn(tmp_path)
+    _, left = state.store.begin_turn("c", "second")  # its process died: no claim holds the conversation
+    state.store.save_partial("c", left.id, "half an ans")
+    context = ServedTurn(state).load(TurnRequest("c", "third", window=3))
+    kept = state.store.get_message(left.id)
+    assert (kept.status, kept.content) == ("interrupted", "half an ans")
+    assert [m.content for m in context.history] == ["first", "one", "second", "half an ans"]
+
+
+def test_the_text_so_far_is_saved_at_most_every_partial_save_s(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import types
+
+    from llama_index_convrag.serve import turn_store
+    from llama_index_convrag.serve.state import Limits
+
+    now = [100.0]  # the port's clock, moved by hand
+    monkeypatch.setattr(turn_store, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    base = state_with_one_turn(tmp_path)
+    state = ServeState(store=base.store, engine_for=base.engine_for, limits=Limits(partial_save_s=1.0))
+    port = ServedTurn(state)
+    mid = port.load(TurnRequest("c", "second")).placeholder.id
+
+    async def stream() -> list:
+        saved, parts = [], []
+        for word in ("a ", "b ", "c ", "d "):
+            now[0] += 0.6
+            parts.append(word)
+            await port.aprogress(parts)
+            saved.append(state.store.get_message(mid).content)
+        return saved
+
+    assert asyncio.run(stream()) == ["", "a b ", "a b ", "a b c d "]  # 0.6 s apart, at most one save a second
+    port.commit(TurnOutcome("c", mid, "a b c d e", "complete", None, (), {}))
+    now[0] += 5
+    asyncio.run(port.aprogress(["late"]))  # after the commit: nothing written
+    assert state.store.get_message(mid).content == "a b c d e"

@@ -7,8 +7,6 @@ would not be deterministic; two processes on two ports hold exactly what N worke
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from typing import Dict, Iterator, Tuple
 
@@ -19,32 +17,17 @@ from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
 from llama_index_convrag.milvus.schema import default_dense_index
-from tests.serve.conftest import Server, free_port
+from llama_index_convrag.testing.milvus_server import MilvusLiteServer
+from tests.serve.conftest import Server
 from tests.serve.server_app import DOCS
 from tests.storage.conversation.conftest import PostgresServer, postgres_server  # noqa: F401 - fixture
 
-MILVUS_SERVER = ("import sys, time\n"
-                 "from llama_index_convrag.milvus.pkg_resources_shim import ensure_pkg_resources\n"
-                 "ensure_pkg_resources()  # milvus-lite 2.5.1 imports pkg_resources, absent from newer setuptools\n"
-                 "from milvus_lite.server import Server\ns = Server(sys.argv[1], address=sys.argv[2])\n"
-                 "assert s.init() and s.start()\nprint('up', flush=True)\nwhile True: time.sleep(1)\n")
-
-
 @pytest.fixture(scope="module")
 def milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Milvus server process: milvus-lite 2.5.1's own gRPC server on a 127.0.0.1 port."""
-    root = tmp_path_factory.mktemp("milvus")
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-W", "ignore", "-c", MILVUS_SERVER, str(root / "m.db"),
-                             f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    line = proc.stdout.readline() if proc.stdout is not None else b""
-    if b"up" not in line:
-        proc.kill()
-        rest = proc.stdout.read().decode(errors="replace")[-2000:] if proc.stdout is not None else ""
-        pytest.fail(f"milvus-lite could not serve on a TCP port: {line!r} {rest}")
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
+    """A Milvus server process: milvus-lite 2.5.1's own gRPC server on a 127.0.0.1 port (stopped with every process
+    it started)."""
+    with MilvusLiteServer(tmp_path_factory.mktemp("milvus")) as server:
+        yield server.uri
 
 
 @pytest.fixture(scope="module")

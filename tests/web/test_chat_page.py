@@ -15,6 +15,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 from llama_index_convrag.testing import LocalOpenAIServer  # noqa: E402
+from tests.web.conftest import Served  # noqa: E402
 from tests.web.page import ChatPage  # noqa: E402
 
 LONG_ANSWER = " ".join(f"word{i}" for i in range(60)) + " [1]."
@@ -128,6 +129,33 @@ def test_stop_leaves_a_cancelled_answer_with_retry_that_survives_reload(
     again = page.wait_status("cancelled")
     assert page.text_of(again) == partial
     assert again.find_element(By.CSS_SELECTOR, ".retry").is_displayed()
+
+
+def test_an_interrupted_answer_shows_its_text_and_retry_answers(page: ChatPage, answer: Callable[..., None],
+                                                                served: Served) -> None:
+    import httpx
+
+    from llama_index_convrag.storage.conversation import SQLiteConversationStore
+
+    answer("Zebras sleep standing up [1].")
+    page.ask("Where do zebras nap?")
+    page.wait_status("complete")
+    conversations = httpx.get(f"{served.url}/v1/conversations", timeout=30).json()["data"]
+    cid = next(c["id"] for c in conversations if c["title"] == "Where do zebras nap?")
+    store = SQLiteConversationStore(served.workdir / "chats.db")
+    try:  # what a server killed mid-answer leaves once restarted: the question, the saved text, 'interrupted'
+        _, left = store.begin_turn(cid, "And at night?")
+        store.save_partial(cid, left.id, "A herd keeps")
+        store.interrupt_pending([cid])
+    finally:
+        store.close()
+    page.reload()
+    interrupted = page.wait_status("interrupted")
+    assert page.text_of(interrupted) == "A herd keeps"
+    assert interrupted.find_element(By.CSS_SELECTOR, ".status").text.startswith("interrupted")
+    answer("A herd keeps watch for lions at night [1].")
+    interrupted.find_element(By.CSS_SELECTOR, ".retry").click()
+    assert page.text_of(page.wait_status("complete")) == "A herd keeps watch for lions at night [1]."
 
 
 def test_keyboard_only_enter_asks_and_escape_stops(page: ChatPage, answer: Callable[..., None]) -> None:

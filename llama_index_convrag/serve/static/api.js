@@ -72,20 +72,25 @@ export async function call(method, path, body) {
 /** Parse one SSE block ("event: x\ndata: {...}") into [event, data]. */
 function parseEvent(block) {
   let event = "message";
+  let id = null;
   const data = [];
   for (const line of block.split("\n")) {
     if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("id:")) id = Number(line.slice(3).trim());
     else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
   }
-  if (!data.length) return null;
-  return [event, JSON.parse(data.join("\n"))];
+  if (!data.length) return null;  // keep-alive comments and the retry field carry no data
+  return [event, JSON.parse(data.join("\n")), id];
 }
 
-/** POST a turn and call onEvent(name, data) for each server-sent event; abort with signal. */
-export async function stream(path, body, onEvent, signal) {
+/** POST a turn (or GET a turn's events, body null) and call onEvent(name, data, id) for each server-sent event;
+ * abort with signal. */
+export async function stream(path, body, onEvent, signal, lastEventId) {
+  const headers = { "Accept": "text/event-stream" };
+  if (body !== null) headers["Content-Type"] = "application/json";
+  if (lastEventId) headers["Last-Event-ID"] = String(lastEventId);
   const response = await send(path, {
-    method: "POST", body: JSON.stringify(body), signal,
-    headers: { "Content-Type": "application/json", "Accept": "text/event-stream" },
+    method: body === null ? "GET" : "POST", body: body === null ? undefined : JSON.stringify(body), signal, headers,
   });
   if (!response.ok) throw await readError(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -98,17 +103,17 @@ export async function stream(path, body, onEvent, signal) {
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
       const parsed = parseEvent(buffer.slice(0, cut));
       buffer = buffer.slice(cut + 2);
-      if (parsed) onEvent(parsed[0], parsed[1]);
+      if (parsed) onEvent(parsed[0], parsed[1], parsed[2]);
     }
   }
 }
 
-/** PUT a file's bytes to /v1/documents/{name}; onProgress(fraction) while it uploads. */
-export function upload(file, onProgress) {
+/** PUT a file's bytes to `path` (a knowledge base's documents/{name}); onProgress(fraction) while it uploads. */
+export function upload(path, file, onProgress) {
   return new Promise((resolve, reject) => {
     const attempt = () => {
       const xhr = new XMLHttpRequest();
-      xhr.open("PUT", `/v1/documents/${encodeURIComponent(file.name)}`);
+      xhr.open("PUT", path);
       const key = apiKey();
       if (key) xhr.setRequestHeader("Authorization", `Bearer ${key}`);
       xhr.upload.onprogress = (e) => { if (e.lengthComputable) onProgress(e.loaded / e.total); };

@@ -3,10 +3,11 @@
 
 import * as api from "./api.js";
 import { answerNodes, clear, el, setText } from "./dom.js";
-import { setupDocuments } from "./documents.js";
+import { setupDocuments, showKnowledgeBase } from "./documents.js";
 
 const $ = (id) => document.getElementById(id);
-const state = { conversationId: null, cursor: null, turn: null, versions: new Map() };
+const state = { conversationId: null, cursor: null, turn: null, versions: new Map(), bases: [], kb: null };
+const KB_STORAGE = "convrag.knowledgeBase";
 
 // ---- notices and the API key -------------------------------------------------------------------------------
 function notice(text) {
@@ -39,6 +40,35 @@ async function showMode() {
     badge.dataset.llm = health.llm ? "yes" : "no";
     badge.hidden = false;
   } catch (e) { /* the badge stays hidden */ }
+}
+
+// ---- knowledge bases ----------------------------------------------------------------------------------------
+/** The knowledge bases this key may read; the picker chooses the one new conversations answer from. */
+async function loadBases() {
+  state.bases = (await api.call("GET", "/v1/knowledge-bases")).data;
+  const picker = clear($("kb-picker"));
+  for (const kb of state.bases) picker.append(el("option", { value: kb.id }, kb.name));
+  const kept = localStorage.getItem(KB_STORAGE);
+  const chosen = state.bases.find((kb) => kb.id === kept) || state.bases.find((kb) => kb.default) || state.bases[0];
+  if (chosen) await pickBase(chosen.id);
+}
+
+function baseOf(id) { return state.bases.find((kb) => kb.id === id) || null; }
+
+async function pickBase(id) {
+  const kb = baseOf(id);
+  if (!kb) return;
+  state.kb = kb;
+  $("kb-picker").value = kb.id;
+  localStorage.setItem(KB_STORAGE, kb.id);
+  setText($("kb-role"), kb.role);
+  $("kb-role").dataset.role = kb.role;
+  await showKnowledgeBase(kb, notice);
+}
+
+function showConversationBase(id) {
+  const kb = baseOf(id);
+  setText($("conversation-kb"), kb ? `answers from ${kb.name}` : "");
 }
 
 // ---- conversations -------------------------------------------------------------------------------------------
@@ -93,6 +123,7 @@ function newConversation() {
   state.conversationId = null;
   history.replaceState(null, "", location.pathname);
   setText($("conversation-title"), "New conversation");
+  showConversationBase(state.kb ? state.kb.id : null);
   clear($("messages"));
   for (const b of document.querySelectorAll("#conversation-list .open")) b.removeAttribute("aria-current");
   $("question").focus();
@@ -113,6 +144,10 @@ async function openConversation(id) {
   state.conversationId = id;
   history.replaceState(null, "", `#c=${id}`);
   setText($("conversation-title"), titleOf(conversation));
+  showConversationBase(conversation.knowledge_base);
+  if (conversation.knowledge_base && baseOf(conversation.knowledge_base) && (!state.kb || state.kb.id !== conversation.knowledge_base)) {
+    await pickBase(conversation.knowledge_base);
+  }
   for (const b of document.querySelectorAll("#conversation-list li")) {
     const open = b.querySelector(".open");
     if (open) open.setAttribute("aria-current", b.dataset.id === id ? "true" : "false");
@@ -125,6 +160,13 @@ async function openConversation(id) {
     list.append(m.role === "user" ? userItem(m.content) : assistantItem(m));
   }
   markLastReply();
+  const last = conversation.messages[conversation.messages.length - 1];
+  if (last && last.role === "assistant" && last.status === "pending" && !state.turn && state.followed !== last.id) {
+    state.followed = last.id;  // once: an answer another worker writes cannot be followed here
+    // an answer still being written (the page was reloaded mid-answer): follow it from its events
+    const items = document.querySelectorAll("#messages .msg.assistant");
+    await runTurn(`/v1/messages/${last.id}/events`, null, items[items.length - 1], last.id);
+  }
 }
 
 // ---- messages --------------------------------------------------------------------------------------------------
@@ -138,25 +180,23 @@ function assistantItem(m) {
   return item;
 }
 
-/** The passage behind marker [n]: the citation with that marker, else source n (``source_index`` counts from 0). */
+/** The passage behind marker [n]: the citation with that marker, else source n (numbered from 1, as [n]). */
 function sourceOf(m, n) {
   const cited = (m.citations || []).find((c) => c.marker === n);
   if (cited) return cited;
   const refs = m.references && m.references.length ? m.references : m.citations || [];
-  return refs.find((r) => r.source_index === n - 1) || null;
+  return refs.find((r) => r.source_index === n) || null;
 }
 
-function fileOf(source) {
-  const meta = source.metadata || {};
-  return meta.file_name || (source.ref_doc_id ? source.ref_doc_id.split(/[\\/]/).pop() : source.node_id);
-}
+/** A source's document: its name inside the knowledge base (the server never sends its path). */
+function fileOf(source) { return source.document || source.node_id || "(unknown document)"; }
 
 function showPassage(source, n) {
   const box = $("passage");
   if (!source) { notice(`Source [${n}] is not known yet.`); return; }
   const meta = source.metadata || {};
   setText($("passage-heading"), `Source [${n}]`);
-  setText($("passage-file"), source.ref_doc_id || meta.file_path || fileOf(source) || "(unknown file)");
+  setText($("passage-file"), fileOf(source));
   const chunk = meta.chunk_index !== undefined ? `#${meta.chunk_index} (${source.node_id})` : source.node_id || "";
   setText($("passage-chunk"), chunk);
   setText($("passage-score"), typeof source.score === "number" ? source.score.toFixed(3) : "-");
@@ -167,7 +207,8 @@ function showPassage(source, n) {
   $("passage-heading").focus();
 }
 
-const STATUS_TEXT = { cancelled: "cancelled", error: "failed", pending: "answering…" };
+const STATUS_TEXT = { cancelled: "cancelled", error: "failed", pending: "answering…",
+                      interrupted: "interrupted (the server stopped; the text so far is kept)" };
 
 /** Fill an assistant <li> from a message-like object {id, content, status, error, citations, references, ...}. */
 function fillAssistant(item, m) {
@@ -183,8 +224,8 @@ function fillAssistant(item, m) {
   const sources = m.citations && m.citations.length ? m.citations : m.references || [];
   if (sources.length) {
     parts.push(el("div", { class: "sources" }, "Sources: ", sources.map((s, i) => {
-      const n = typeof s.source_index === "number" ? s.source_index + 1 : i + 1;
-      return el("button", { type: "button", class: "source", title: s.ref_doc_id || "",
+      const n = typeof s.source_index === "number" ? s.source_index : i + 1;
+      return el("button", { type: "button", class: "source", title: fileOf(s),
                             onclick: () => showPassage(s, n) }, `[${n}] ${fileOf(s)}`);
     })));
   }
@@ -219,7 +260,7 @@ function toolsOf(item, m) {
                                 "aria-pressed": rating === value ? "true" : "false",
                                 onclick: () => rate(tools, m, value) }, glyph));
   }
-  const retry = m.status === "cancelled" || m.status === "error";
+  const retry = m.status === "cancelled" || m.status === "error" || m.status === "interrupted";
   tools.append(el("button", { type: "button", class: retry ? "retry" : "regenerate",
                               onclick: () => regenerate(item, m) }, retry ? "Retry" : "Regenerate"));
   tools.append(query);
@@ -274,15 +315,17 @@ function busy(on) {
   if (!on) $("question").focus();
 }
 
-/** Stream one turn into `item`; after it ends (done, error, Stop), read the conversation back from the API. */
-async function runTurn(path, body, item) {
+/** Stream one turn into `item` (`body` null: follow the events of answer `resumeId`); a dropped connection is
+ * resumed from the last event id. After it ends (done, error, Stop), read the conversation back from the API. */
+async function runTurn(path, body, item, resumeId) {
   const controller = new AbortController();
-  const m = { id: null, content: "", status: "pending", references: [], citations: [] };
+  const m = { id: resumeId || null, content: "", status: "pending", references: [], citations: [] };
   state.turn = { controller, message: m };
   busy(true);
   fillAssistant(item, m);
-  try {
-    await api.stream(path, body, (event, data) => {
+  let lastId = 0;
+  const onEvent = (event, data, id) => {
+      if (id) lastId = id;
       if (event === "start") {
         m.id = data.assistant_message_id;
         if (!state.conversationId) state.conversationId = data.conversation_id;
@@ -298,7 +341,15 @@ async function runTurn(path, body, item) {
         Object.assign(m, { status: "error", error: data.error });
       }
       fillAssistant(item, m);
-    }, controller.signal);
+    };
+  try {
+    try {
+      await api.stream(path, body, onEvent, controller.signal);
+    } catch (e) {
+      if (e.name === "AbortError" || !(e instanceof TypeError) || !m.id) throw e;
+      // the connection dropped mid-answer: read on from the last event the page got
+      await api.stream(`/v1/messages/${m.id}/events`, null, onEvent, controller.signal, lastId);
+    }
   } catch (e) {
     if (e.name !== "AbortError") {
       m.status = "error";
@@ -337,7 +388,7 @@ async function ask(question) {
   notice("");
   if (!state.conversationId) {
     const title = question.length > 60 ? `${question.slice(0, 57)}…` : question;
-    const c = await api.call("POST", "/v1/conversations", { title });
+    const c = await api.call("POST", "/v1/conversations", { title, knowledge_base: state.kb ? state.kb.id : undefined });
     state.conversationId = c.id;
     history.replaceState(null, "", `#c=${c.id}`);
     setText($("conversation-title"), titleOf(c));
@@ -363,7 +414,11 @@ function wire() {
   $("new-conversation").addEventListener("click", newConversation);
   $("more-conversations").addEventListener("click", () => loadConversations(true));
   $("close-passage").addEventListener("click", () => { $("passage").hidden = true; });
-  $("stop").addEventListener("click", () => { if (state.turn) state.turn.controller.abort(); });
+  $("stop").addEventListener("click", stop);
+  $("kb-picker").addEventListener("change", async (e) => {
+    await pickBase(e.target.value);
+    if (state.conversationId) newConversation();  // a conversation keeps its own knowledge base
+  });
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const question = $("question").value.trim();
@@ -375,7 +430,7 @@ function wire() {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   document.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && state.turn) state.turn.controller.abort();
+    if (e.key === "Escape" && state.turn) stop();
   });
   const toggle = $("toggle-docs");
   toggle.addEventListener("click", () => {
@@ -385,10 +440,19 @@ function wire() {
   });
 }
 
+/** Stop the answer being written: the server stores it `cancelled` with its text so far. */
+function stop() {
+  if (!state.turn) return;
+  const { controller, message } = state.turn;
+  if (message.id) api.call("POST", `/v1/messages/${message.id}/cancel`).catch(() => {}).finally(() => controller.abort());
+  else controller.abort();
+}
+
 async function start() {
   wire();
   setupDocuments(notice);
   await showMode();
+  await loadBases();
   await loadConversations(false);
   const match = /#c=([\w-]+)/.exec(location.hash);
   if (match) await openConversation(match[1]);

@@ -19,6 +19,8 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.storage.conversation.accounts import AccountsMixin, in_params
+from llama_index_convrag.storage.conversation.claims import ClaimsMixin
+from llama_index_convrag.storage.conversation.knowledge import KnowledgeMixin
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
@@ -68,6 +70,23 @@ MIGRATIONS: List[List[str]] = [
         "CREATE TABLE convrag_views (conversation_id TEXT PRIMARY KEY, messages TEXT NOT NULL, "
         "updated_at {FLOAT} NOT NULL)",
     ],
+    [  # v5: knowledge bases and their members, users with a role, key scopes, turn claims held by a worker
+        "ALTER TABLE convrag_conversations ADD COLUMN kb_id TEXT",
+        "ALTER TABLE convrag_conversations ADD COLUMN claimed_by TEXT",
+        "CREATE INDEX convrag_conversations_claimed ON convrag_conversations (claimed_by)",
+        "ALTER TABLE convrag_keys ADD COLUMN scopes TEXT NOT NULL DEFAULT 'chat,edit'",
+        "CREATE TABLE convrag_users (id TEXT PRIMARY KEY, role TEXT NOT NULL, created_at {FLOAT} NOT NULL)",
+        "INSERT INTO convrag_users (id, role, created_at) SELECT user_id, 'member', MIN(created_at) FROM "
+        "convrag_keys GROUP BY user_id",
+        "CREATE TABLE convrag_kbs (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, collection TEXT NOT NULL UNIQUE, "
+        "owner TEXT NOT NULL, description TEXT, roots TEXT NOT NULL, created_at {FLOAT} NOT NULL, "
+        "updated_at {FLOAT} NOT NULL)",
+        "CREATE TABLE convrag_kb_members (kb_id TEXT NOT NULL, user_id TEXT NOT NULL, role TEXT NOT NULL, "
+        "created_at {FLOAT} NOT NULL, PRIMARY KEY (kb_id, user_id))",
+        "CREATE INDEX convrag_kb_members_user ON convrag_kb_members (user_id)",
+        "CREATE TABLE convrag_workers (id TEXT PRIMARY KEY, name TEXT NOT NULL, started_at {FLOAT} NOT NULL, "
+        "lease_until {FLOAT} NOT NULL)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -87,7 +106,7 @@ def _row_to_message(row: Sequence[Any]) -> Message:
                    reply_to=row[9], version=int(row[10]), superseded_by=row[11])
 
 
-class SQLConversationStore(AccountsMixin, ConversationStore):
+class SQLConversationStore(AccountsMixin, KnowledgeMixin, ClaimsMixin, ConversationStore):
     """Template: subclasses open a connection and provide ``_transaction`` plus dialect types."""
 
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)

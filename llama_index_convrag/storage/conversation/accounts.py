@@ -1,5 +1,5 @@
-"""What a multi-user service stores beside messages: conversations with an owner and a title, API keys (only their
-SHA-256 is stored), feedback on answers, and the per-conversation turn claim (one turn in flight, across processes).
+"""What a multi-user service stores beside messages: conversations with an owner, a title and a knowledge base, API
+keys with scopes (only their SHA-256 is stored), and feedback on answers.
 
 A mixin of :class:`~._sql.SQLConversationStore` (SQLite and PostgreSQL alike); every read that a user makes names
 the owner, so another user's id reads as absent.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import secrets
 import time
 from abc import abstractmethod
@@ -21,6 +22,33 @@ from llama_index_convrag.errors import ConfigurationError
 Run = Callable[..., List[tuple]]
 KEY_PREFIX = "ck_"
 RATINGS = ("up", "down")
+#: What a key may do: ``chat`` (read and hold conversations, read the knowledge bases one may read), ``edit`` (make
+#: knowledge bases; add and remove documents, share and rename where one's role allows), ``admin`` (users and keys;
+#: only for an admin user).
+SCOPES: Tuple[str, ...] = ("chat", "edit", "admin")
+DEFAULT_SCOPES: Tuple[str, ...] = ("chat", "edit")
+#: The member of a knowledge base that stands for every user of the server.
+EVERYONE = "*"
+USER_NAME = re.compile(r"^[^\s/*][^\s/]{0,127}$")
+"""A user id: 1 to 128 characters without spaces or ``/``, not starting with ``*`` (that is :data:`EVERYONE`)."""
+
+
+def check_user_id(user_id: str, everyone: bool = False) -> str:
+    """``user_id`` (``*`` too when ``everyone``), else ConfigurationError naming the rule."""
+    if everyone and user_id == EVERYONE:
+        return user_id
+    if not isinstance(user_id, str) or not USER_NAME.match(user_id):
+        raise ConfigurationError(f"user id {user_id!r} must be 1 to 128 characters without spaces or '/', not "
+                                 f"starting with '*'{' (or * for every user)' if everyone else ''}")
+    return user_id
+
+
+def check_scopes(scopes: Sequence[str]) -> Tuple[str, ...]:
+    """The scopes in :data:`SCOPES` order, or ConfigurationError naming the unknown ones and the accepted."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown or not scopes:
+        raise ConfigurationError(f"scopes must be a non-empty subset of {list(SCOPES)}, got {list(scopes)!r}")
+    return tuple(s for s in SCOPES if s in scopes)
 
 
 @dataclass
@@ -31,9 +59,11 @@ class ConversationInfo:
     created_at: float
     updated_at: float
     message_count: int = 0
+    #: the knowledge base it answers from (None: written without one, e.g. by ``convrag chat``: the server's default)
+    kb_id: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "owner"}
+        return {k: v for k, v in asdict(self).items() if k not in ("owner", "kb_id")}
 
 
 @dataclass
@@ -43,9 +73,25 @@ class ApiKey:
     prefix: str
     created_at: float
     revoked_at: Optional[float] = None
+    scopes: Tuple[str, ...] = DEFAULT_SCOPES
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "scopes": list(self.scopes)}
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as: the user, the scopes of the key it sent (every scope without keys), whether the user
+    is an admin, and the key's id (None without a key)."""
+
+    user_id: str
+    scopes: Tuple[str, ...]
+    admin: bool = False
+    key_id: Optional[str] = None
+
+    def can(self, scope: str) -> bool:
+        """Whether the key has ``scope`` (``admin`` also needs an admin user)."""
+        return scope in self.scopes and (scope != "admin" or self.admin)
 
 
 @dataclass
@@ -86,12 +132,12 @@ def decode_cursor(cursor: str) -> Tuple[float, str]:
 
 
 _CONV_COLS = ("c.id, c.owner, c.title, c.created_at, c.updated_at, "
-              "(SELECT COUNT(*) FROM convrag_messages m WHERE m.conversation_id = c.id)")
+              "(SELECT COUNT(*) FROM convrag_messages m WHERE m.conversation_id = c.id), c.kb_id")
 
 
 def _info(row: tuple) -> ConversationInfo:
     return ConversationInfo(id=row[0], owner=row[1], title=row[2], created_at=float(row[3]),
-                            updated_at=float(row[4]), message_count=int(row[5]))
+                            updated_at=float(row[4]), message_count=int(row[5]), kb_id=row[6])
 
 
 class AccountsMixin:
@@ -103,13 +149,13 @@ class AccountsMixin:
 
     # --- conversations -------------------------------------------------------------------------
     def create_conversation(self, owner: str, title: Optional[str] = None,
-                            conversation_id: Optional[str] = None) -> ConversationInfo:
+                            conversation_id: Optional[str] = None, kb_id: Optional[str] = None) -> ConversationInfo:
         now = time.time()
         cid = conversation_id if conversation_id is not None else secrets.token_hex(16)
         with self._tx() as run:
-            run("INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at) "
-                "VALUES (:c, :o, :t, :n, :n)", {"c": cid, "o": owner, "t": title, "n": now})
-        return ConversationInfo(id=cid, owner=owner, title=title, created_at=now, updated_at=now)
+            run("INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at, kb_id) "
+                "VALUES (:c, :o, :t, :n, :n, :k)", {"c": cid, "o": owner, "t": title, "n": now, "k": kb_id})
+        return ConversationInfo(id=cid, owner=owner, title=title, created_at=now, updated_at=now, kb_id=kb_id)
 
     def conversation_info(self, conversation_id: str, owner: Optional[str] = None) -> Optional[ConversationInfo]:
         """The conversation, or None when absent or (``owner`` given) owned by someone else."""
@@ -141,37 +187,49 @@ class AccountsMixin:
             run("UPDATE convrag_conversations SET title = :t, updated_at = :n WHERE id = :c",
                 {"t": title, "n": time.time(), "c": conversation_id})
 
-    # --- one turn in flight per conversation ----------------------------------------------------
-    def claim_turn(self, conversation_id: str, ttl_s: float) -> bool:
-        """Claim the conversation for one turn for at most ``ttl_s`` seconds; False when another claim holds it."""
-        now = time.time()
-        with self._tx() as run:
-            rows = run("UPDATE convrag_conversations SET busy_until = :u WHERE id = :c AND "
-                       "(busy_until IS NULL OR busy_until < :n) RETURNING id",
-                       {"u": now + ttl_s, "c": conversation_id, "n": now})
-        return bool(rows)
-
-    def release_turn(self, conversation_id: str) -> None:
-        with self._tx() as run:
-            run("UPDATE convrag_conversations SET busy_until = NULL WHERE id = :c", {"c": conversation_id})
-
     # --- API keys ------------------------------------------------------------------------------
-    def create_key(self, user_id: str) -> Tuple[ApiKey, str]:
-        """A new key for ``user_id``: its record and the secret (shown once; only the hash is stored)."""
+    def create_key(self, user_id: str, scopes: Sequence[str] = DEFAULT_SCOPES) -> Tuple[ApiKey, str]:
+        """A new key for ``user_id`` (the user is created, as a member, when new): its record and the secret (shown
+        once; only the hash is stored). The ``admin`` scope needs an admin user."""
         if not user_id or not user_id.strip():
             raise ConfigurationError(f"user_id must be a non-empty name, got {user_id!r}")
+        check_user_id(user_id)
+        scopes = check_scopes(scopes)
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
-        key = ApiKey(id=secrets.token_hex(8), user_id=user_id, prefix=secret[:10], created_at=time.time())
+        key = ApiKey(id=secrets.token_hex(8), user_id=user_id, prefix=secret[:10], created_at=time.time(),
+                     scopes=scopes)
         with self._tx() as run:
-            run("INSERT INTO convrag_keys (id, user_id, key_hash, prefix, created_at) VALUES (:i, :u, :h, :p, :t)",
-                {"i": key.id, "u": user_id, "h": hash_key(secret), "p": key.prefix, "t": key.created_at})
+            run("INSERT INTO convrag_users (id, role, created_at) VALUES (:u, 'member', :t) ON CONFLICT (id) "
+                "DO NOTHING", {"u": user_id, "t": key.created_at})
+            role = run("SELECT role FROM convrag_users WHERE id = :u", {"u": user_id})[0][0]
+            if "admin" in scopes and role != "admin":
+                raise ConfigurationError(f"the admin scope needs an admin user; {user_id!r} is a {role} (make them "
+                                         "an admin first: 'convrag users set-role USER admin')")
+            run("INSERT INTO convrag_keys (id, user_id, key_hash, prefix, created_at, scopes) "
+                "VALUES (:i, :u, :h, :p, :t, :s)", {"i": key.id, "u": user_id, "h": hash_key(secret),
+                                                    "p": key.prefix, "t": key.created_at, "s": ",".join(scopes)})
         return key, secret
 
-    def list_keys(self) -> List[ApiKey]:
+    def list_keys(self, user_id: Optional[str] = None) -> List[ApiKey]:
+        """Every key (of ``user_id`` when given), oldest first."""
+        where, params = ("WHERE user_id = :u", {"u": user_id}) if user_id is not None else ("", {})
         with self._tx(write=False) as run:
-            rows = run("SELECT id, user_id, prefix, created_at, revoked_at FROM convrag_keys ORDER BY created_at")
+            rows = run(f"SELECT id, user_id, prefix, created_at, revoked_at, scopes FROM convrag_keys {where} "
+                       "ORDER BY created_at", params)
         return [ApiKey(id=r[0], user_id=r[1], prefix=r[2], created_at=float(r[3]),
-                       revoked_at=None if r[4] is None else float(r[4])) for r in rows]
+                       revoked_at=None if r[4] is None else float(r[4]), scopes=tuple(r[5].split(",")))
+                for r in rows]
+
+    def principal_for_key(self, secret: str) -> Optional[Principal]:
+        """Who an active key acts as (its user, scopes and whether the user is an admin), or None (unknown or
+        revoked): one query."""
+        with self._tx(write=False) as run:
+            rows = run("SELECT k.user_id, k.scopes, u.role, k.id FROM convrag_keys k LEFT JOIN convrag_users u ON "
+                       "u.id = k.user_id WHERE k.key_hash = :h AND k.revoked_at IS NULL", {"h": hash_key(secret)})
+        if not rows:
+            return None
+        user_id, scopes, role, key_id = rows[0]
+        return Principal(user_id=user_id, scopes=tuple(scopes.split(",")), admin=role == "admin", key_id=key_id)
 
     def revoke_key(self, key_id: str) -> bool:
         """Revoke a key by id; False when no active key has that id."""

@@ -23,9 +23,15 @@ from llama_index.core.storage.chat_store.base import BaseChatStore
 
 from llama_index_convrag.errors import ConversationStoreError
 
-STATUSES = frozenset({"pending", "complete", "error", "cancelled"})
-"""``pending``: an assistant placeholder not yet finalised (being generated or streamed); the others are final."""
-FINAL_STATUSES = frozenset({"complete", "error", "cancelled"})
+STATUSES = frozenset({"pending", "complete", "error", "cancelled", "interrupted"})
+"""``pending``: an assistant placeholder not yet finalised (being generated or streamed); the others are final.
+``interrupted``: the process answering it stopped (killed, or its worker's lease lapsed); it keeps the text saved so
+far."""
+FINAL_STATUSES = frozenset({"complete", "error", "cancelled", "interrupted"})
+#: the status of an answer whose process stopped before it finished (see ``recovery.py`` and ``claims.py``)
+INTERRUPTED = "interrupted"
+#: the error text shown beside ``interrupted``
+INTERRUPTED_ERROR = "interrupted: the process answering this turn stopped before it finished"
 
 
 def new_id() -> str:
@@ -164,7 +170,8 @@ class ConversationStore(BaseChatStore):
 
     def history(self, conversation_id: str) -> List[Message]:
         """The messages to condition on: every non-assistant message, complete answers, and the partial text of
-        answers whose stream the reader stopped (``cancelled``; the user saw it). Failed and pending answers are not."""
+        answers whose stream stopped (``cancelled`` by the reader, ``interrupted`` by a dead process; the user saw it).
+        Failed and pending answers are not."""
         return [m for m in self.get_conversation(conversation_id) if in_history(m)]
 
     # --- BaseChatStore: the conversation's view (see the module docstring) ------------------------------------
@@ -223,7 +230,7 @@ def in_history(message: Message) -> bool:
     if message.superseded_by is not None:
         return False
     return message.role != "assistant" or message.status == "complete" or (
-        message.status == "cancelled" and message.content != "")
+        message.status in ("cancelled", INTERRUPTED) and message.content != "")
 
 
 def _from_chat(conversation_id: str, message: ChatMessage) -> Message:

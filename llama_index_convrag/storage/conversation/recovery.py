@@ -1,10 +1,11 @@
-"""Abandoned turns: ``pending`` placeholders left by a process that died (``kill -9``, power loss) become ``error``.
+"""Abandoned turns: ``pending`` placeholders left by a process that died (``kill -9``, power loss) become
+``interrupted``, keeping the text saved so far.
 
 A turn stores the user's question and an empty ``pending`` assistant placeholder before generating, so a crash never
 loses the question. Which placeholders are abandoned is known with a lock: every process using a conversation file
 holds a shared ``flock`` on ``<file>.lock`` (a :class:`StoreLease`). A process that obtains it *exclusively* knows no
-other process is answering, so every ``pending`` placeholder in the file is abandoned and is marked ``error``. When
-another process holds the lease, nothing is touched (its placeholders may be streaming right now).
+other process is answering, so every ``pending`` placeholder in the file is abandoned and is marked ``interrupted``.
+When another process holds the lease, nothing is touched (its placeholders may be streaming right now).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import threading
 from pathlib import Path
 from typing import IO, Dict, List, Optional, Tuple
 
-from llama_index_convrag.storage.conversation.base import ConversationStore, Message
+from llama_index_convrag.storage.conversation.base import INTERRUPTED, INTERRUPTED_ERROR, ConversationStore, Message
 
-ABANDONED_ERROR = "interrupted: the process answering this turn stopped before it finished"
+ABANDONED_ERROR = INTERRUPTED_ERROR
 
 _HELD: Dict[str, "StoreLease"] = {}
 _HELD_LOCK = threading.Lock()
@@ -59,14 +60,14 @@ def pending_messages(store: ConversationStore) -> List[Message]:
 
 
 def mark_abandoned(store: ConversationStore, messages: List[Message]) -> None:
-    """Finalise ``messages`` as ``error`` (keeping any content they had) with :data:`ABANDONED_ERROR`."""
+    """Finalise ``messages`` as ``interrupted`` (keeping any content they had) with :data:`ABANDONED_ERROR`."""
     for m in messages:
-        store.finalize_message(m.id, content=m.content, status="error", error=ABANDONED_ERROR)
+        store.finalize_message(m.id, content=m.content, status=INTERRUPTED, error=ABANDONED_ERROR)
 
 
 def open_lease(store: ConversationStore, store_path: Path) -> Tuple[StoreLease, List[Message]]:
     """Hold a lease on ``store_path`` for this process and, when no other process uses the file, mark abandoned
-    placeholders ``error``. Returns the lease (kept until :func:`release_leases` or exit) and the messages marked.
+    placeholders ``interrupted``. Returns the lease (kept until :func:`release_leases` or exit) and the messages marked.
     """
     key = str(Path(store_path).resolve())
     with _HELD_LOCK:

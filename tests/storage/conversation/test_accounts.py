@@ -1,5 +1,5 @@
 """What ``convrag serve`` stores beside messages (owners, titles, pages, keys, feedback, turn claims, answer
-versions), against SQLite and a real PostgreSQL server; and the v2 -> v3 migration of an existing file."""
+versions), against SQLite and a real PostgreSQL server; and the migration of existing v2, v3 and v4 files."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from llama_index.core.base.llms.types import ChatMessage
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
-from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION, SQLConversationStore
 from llama_index_convrag.storage.conversation.base import Citation
-from llama_index_convrag.storage.conversation.accounts import hash_key
+from llama_index_convrag.storage.conversation.accounts import Principal, hash_key
 
 Make = Callable[[], SQLConversationStore]
 
@@ -64,6 +64,24 @@ def test_keys_hashed_and_revoked(make_store: Make) -> None:
     assert len(hash_key(secret)) == 64 and hash_key(secret) != secret
 
 
+def test_keys_carry_scopes_and_admin_needs_an_admin_user(make_store: Make) -> None:
+    store = make_store()
+    chat_key, chat = store.create_key("bob", scopes=["chat"])
+    assert store.principal_for_key(chat) == Principal("bob", ("chat",), admin=False, key_id=chat_key.id)
+    with pytest.raises(ConfigurationError, match="the admin scope needs an admin user; 'bob' is a member"):
+        store.create_key("bob", scopes=["admin", "chat"])
+    with pytest.raises(ConfigurationError, match=r"scopes must be a non-empty subset of \['chat', 'edit', 'admin'\], "
+                                                 r"got \['root'\]"):
+        store.create_key("bob", scopes=["root"])
+    store.ensure_user("bob", role="admin")
+    key, secret = store.create_key("bob", scopes=["admin", "chat"])
+    who = make_store().principal_for_key(secret)
+    assert who is not None and who.scopes == ("chat", "admin") and who.admin and who.can("admin")
+    store.ensure_user("bob", role="member")  # demoted: the key keeps its scope, the user no longer has the role
+    assert not store.principal_for_key(secret).can("admin")
+    assert [k.scopes for k in store.list_keys("bob")] == [("chat",), ("chat", "admin")]
+
+
 def test_feedback_per_user_and_message(make_store: Make) -> None:
     store = make_store()
     _, answer = store.begin_turn("c1", "q")
@@ -94,15 +112,6 @@ def test_feedback_and_citations_of_many_messages_at_once(make_store: Make) -> No
     assert list(store.get_citations_of([answers[0].id] * 2)) == [answers[0].id]
 
 
-def test_turn_claim_is_exclusive_until_released_or_expired(make_store: Make) -> None:
-    a, b = make_store(), make_store()
-    cid = a.create_conversation("alice").id
-    assert a.claim_turn(cid, 60) and not b.claim_turn(cid, 60)
-    a.release_turn(cid)
-    assert b.claim_turn(cid, 0.000001)
-    assert a.claim_turn(cid, 60)  # the first claim expired (a worker that died)
-
-
 def test_regeneration_versions_leave_history(make_store: Make) -> None:
     store = make_store()
     user, first = store.begin_turn("c1", "q")
@@ -118,13 +127,14 @@ def test_regeneration_versions_leave_history(make_store: Make) -> None:
     assert [m.content for m in again.history("c1")] == ["q", "full"]
 
 
-def test_v2_file_migrates_with_owner_local(tmp_path: Path) -> None:
+def test_v2_file_migrates_to_the_current_schema_with_owner_local(tmp_path: Path) -> None:
     path = tmp_path / "v2.db"
     store = SQLiteConversationStore(path)
     store.begin_turn("old", "kept?")
     store.close()
     conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views"):
+    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views", "convrag_users",
+                  "convrag_kbs", "convrag_kb_members", "convrag_workers"):
         conn.execute(f"DROP TABLE {table}")
     for column in ("reply_to", "version", "superseded_by"):
         conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
@@ -132,7 +142,37 @@ def test_v2_file_migrates_with_owner_local(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 4
+    assert migrated.schema_version() == SCHEMA_VERSION == 5
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
-    assert migrated.conversation_info("old", owner="local").message_count == 2
+    info = migrated.conversation_info("old", owner="local")
+    assert (info.message_count, info.kb_id) == (2, None)
+    migrated.close()
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_v3_and_v4_files_migrate_with_keys_on_the_default_scopes(tmp_path: Path, version: int) -> None:
+    path = tmp_path / f"v{version}.db"
+    store = SQLiteConversationStore(path)
+    _, secret = store.create_key("alice")
+    store.add_message("viewed", ChatMessage(role="user", content="stored"))
+    store.set_messages("viewed", [ChatMessage(role="user", content="rewritten")])
+    store.close()
+    conn = sqlite3.connect(path)  # back to what a v3 or v4 file holds (v4 added convrag_views)
+    for table in ("convrag_users", "convrag_kbs", "convrag_kb_members", "convrag_workers") + (
+            ("convrag_views",) if version == 3 else ()):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DROP INDEX convrag_conversations_claimed")
+    for table, column in (("convrag_keys", "scopes"), ("convrag_conversations", "kb_id"),
+                          ("convrag_conversations", "claimed_by")):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute(f"UPDATE convrag_meta SET value = '{version}' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    migrated = SQLiteConversationStore(path)
+    assert migrated.schema_version() == SCHEMA_VERSION == 5
+    assert migrated.principal_for_key(secret) == Principal(user_id="alice", scopes=("chat", "edit"), admin=False,
+                                                           key_id=migrated.list_keys()[0].id)
+    assert [(u.id, u.role) for u in migrated.list_users()] == [("alice", "member")]
+    # a v4 file keeps its memory's view; a v3 file never had one, so the conversation itself is read
+    assert [m.content for m in migrated.get_messages("viewed")] == ["rewritten" if version == 4 else "stored"]
     migrated.close()

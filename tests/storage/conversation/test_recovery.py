@@ -21,14 +21,14 @@ def _pending_store(path):
     return store
 
 
-def test_alone_marks_pending_placeholders_error_and_keeps_the_question(tmp_path):
+def test_alone_marks_pending_placeholders_interrupted_and_keeps_the_question(tmp_path):
     path = tmp_path / "chats.db"
     store = _pending_store(path)
     _, recovered = open_lease(store, path)
     assert len(recovered) == 1
     user, answer = store.get_conversation("c1")
     assert (user.role, user.content, user.status) == ("user", "What is BM25?", "complete")
-    assert (answer.status, answer.error) == ("error", ABANDONED_ERROR)
+    assert (answer.status, answer.error) == ("interrupted", ABANDONED_ERROR)
     assert store.history("c1") == [user]
 
 

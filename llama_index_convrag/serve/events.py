@@ -1,0 +1,235 @@
+"""A streamed turn's event log: the events as clients get them, numbered, kept, and read by any number of readers.
+
+:class:`TurnLog` starts the turn's events in their own task as soon as it is made (a turn's retrieval begins while
+its response is being set up), merges text deltas per window (a delta goes out at once when the last one went out
+at least ``window_s`` ago, else with the text that arrived until then: one event, not one per token), numbers each
+event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from any event id: a client that lost
+its connection reads on from its ``Last-Event-ID``, the deltas it missed merged into one. The log holds the turn's
+non-text events and its text once (the answer's size); :attr:`TurnLog.text` is the text streamed so far.
+
+When the last reader leaves a turn that is still answering, the turn goes on for ``grace_s`` seconds (a reader may
+come back) and is then cancelled, which stores the answer ``cancelled`` with its text so far; ``grace_s = 0``
+cancels at once. :meth:`TurnLog.cancel` stops it now. :class:`TurnLogs` finds a turn's log by its assistant message
+id while it runs and for ``keep_s`` seconds after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
+
+import anyio
+
+logger = logging.getLogger(__name__)
+Event = Tuple[str, Dict[str, Any]]
+#: an event as the log keeps it: (id, name, data)
+Entry = Tuple[int, str, Dict[str, Any]]
+
+
+class TurnLog:
+    """See the module docstring. ``events``: the turn's ``(name, data)`` pairs (``turns.turn_events``)."""
+
+    def __init__(self, events: AsyncIterator[Event], window_s: float, grace_s: float = 0.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._window_s, self._grace_s = window_s, grace_s
+        self._entries: List[Entry] = []
+        self._held: List[str] = []
+        self._last_delta = float("-inf")
+        self._window_timer: Optional[asyncio.TimerHandle] = None
+        self._grace_timer: Optional[asyncio.TimerHandle] = None
+        self._waiters: List[asyncio.Future] = []  # one per reader waiting for the next event
+        self._readers = 0
+        self.done = False
+        self._task = self._loop.create_task(self._pump(events))
+
+    # --- what the log holds ----------------------------------------------------------------------------------
+    @property
+    def last_id(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> List[Entry]:
+        """Every event kept so far, as it was numbered (a reader behind gets runs of deltas merged)."""
+        return list(self._entries)
+
+    @property
+    def text(self) -> str:
+        """The answer text streamed so far (the deltas kept, and any held for the window)."""
+        return "".join([d["text"] for _, name, d in self._entries if name == "delta"] + self._held)
+
+    def _append(self, name: str, data: Dict[str, Any]) -> None:
+        self._entries.append((len(self._entries) + 1, name, data))
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
+
+    def _flush(self) -> None:
+        if self._window_timer is not None:
+            self._window_timer.cancel()
+            self._window_timer = None
+        if self._held:
+            text = "".join(self._held)
+            self._held.clear()
+            self._last_delta = self._loop.time()
+            self._append("delta", {"text": text})
+
+    def _hold(self, text: str) -> None:
+        now = self._loop.time()
+        if not self._held and now - self._last_delta >= self._window_s:
+            self._last_delta = now
+            self._append("delta", {"text": text})
+            return
+        self._held.append(text)
+        if self._window_timer is None:
+            self._window_timer = self._loop.call_later(self._last_delta + self._window_s - now, self._flush)
+
+    async def _pump(self, events: AsyncIterator[Event]) -> None:
+        try:
+            async for name, data in events:
+                if name == "delta" and self._window_s > 0:
+                    self._hold(data["text"])
+                else:
+                    self._flush()
+                    self._append(name, data)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # the turn's own errors are events; anything else is a bug: logged, the log ends
+            logger.exception("a turn's event stream failed")
+        finally:
+            self._flush()
+            self.done = True
+            if self._grace_timer is not None:
+                self._grace_timer.cancel()
+            self._wake()
+
+    # --- readers -----------------------------------------------------------------------------------------------
+    def reader(self) -> "Reader":
+        """A reader, attached now (the turn keeps answering while one is attached); close it when done."""
+        self._readers += 1
+        if self._grace_timer is not None:
+            self._grace_timer.cancel()
+            self._grace_timer = None
+        return Reader(self)
+
+    async def _detached(self) -> None:
+        self._readers -= 1
+        if self._readers > 0 or self.done:
+            return
+        if self._grace_s <= 0:
+            await self.cancel()
+        else:
+            self._grace_timer = self._loop.call_later(self._grace_s, self._cancel_soon)
+
+    def _cancel_soon(self) -> None:
+        self._grace_timer = None
+        if self._readers == 0:
+            self._loop.create_task(self.cancel())
+
+    async def cancel(self) -> None:
+        """Stop the turn now and wait for its cleanup (the answer stored ``cancelled`` with its text so far)."""
+        if not self._task.done():
+            self._task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait(self) -> None:
+        """Until the turn has ended (its last event is in the log)."""
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _follow(self, after: int, ping_s: Optional[float]) -> AsyncIterator[Optional[Entry]]:
+        position = max(0, min(after, len(self._entries)))
+        while True:
+            entries = self._entries
+            if position < len(entries):
+                entry = entries[position]
+                position += 1
+                if entry[1] == "delta":  # a reader behind gets the deltas it missed as one
+                    texts = [entry[2]["text"]]
+                    while position < len(entries) and entries[position][1] == "delta":
+                        entry = entries[position]
+                        texts.append(entry[2]["text"])
+                        position += 1
+                    if len(texts) > 1:
+                        entry = (entry[0], "delta", {"text": "".join(texts)})
+                yield entry
+                continue
+            if self.done:
+                return
+            waiter = self._loop.create_future()  # this reader's own: a reader leaving cancels only its wait
+            self._waiters.append(waiter)
+            timer = None if ping_s is None else self._loop.call_later(ping_s, _no_event, waiter)
+            try:
+                woken = await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not woken:
+                yield None  # nothing for ping_s seconds: the reader sends a keep-alive
+
+
+def _no_event(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
+class Reader:
+    """One reader of a :class:`TurnLog`: :meth:`events` from an id; :meth:`close` detaches (idempotent)."""
+
+    def __init__(self, log: TurnLog) -> None:
+        self.log = log
+        self._closed = False
+
+    def events(self, after: int = 0, ping_s: Optional[float] = None) -> AsyncIterator[Optional[Entry]]:
+        """The events after id ``after`` (0: all), then the new ones as they come, until the turn's last; with
+        ``ping_s``, None after each ``ping_s`` seconds without one (time for a keep-alive)."""
+        return self.log._follow(after, ping_s)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.log._detached()
+
+
+class TurnLogs:
+    """The logs of this process's turns by assistant message id: while the turn runs and ``keep_s`` seconds after
+    (at most ``max_kept`` ended ones, the oldest dropped first)."""
+
+    def __init__(self, keep_s: float = 60.0, max_kept: int = 1024) -> None:
+        self.keep_s, self.max_kept = keep_s, max_kept
+        self._logs: Dict[str, TurnLog] = {}
+        self._ended: "OrderedDict[str, float]" = OrderedDict()
+
+    def add(self, message_id: str, log: TurnLog) -> TurnLog:
+        self._logs[message_id] = log
+        log._task.add_done_callback(lambda _: self._ended_now(message_id))
+        return log
+
+    def get(self, message_id: str) -> Optional[TurnLog]:
+        self._expire()
+        return self._logs.get(message_id)
+
+    def _ended_now(self, message_id: str) -> None:
+        self._ended[message_id] = asyncio.get_running_loop().time() + self.keep_s
+        self._expire()
+
+    def _expire(self) -> None:
+        if not self._ended:
+            return
+        now = asyncio.get_running_loop().time()
+        while self._ended:
+            message_id, until = next(iter(self._ended.items()))
+            if until > now and len(self._ended) <= self.max_kept:
+                break
+            self._ended.popitem(last=False)
+            self._logs.pop(message_id, None)
+
+    async def cancel_all(self) -> None:
+        """Cancel every running turn (the server stops: each answer is stored ``cancelled``)."""
+        for log in list(self._logs.values()):
+            await log.cancel()
