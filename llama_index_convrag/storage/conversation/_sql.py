@@ -18,6 +18,7 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.storage.conversation.accounts import AccountsMixin, in_params
+from llama_index_convrag.storage.conversation.memory_rows import MEMORY_MIGRATION, MemoryRowsMixin
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
@@ -63,6 +64,7 @@ MIGRATIONS: List[List[str]] = [
         "CREATE TABLE convrag_feedback (message_id TEXT NOT NULL, user_id TEXT NOT NULL, rating TEXT NOT NULL, "
         "text TEXT, created_at {FLOAT} NOT NULL, PRIMARY KEY (message_id, user_id))",
     ],
+    MEMORY_MIGRATION,  # v4: conversation summaries (versioned) and user facts
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -82,7 +84,7 @@ def _row_to_message(row: Sequence[Any]) -> Message:
                    reply_to=row[9], version=int(row[10]), superseded_by=row[11])
 
 
-class SQLConversationStore(AccountsMixin, ConversationStore):
+class SQLConversationStore(AccountsMixin, MemoryRowsMixin, ConversationStore):
     """Template: subclasses open a connection and provide ``_transaction`` plus dialect types."""
 
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)
@@ -306,6 +308,7 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
                        {"c": conversation_id})
             messages = [_row_to_message(r) for r in rows]
             self._delete_ids(run, [m.id for m in messages])
+            run("DELETE FROM convrag_summaries WHERE conversation_id = :c", {"c": conversation_id})
             run("DELETE FROM convrag_conversations WHERE id = :c", {"c": conversation_id})
         return messages
 

@@ -123,7 +123,7 @@ def test_v2_file_migrates_to_v3_with_owner_local(tmp_path: Path) -> None:
     store.begin_turn("old", "kept?")
     store.close()
     conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback"):
+    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_summaries", "convrag_facts"):
         conn.execute(f"DROP TABLE {table}")
     for column in ("reply_to", "version", "superseded_by"):
         conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
@@ -131,7 +131,7 @@ def test_v2_file_migrates_to_v3_with_owner_local(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == 3
+    assert migrated.schema_version() == 4  # v3, then v4 (memory rows)
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
     assert migrated.conversation_info("old", owner="local").message_count == 2
     migrated.close()
