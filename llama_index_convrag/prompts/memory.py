@@ -1,0 +1,67 @@
+"""Default prompt templates of conversation memory: the running summary and user facts (our own wording)."""
+
+from llama_index.core.prompts import PromptTemplate
+
+SUMMARY_FOLD_TEMPLATE = """\
+You keep a short running summary of a conversation between a user and an assistant.
+Fold the new messages into the summary. Keep names, numbers, dates, decisions, open questions and what the user \
+said about themselves; drop greetings and small talk. Write plain sentences, at most {max_words} words. \
+Reply with the new summary only.
+
+Summary so far:
+{summary}
+
+New messages:
+{messages}
+
+New summary:
+"""
+"""Folds the messages that left the recent window into the summary (``{max_words}`` comes from the token cap)."""
+
+SUMMARY_FOLD_PROMPT = PromptTemplate(SUMMARY_FOLD_TEMPLATE)
+
+SUMMARY_SHORTEN_TEMPLATE = """\
+Shorten this conversation summary to at most {max_words} words. Keep names, numbers, dates and what the user \
+said about themselves. Reply with the shortened summary only.
+
+Summary:
+{summary}
+
+Shortened summary:
+"""
+"""Asked once when a folded summary came back over its token cap (then it is cut at the cap)."""
+
+SUMMARY_SHORTEN_PROMPT = PromptTemplate(SUMMARY_SHORTEN_TEMPLATE)
+
+FACT_EXTRACT_TEMPLATE = """\
+Read the user's message and list the lasting facts the user states about themselves: who they are, where they \
+live or work, their family, pets, plans, likes, dislikes and preferences. Leave out questions, requests, \
+opinions about other things, and anything said only about today. Write each fact as one short sentence about \
+"the user", one per line, starting with "- ". If there is none, reply with NONE.
+
+User message:
+{message}
+
+Facts:
+"""
+"""Extracts durable facts a user states about themselves from one message."""
+
+FACT_EXTRACT_PROMPT = PromptTemplate(FACT_EXTRACT_TEMPLATE)
+
+FACT_RECONCILE_TEMPLATE = """\
+A new fact about the user was found. Compare it with the stored facts that are most like it and choose one action:
+ADD (it is new information), UPDATE <id> (it changes or refines that stored fact, which it replaces), \
+DELETE <id> (it says that stored fact is no longer true, and adds nothing itself), NONE (a stored fact already \
+says it). Reply with the action on the first line only.
+
+Stored facts:
+{stored}
+
+New fact:
+{fact}
+
+Action:
+"""
+"""Chooses ADD / UPDATE / DELETE / NONE for a new fact against the similar stored ones."""
+
+FACT_RECONCILE_PROMPT = PromptTemplate(FACT_RECONCILE_TEMPLATE)
