@@ -9,12 +9,15 @@ question asked at the end of its conversation:
   layout, searched by the package's default ``MilvusHybridRetriever`` (weighted fusion with dense feedback),
   filtered to the conversation;
 * ``episodic ...``: :class:`~llama_index_convrag.memory.episodic.EpisodicMemory` with the :class:`RecallRules`
-  named (the defaults, and the variants that show what each mechanism adds).
+  named (the defaults, and the variants that show what each mechanism adds);
+* ``window 6 + episodic k``: what a prompt holds with the engine's defaults: the last 6 utterances, then k - 6
+  recalled ones from before them.
 
 Every figure is printed for all questions and for each half of the conversations: ``tune`` (conversations 0-2,
-497 questions: where the rules were chosen) and ``check`` (3-4, 500 questions: confirmation). Then: recall latency
+495 questions: where the rules were chosen) and ``check`` (3-4, 502 questions: confirmation). Then: recall latency
 p50 / p90 (Milvus Lite, sync, the query embedding cached as after the turn's document retrieval, and not cached),
-and the tokens of the recalled block (k=10) against the whole history.
+the tokens of the recalled block (k=10) against the whole history, and what the no-LLM summary (salient names and
+numbers) is worth beside recall: the answer words each holds.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory_recall.py [--quick] [--variants default,own]
 """
@@ -43,7 +46,9 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from llama_index_convrag.config.tokens import count_tokens  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
+from llama_index_convrag._words import fold  # noqa: E402
 from llama_index_convrag.memory.rules import RecallRules  # noqa: E402
+from llama_index_convrag.memory.salient import salient_summary  # noqa: E402
 from llama_index_convrag.memory.units import MemoryUnit  # noqa: E402
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
 from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
@@ -60,6 +65,7 @@ VARIANTS: Dict[str, RecallRules] = {
     "+ spread (default)": RecallRules(),
     "default, dense 0.5": RecallRules(dense_weight=0.5),
     "default, forward only": RecallRules(backward_spread=0.0),
+    "default, backward 0.3": RecallRules(backward_spread=0.3),
 }
 
 
@@ -85,7 +91,8 @@ def load_locomo() -> List[Dict[str, Any]]:
         for q in conv["qa"]:
             ev = {where[e] for x in q["evidence"] for e in re.split(r"[;\s]+", x) if e in where}
             if ev:
-                questions.append({"question": q["question"], "category": q["category"], "evidence": ev})
+                questions.append({"question": q["question"], "category": q["category"], "evidence": ev,
+                                  "answer": str(q.get("answer", q.get("adversarial_answer", "")))})
         out.append({"id": conv["sample_id"], "units": units, "questions": questions})
     return out
 
@@ -276,9 +283,43 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"Prompt tokens (cl100k): recalled block k=10 mean {np.mean(block):.0f} (p90 "
           f"{np.percentile(block, 90):.0f}) against the full history mean {np.mean(full):.0f} "
           f"({np.mean(block) / np.mean(full):.1%})")
+    salient_worth(convs, default)
     client.drop_collection("locomo_memory")
     client.drop_collection("locomo_turns")
     return 0
+
+
+def answer_words(text: str) -> set:
+    return {fold(w) for w in re.findall(r"[A-Za-z0-9]+", text) if len(w) > 2} - ANSWER_STOP
+
+
+ANSWER_STOP = {"the", "and", "her", "his", "she", "they", "their", "for", "with", "was", "that", "this", "not",
+               "likely", "yes"}
+
+
+def salient_worth(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, cap: int = 400) -> None:
+    """Answer words (categories 1-4) found in the no-LLM salient summary of everything before the last 6
+    utterances (``cap`` tokens) against those in the recalled block (k=10), and per 100 prompt tokens."""
+    rows = []
+    for ci, c in enumerate(convs):
+        older = [u.text for u in c["units"][:-6]]
+        summary = salient_summary(older, cap, count_tokens)
+        s_words, s_tokens = answer_words(summary), count_tokens(summary)
+        for q in c["questions"]:
+            want = answer_words(q["answer"])
+            if q["category"] == 5 or not want:
+                continue
+            block = memory.recall(q["question"], owner=OWNER, conversation_id=f"locomo-{ci}",
+                                  before=len(c["units"]) - 6, k=10).block_text()
+            b_words = answer_words(block)
+            rows.append((len(want & s_words) / len(want), s_tokens, len(want & b_words) / len(want),
+                         count_tokens(block), len(want & (s_words | b_words)) / len(want)))
+    a = np.asarray(rows)
+    print(f"\nNo-LLM summary (salient names and numbers, cap {cap}) on {len(rows)} questions (categories 1-4): "
+          f"answer words covered {a[:, 0].mean():.3f} in {a[:, 1].mean():.0f} tokens "
+          f"({100 * a[:, 0].mean() / a[:, 1].mean():.3f} per 100 tokens); recalled block k=10: "
+          f"{a[:, 2].mean():.3f} in {a[:, 3].mean():.0f} tokens ({100 * a[:, 2].mean() / a[:, 3].mean():.3f} per 100); "
+          f"both: {a[:, 4].mean():.3f}")
 
 
 def merge_window(convs: Sequence[Dict[str, Any]], ranked: Ranked, window: int) -> Ranked:

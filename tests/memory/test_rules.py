@@ -26,7 +26,7 @@ def test_bad_rules_name_the_value(field: str, value: object, message: str) -> No
 
 
 def test_an_answer_inherits_from_the_question_before_it() -> None:
-    rules = RecallRules(forward_spread=0.5, backward_spread=0.25)
+    rules = RecallRules(forward_spread=0.5, backward_spread=0.25)  # explicit: the test does not follow the defaults
     spread = spread_scores({4: 1.0, 9: 0.2}, rules)
     assert spread[5] == (0.5, [4])  # never found itself: half of its question's score
     assert spread[3] == (0.25, [4])
