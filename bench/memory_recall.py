@@ -32,7 +32,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -63,9 +63,9 @@ VARIANTS: Dict[str, RecallRules] = {
     "own text only": RecallRules(context_weight=0.0, forward_spread=0.0, backward_spread=0.0),
     "+ context lists": RecallRules(forward_spread=0.0, backward_spread=0.0),
     "+ spread (default)": RecallRules(),
-    "default, dense 0.5": RecallRules(dense_weight=0.5),
-    "default, forward only": RecallRules(backward_spread=0.0),
-    "default, backward 0.3": RecallRules(backward_spread=0.3),
+    "default + dense 0.5": RecallRules(dense_weight=0.5),
+    "default + forward only": RecallRules(backward_spread=0.0),
+    "default + backward 0.3": RecallRules(backward_spread=0.3),
 }
 
 
@@ -220,6 +220,7 @@ def latency(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, model: Base
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
+    assert not any("," in v for v in VARIANTS), "variant names are split on commas"
     ap.add_argument("--latency-queries", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="the default rules only, 100 latency queries")
     args = ap.parse_args(argv)

@@ -69,7 +69,8 @@ def recall_filters(owner: str, conversation_id: str, before: Optional[int]) -> M
     filters = [MetadataFilter(key="owner", value=owner), MetadataFilter(key="conversation_id", value=conversation_id)]
     if before is not None:
         if isinstance(before, bool) or not isinstance(before, int) or before < 0:
-            raise ConfigurationError(f"before must be None or an int >= 0 (the window's first position), got {before!r}")
+            raise ConfigurationError(f"before must be None or an int >= 0 (the window's first position), "
+                                     f"got {before!r}")
         filters.append(MetadataFilter(key="position", operator=FilterOperator.LT, value=before))
     return MetadataFilters(filters=filters)
 

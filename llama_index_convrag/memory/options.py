@@ -67,7 +67,8 @@ class SummaryOptions:
         _int("SummaryOptions", "window", self.window, 0)
         _llm("SummaryOptions", self.llm)
         if self.no_llm not in NO_LLM_SUMMARY:
-            raise ConfigurationError(f"SummaryOptions.no_llm must be one of {list(NO_LLM_SUMMARY)}, got {self.no_llm!r}")
+            raise ConfigurationError(f"SummaryOptions.no_llm must be one of {list(NO_LLM_SUMMARY)}, "
+                                     f"got {self.no_llm!r}")
 
 
 @dataclass(frozen=True)

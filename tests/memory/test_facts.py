@@ -56,7 +56,8 @@ def test_parsing_replies() -> None:
 
 def test_add_duplicate_update_delete(store: Any, embed_model: Any) -> None:
     script = Script(
-        extract={"I live in Porto and I have a cat named Miso.": "- The user lives in Porto.\n- The user has a cat named Miso.",
+        extract={"I live in Porto and I have a cat named Miso.":
+                 "- The user lives in Porto.\n- The user has a cat named Miso.",
                  "Did I say I live in Porto?": "- The user lives in Porto.",
                  "I moved to Lisbon last month.": "- The user lives in Lisbon.",
                  "Sadly Miso died.": "- The user no longer has a cat."},
