@@ -42,6 +42,7 @@ from llama_index_convrag.memory.units import (
     own_text,
     recalled_from_row,
     unit_key,
+    units_of_messages,
 )
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.retrievers.params import validate_params
@@ -228,6 +229,25 @@ class EpisodicMemory:
         for i in range(0, len(rows), INSERT_BATCH):
             await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
         return len(rows)
+
+    def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
+                    new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
+        if isinstance(new, bool) or not isinstance(new, int) or new < 0:
+            raise ConfigurationError(f"new must be an int >= 0 (the messages the turn added), got {new!r}")
+        units = units_of_messages(owner, conversation_id, history)
+        cut = max(0, len(units) - new)
+        return units[cut:], units[max(0, cut - self._rules.context_before):cut]
+
+    def index_turn(self, owner: str, conversation_id: str, history: Sequence[Any], new: int = 2) -> int:
+        """Index the last ``new`` messages of a conversation's history (a committed turn: its question and answer;
+        ``history``: every message in order, as the store's ``Message``), their context from the ones before."""
+        units, context = self._turn_units(owner, conversation_id, history, new)
+        return self.index(units, context)
+
+    async def aindex_turn(self, owner: str, conversation_id: str, history: Sequence[Any], new: int = 2) -> int:
+        """Async twin of :meth:`index_turn`."""
+        units, context = self._turn_units(owner, conversation_id, history, new)
+        return await self.aindex(units, context)
 
     def delete_conversation(self, owner: str, conversation_id: str) -> None:
         """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""

@@ -66,6 +66,20 @@ class MemoryUnit:
                 "date": self.date_label, "session": self.session, "raw": self.text[:MAX_UNIT_CHARS]}
 
 
+def units_of_messages(owner: str, conversation_id: str, messages: Sequence[Any]) -> List[MemoryUnit]:
+    """One unit per message of a conversation's history (oldest first; anything with ``id``, ``role``, ``content``
+    and ``created_at``, such as the store's ``Message``): position = its index, turn = the user messages before it
+    (a user message and its answer share one), speaker = its role, date = the UTC date of ``created_at``."""
+    out: List[MemoryUnit] = []
+    turn = -1
+    for position, m in enumerate(messages):
+        if m.role == "user" or turn < 0:
+            turn += 1
+        out.append(MemoryUnit(owner=owner, conversation_id=conversation_id, position=position, message_id=m.id,
+                              speaker=m.role, text=m.content, turn=turn, time=float(m.created_at)))
+    return out
+
+
 def unit_key(owner: str, conversation_id: str, position: int) -> str:
     """``<scope>:<position>``, the scope a digest of owner and conversation (two owners never share a row, and the
     key's length is bounded)."""

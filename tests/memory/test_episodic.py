@@ -153,3 +153,16 @@ def test_the_query_is_embedded_once_and_a_given_vector_is_used(milvus_client: An
     vector = embed_model.get_query_embedding("museum")
     got = memory.recall(QueryBundle("museum", embedding=vector), owner="alice", conversation_id="c1", k=2)
     assert counting._queries == 1 and got.positions
+
+
+def test_index_turn_indexes_the_committed_turn_from_the_stores_messages(memory: EpisodicMemory) -> None:
+    from llama_index_convrag.storage.conversation.base import Message
+
+    history = [Message(id=f"m{i}", conversation_id="c9", role=role, content=text, created_at=1_700_000_000.0)
+               for i, (role, text) in enumerate(TALK[:6])]
+    assert memory.index_turn("alice", "c9", history[:4], new=4) == 4
+    assert memory.index_turn("alice", "c9", history, new=2) == 2
+    got = memory.recall("peanut allergy", owner="alice", conversation_id="c9", k=2)
+    assert {(u.position, u.message_id, u.speaker, u.turn) for u in got.units} >= {(5, "m5", "assistant", 2)}
+    with pytest.raises(ConfigurationError, match="new must be an int >= 0 .*got -1"):
+        memory.index_turn("alice", "c9", history, new=-1)
