@@ -3,7 +3,7 @@ owners and conversations kept apart, deletion, and the async twins."""
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Iterator, List
 
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -41,6 +41,17 @@ def memory(milvus_client: Any, milvus_target: Any, embed_model: Any, collection_
                                         collection_name=collection_name)
 
 
+@pytest.fixture(scope="module")
+def indexed(milvus_client: Any, milvus_target: Any, embed_model: Any) -> Iterator[EpisodicMemory]:
+    """One collection holding TALK as alice's conversation c1, shared by the tests that only read it."""
+    name = "memory_episodic_shared"
+    memory = EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
+                                          collection_name=name)
+    memory.index(units())
+    yield memory
+    milvus_client.drop_collection(name)
+
+
 def test_nothing_indexed_recalls_nothing_and_creates_nothing(memory: EpisodicMemory, milvus_client: Any) -> None:
     got = memory.recall("peanut allergy", owner="alice", conversation_id="c1", k=3)
     assert got.units == [] and got.k == 3
@@ -48,9 +59,9 @@ def test_nothing_indexed_recalls_nothing_and_creates_nothing(memory: EpisodicMem
     assert memory.count("alice", "c1") == 0
 
 
-def test_recall_finds_the_earlier_message_with_its_reasons(memory: EpisodicMemory) -> None:
-    assert memory.index(units()) == len(TALK)
-    got = memory.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
+def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemory) -> None:
+    assert indexed.count("alice", "c1") == len(TALK)
+    got = indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
     assert set(got.positions[:2]) == {4, 5}  # the message and the reply that names the allergy again
     said = next(u for u in got.units if u.position == 4)
     assert said.message_id == "c1-m4" and said.speaker == "user"
@@ -64,13 +75,12 @@ def test_recall_finds_the_earlier_message_with_its_reasons(memory: EpisodicMemor
     assert got.latency_ms > 0
 
 
-def test_the_recent_window_is_left_out(memory: EpisodicMemory) -> None:
-    memory.index(units())
-    got = memory.recall("Which museum do you recommend?", owner="alice", conversation_id="c1", before=6, k=10)
+def test_the_recent_window_is_left_out(indexed: EpisodicMemory) -> None:
+    got = indexed.recall("Which museum do you recommend?", owner="alice", conversation_id="c1", before=6, k=10)
     assert got.positions and max(got.positions) < 6
     assert got.before == 6
     with pytest.raises(ConfigurationError, match=r"before must be None or an int >= 0 .*got -1"):
-        memory.recall("x", owner="alice", conversation_id="c1", before=-1)
+        indexed.recall("x", owner="alice", conversation_id="c1", before=-1)
 
 
 def test_owners_and_conversations_never_mix(memory: EpisodicMemory) -> None:
@@ -143,11 +153,10 @@ class Counting(BaseEmbedding):
 
 
 def test_the_query_is_embedded_once_and_a_given_vector_is_used(milvus_client: Any, milvus_target: Any,
-                                                              embed_model: Any, collection_name: str) -> None:
+                                                              embed_model: Any, indexed: EpisodicMemory) -> None:
     counting = Counting(embed_model)
     memory = EpisodicMemory.from_defaults(embed_model=counting, client=milvus_client, target=milvus_target,
-                                          collection_name=collection_name)
-    memory.index(units())
+                                          collection_name=indexed.collection_name)
     memory.recall("museum", owner="alice", conversation_id="c1", k=2)
     assert counting._queries == 1  # two dense fields, one model: one embedding
     vector = embed_model.get_query_embedding("museum")
