@@ -6,29 +6,31 @@ and why. The budget is :func:`~llama_index_convrag.chat.budget.compute_budget` (
 (context_window - reserved_output))``), as for :func:`~llama_index_convrag.chat.budget.message_fit_in`.
 
 Blocks named in :data:`FIXED` (the system prompt, the question) are never cut; if they alone exceed the budget,
-:class:`BudgetExceededError` names the numbers. The others are cut in ``cut_order`` (default :data:`CUT_ORDER`: the
-recent history first, as the sliding remainder, then recalled messages, user facts, the summary and last the
-retrieved evidence), item by item from each block's cut end: the history's oldest turn, the recalled message and the
-evidence chunk ranked lowest, the oldest fact, the summary whole.
+:class:`BudgetExceededError` names the numbers. A block may first be capped on its own (``limits``: the evidence's
+``max_tokens_limit``). Then the others are cut in ``cut_order`` (default :data:`CUT_ORDER`: the recent history
+first, as the sliding remainder, then recalled messages, a core ``Memory``'s blocks, user facts, the summary and
+last the retrieved evidence), item by item from each block's cut end: the history's oldest turn, the recalled
+message, the core block and the evidence chunk ranked lowest, the oldest fact, the summary whole.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, Dropped, TokenCounter, TrimReport, compute_budget
 from llama_index_convrag.errors import BudgetExceededError, ConfigurationError
 
 FIXED = ("system", "question")
 """Blocks that are never cut."""
-CUT_ORDER = ("history", "recalled", "facts", "summary", "evidence")
+CUT_ORDER = ("history", "recalled", "memory_blocks", "facts", "summary", "evidence")
 """Default order of cutting (first cut first)."""
 BLOCK_NAMES = FIXED + CUT_ORDER
 #: Where each block is cut from: ``oldest`` (its first item) or ``lowest`` (its last item: items are best first).
-CUT_END = {"history": "oldest", "recalled": "lowest", "facts": "oldest", "summary": "lowest", "evidence": "lowest"}
+CUT_END = {"history": "oldest", "recalled": "lowest", "memory_blocks": "lowest", "facts": "oldest",
+           "summary": "lowest", "evidence": "lowest"}
 #: The prompt's order of the blocks (what the model reads first).
-PROMPT_ORDER = ("system", "facts", "summary", "recalled", "evidence", "history", "question")
+PROMPT_ORDER = ("system", "memory_blocks", "facts", "summary", "recalled", "evidence", "history", "question")
 
 
 @dataclass
@@ -54,15 +56,27 @@ class BlockReport:
         """Indices of ``block``'s items that were cut."""
         return [d.index for d in self.dropped if d.section == block]
 
+    @property
+    def kept_history(self) -> List[int]:
+        """The history turns kept (as :attr:`TrimReport.kept_history`)."""
+        return list(self.kept.get("history", []))
+
+    @property
+    def kept_chunks(self) -> List[int]:
+        """The evidence chunks kept (as :attr:`TrimReport.kept_chunks`)."""
+        return list(self.kept.get("evidence", []))
+
     def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready; ``kept_history`` / ``kept_chunks`` as in :meth:`TrimReport.to_dict`, for its readers."""
         return {"budget": self.budget, "context_window": self.context_window, "reserved_output": self.reserved_output,
                 "budget_ratio": self.budget_ratio, "tokens_before": dict(self.tokens_before),
                 "tokens": dict(self.tokens), "kept": {k: list(v) for k, v in self.kept.items()},
-                "dropped": [asdict(d) for d in self.dropped], "cut_order": list(self.cut_order), "total": self.total}
+                "dropped": [asdict(d) for d in self.dropped], "cut_order": list(self.cut_order), "total": self.total,
+                "kept_history": self.kept_history, "kept_chunks": self.kept_chunks}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BlockReport":
-        data = {k: v for k, v in data.items() if k != "total"}
+        data = {k: v for k, v in data.items() if k not in ("total", "kept_history", "kept_chunks")}
         data["dropped"] = [Dropped(**d) for d in data.get("dropped", [])]
         data["cut_order"] = tuple(data.get("cut_order", CUT_ORDER))
         return cls(**data)
@@ -76,10 +90,17 @@ class BlockReport:
                           kept_chunks=list(self.kept.get("evidence", [])), dropped=list(self.dropped))
 
 
-def _check(blocks: Mapping[str, Sequence[str]], cut_order: Sequence[str]) -> Tuple[str, ...]:
-    unknown = sorted(set(blocks) - set(BLOCK_NAMES))
+def _check(blocks: Mapping[str, Sequence[str]], cut_order: Sequence[str],
+           limits: Mapping[str, Optional[int]]) -> Tuple[str, ...]:
+    unknown = sorted((set(blocks) | set(limits)) - set(BLOCK_NAMES))
     if unknown:
         raise ConfigurationError(f"unknown block(s) {unknown}; accepted: {list(BLOCK_NAMES)}")
+    for name, cap in limits.items():
+        if name in FIXED:
+            raise ConfigurationError(f"block {name!r} is never cut, so it takes no limit; limits apply to "
+                                     f"{list(CUT_ORDER)}")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise ConfigurationError(f"the limit of block {name!r} must be an int >= 0 or None, got {cap!r}")
     for name, items in blocks.items():
         if isinstance(items, str) or not all(isinstance(t, str) for t in items):
             raise ConfigurationError(f"block {name!r} must be a list of strings (its items), got {items!r}")
@@ -97,9 +118,12 @@ def fit_blocks(
     reserved_output: int,
     budget_ratio: float = DEFAULT_BUDGET_RATIO,
     cut_order: Sequence[str] = CUT_ORDER,
+    limits: Optional[Mapping[str, Optional[int]]] = None,
 ) -> BlockReport:
-    """Fit ``blocks`` (name -> items; names from :data:`BLOCK_NAMES`, absent blocks are empty) into the budget."""
-    order = _check(blocks, cut_order)
+    """Fit ``blocks`` (name -> items; names from :data:`BLOCK_NAMES`, absent blocks are empty) into the budget;
+    ``limits``: a block's own token cap (None: none), applied first from its cut end (reason ``max_tokens_limit``)."""
+    limits = dict(limits) if limits is not None else {}
+    order = _check(blocks, cut_order, limits)
     budget = compute_budget(context_window, reserved_output, budget_ratio)
     counts = {name: [count_tokens(t) for t in blocks.get(name, ())] for name in BLOCK_NAMES}
     before = {name: sum(c) for name, c in counts.items()}
@@ -113,13 +137,21 @@ def fit_blocks(
     tokens = dict(before)
     total = sum(tokens.values())
     dropped: List[Dropped] = []
+
+    def cut_one(name: str, reason: str) -> None:
+        nonlocal total
+        i = kept[name].pop(0) if CUT_END[name] == "oldest" else kept[name].pop()
+        tokens[name] -= counts[name][i]
+        total -= counts[name][i]
+        dropped.append(Dropped(name, i, counts[name][i], reason))
+
+    for name, cap in limits.items():
+        while cap is not None and tokens[name] > cap and kept[name]:
+            cut_one(name, f"max_tokens_limit {cap}")
     for name in order:
+        which = "oldest first" if CUT_END[name] == "oldest" else "lowest-ranked first"
         while total > budget and kept[name]:
-            i = kept[name].pop(0) if CUT_END[name] == "oldest" else kept[name].pop()
-            tokens[name] -= counts[name][i]
-            total -= counts[name][i]
-            which = "oldest first" if CUT_END[name] == "oldest" else "lowest-ranked first"
-            dropped.append(Dropped(name, i, counts[name][i], f"budget {budget}: {name} cut {which}"))
+            cut_one(name, f"budget {budget}: {name} cut {which}")
     return BlockReport(budget=budget, context_window=context_window, reserved_output=reserved_output,
                        budget_ratio=budget_ratio, tokens_before=before, tokens=tokens, kept=kept, dropped=dropped,
                        cut_order=order)

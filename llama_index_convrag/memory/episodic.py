@@ -42,9 +42,11 @@ from llama_index_convrag.memory.units import (
     own_text,
     recalled_from_row,
     unit_key,
+    units_of_conversation,
     units_of_messages,
 )
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from llama_index_convrag.storage.conversation.base import in_history
 from llama_index_convrag.retrievers.params import validate_params
 from llama_index_convrag.retrievers.ranking import Ranking
 
@@ -100,6 +102,18 @@ def rows_of(texts: Sequence[Tuple[MemoryUnit, str, str]], vectors: Sequence[Sequ
                      OWN_DENSE: list(vectors[2 * n]), CONTEXT_DENSE: list(vectors[2 * n + 1]),
                      "metadata": u.metadata()})
     return rows
+
+
+def history_before(messages: Sequence[Any], position: int, n: int) -> List[int]:
+    """The positions of the last ``n`` history messages before ``position`` (read backwards: the cost follows
+    ``n``, not the conversation)."""
+    out: List[int] = []
+    for p in range(min(position, len(messages)) - 1, -1, -1):
+        if len(out) >= n:
+            break
+        if in_history(messages[p]):
+            out.append(p)
+    return out[::-1]
 
 
 def _position(key: str) -> int:
@@ -169,6 +183,11 @@ class EpisodicMemory:
     @property
     def rules(self) -> RecallRules:
         return self._rules
+
+    @property
+    def target(self) -> Optional[MilvusTarget]:
+        """Where Milvus is (None: only a client was given; the async calls then need one)."""
+        return self._target
 
     @property
     def collection_name(self) -> str:
@@ -248,6 +267,21 @@ class EpisodicMemory:
         """Async twin of :meth:`index_turn`."""
         units, context = self._turn_units(owner, conversation_id, history, new)
         return await self.aindex(units, context)
+
+    def index_positions(self, owner: str, conversation_id: str, messages: Sequence[Any],
+                        positions: Sequence[int]) -> Tuple[int, int]:
+        """Bring the rows at ``positions`` of a stored conversation up to date (``messages``: every stored message,
+        oldest first; positions are indices there, :func:`~.units.units_of_conversation`): index the messages in the
+        history, delete the rows of those that are not (a superseded or failed answer). Returns ``(indexed,
+        deleted)``."""
+        units = units_of_conversation(owner, conversation_id, messages, positions)
+        gone = sorted(set(positions) - {u.position for u in units})
+        context = units_of_conversation(owner, conversation_id, messages,
+                                        history_before(messages, min(positions, default=0), self._rules.context_before))
+        written = self.index(units, context)
+        if gone and self._exists():
+            self._client.delete(self._collection_name, ids=[unit_key(owner, conversation_id, p) for p in gone])
+        return written, len(gone)
 
     def delete_conversation(self, owner: str, conversation_id: str) -> None:
         """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""

@@ -156,8 +156,8 @@ class UserFacts(PromptMixin):
 
     def block_text(self, owner: str) -> str:
         """The facts block for the prompt: the newest ``max_facts_in_prompt`` active facts, one per line."""
-        facts = self._store.list_facts(owner)[-self._options.max_facts_in_prompt:] \
-            if self._options.max_facts_in_prompt else []
+        n = self._options.max_facts_in_prompt
+        facts = self._store.list_facts(owner, newest=n, embeddings=False) if n else []
         return "\n".join(f"- {f.text}" for f in facts)
 
     # -- remembering ------------------------------------------------------------------------------------------
@@ -207,13 +207,20 @@ class UserFacts(PromptMixin):
     def remember(self, owner: str, text: str, *, message_id: Optional[str] = None,
                  conversation_id: Optional[str] = None) -> List[FactDecision]:
         """Extract the facts of one user message and reconcile each with ``owner``'s stored facts."""
+        return self.remember_counted(owner, text, message_id=message_id, conversation_id=conversation_id)[0]
+
+    def remember_counted(self, owner: str, text: str, *, message_id: Optional[str] = None,
+                         conversation_id: Optional[str] = None) -> Tuple[List[FactDecision], int]:
+        """:meth:`remember`, and the LLM calls it made."""
         steps = self._steps(owner, text, message_id, conversation_id)
+        calls = 0
         try:
             step = next(steps)
             while True:
+                calls += isinstance(step, LLMStep)
                 step = steps.send(self._run(step))
         except StopIteration as done:
-            return list(done.value or [])
+            return list(done.value or []), calls
 
     async def aremember(self, owner: str, text: str, *, message_id: Optional[str] = None,
                         conversation_id: Optional[str] = None) -> List[FactDecision]:

@@ -53,18 +53,22 @@ class EpisodicOptions:
 @dataclass(frozen=True)
 class SummaryOptions:
     """The running summary: messages that leave the recent ``window`` are folded in by ``llm`` (``None``: the
-    engine's LLM) under ``max_tokens``, never more; without any LLM, ``no_llm`` says what happens."""
+    engine's LLM) under ``max_tokens``, never more; without any LLM, ``no_llm`` says what happens. One fold request
+    carries at most ``fold_tokens`` of messages (a longer backlog, such as a resumed conversation that had no
+    summary, folds in several requests)."""
 
     enabled: bool = True
     max_tokens: int = 400
     window: int = 6
     llm: Optional[LLM] = None
     no_llm: str = "none"
+    fold_tokens: int = 2000
 
     def __post_init__(self) -> None:
         _flag("SummaryOptions", "enabled", self.enabled)
         _int("SummaryOptions", "max_tokens", self.max_tokens, 16)
         _int("SummaryOptions", "window", self.window, 0)
+        _int("SummaryOptions", "fold_tokens", self.fold_tokens, 1)
         _llm("SummaryOptions", self.llm)
         if self.no_llm not in NO_LLM_SUMMARY:
             raise ConfigurationError(f"SummaryOptions.no_llm must be one of {list(NO_LLM_SUMMARY)}, "

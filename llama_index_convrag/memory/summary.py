@@ -143,6 +143,17 @@ class RunningSummary(PromptMixin):
             return None
         return old, todo
 
+    def _batch(self, todo: Sequence[Message]) -> List[Message]:
+        """The first messages of ``todo`` within ``fold_tokens`` (at least one)."""
+        out: List[Message] = []
+        total = 0
+        for m in todo:
+            total += self._count(f"{m.role}: {m.content}")
+            if out and total > self._options.fold_tokens:
+                break
+            out.append(m)
+        return out
+
     def _write(self, owner: str, conversation_id: str, old: Optional[SummaryVersion], todo: Sequence[Message],
                text: str, source: str) -> SummaryVersion:
         covered = (0 if old is None else old.covered) + len(todo)
@@ -158,41 +169,44 @@ class RunningSummary(PromptMixin):
         return FoldResult(self._write(owner, conversation_id, old, todo, text, "salient"))
 
     def fold(self, owner: str, conversation_id: str, messages: Sequence[Message]) -> FoldResult:
-        """Fold the messages that left the window (``messages``: the whole conversation, oldest first)."""
-        plan = self._plan(owner, conversation_id, messages)
-        if plan is None:
-            return FoldResult(None)
-        old, todo = plan
-        if self._llm is None:
-            return self._without_llm(owner, conversation_id, messages, old, todo)
+        """Fold the messages that left the window (``messages``: the whole conversation, oldest first), at most
+        ``fold_tokens`` of them per LLM request (a version each)."""
         result = FoldResult(None)
-        steps = self._steps("" if old is None else old.text, todo, result)
-        try:
-            prompt = next(steps)
-            while True:
-                result.llm_calls += 1
-                prompt = steps.send(self._llm.complete(prompt).text)
-        except StopIteration as done:
-            text = done.value
-        result.version = self._write(owner, conversation_id, old, todo, text, "llm")
-        return result
+        while True:
+            plan = self._plan(owner, conversation_id, messages)
+            if plan is None:
+                return result
+            old, todo = plan
+            if self._llm is None:
+                return self._without_llm(owner, conversation_id, messages, old, todo)
+            todo = self._batch(todo)
+            steps = self._steps("" if old is None else old.text, todo, result)
+            try:
+                prompt = next(steps)
+                while True:
+                    result.llm_calls += 1
+                    prompt = steps.send(self._llm.complete(prompt).text)
+            except StopIteration as done:
+                text = done.value
+            result.version = self._write(owner, conversation_id, old, todo, text, "llm")
 
     async def afold(self, owner: str, conversation_id: str, messages: Sequence[Message]) -> FoldResult:
         """Async twin of :meth:`fold` (the store calls run in a thread)."""
-        plan = await asyncio.to_thread(self._plan, owner, conversation_id, messages)
-        if plan is None:
-            return FoldResult(None)
-        old, todo = plan
-        if self._llm is None:
-            return await asyncio.to_thread(self._without_llm, owner, conversation_id, messages, old, todo)
         result = FoldResult(None)
-        steps = self._steps("" if old is None else old.text, todo, result)
-        try:
-            prompt = next(steps)
-            while True:
-                result.llm_calls += 1
-                prompt = steps.send((await self._llm.acomplete(prompt)).text)
-        except StopIteration as done:
-            text = done.value
-        result.version = await asyncio.to_thread(self._write, owner, conversation_id, old, todo, text, "llm")
-        return result
+        while True:
+            plan = await asyncio.to_thread(self._plan, owner, conversation_id, messages)
+            if plan is None:
+                return result
+            old, todo = plan
+            if self._llm is None:
+                return await asyncio.to_thread(self._without_llm, owner, conversation_id, messages, old, todo)
+            todo = self._batch(todo)
+            steps = self._steps("" if old is None else old.text, todo, result)
+            try:
+                prompt = next(steps)
+                while True:
+                    result.llm_calls += 1
+                    prompt = steps.send((await self._llm.acomplete(prompt)).text)
+            except StopIteration as done:
+                text = done.value
+            result.version = await asyncio.to_thread(self._write, owner, conversation_id, old, todo, text, "llm")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.storage.conversation.base import in_history
 
 #: The longest text a unit keeps (characters; Milvus VARCHAR fields hold at most 65,535 bytes).
 MAX_UNIT_CHARS = 16_000
@@ -77,6 +78,25 @@ def units_of_messages(owner: str, conversation_id: str, messages: Sequence[Any])
             turn += 1
         out.append(MemoryUnit(owner=owner, conversation_id=conversation_id, position=position, message_id=m.id,
                               speaker=m.role, text=m.content, turn=turn, time=float(m.created_at)))
+    return out
+
+
+def units_of_conversation(owner: str, conversation_id: str, messages: Sequence[Any],
+                          positions: Optional[Sequence[int]] = None) -> List[MemoryUnit]:
+    """One unit per message of a stored conversation that is in its history (``storage``'s ``in_history``: not a
+    failed, pending or superseded answer), at ``positions`` (None: all). ``messages`` is every stored message, oldest
+    first (``ConversationStore.get_conversation``); a unit's position is the message's index there, which never
+    changes (messages are only appended), so a regenerated answer or a failed one shifts no other unit. turn = the
+    user messages before it."""
+    wanted = None if positions is None else set(positions)
+    out: List[MemoryUnit] = []
+    turn = -1
+    for position, m in enumerate(messages):
+        if m.role == "user" or turn < 0:
+            turn += 1
+        if (wanted is None or position in wanted) and in_history(m):
+            out.append(MemoryUnit(owner=owner, conversation_id=conversation_id, position=position, message_id=m.id,
+                                  speaker=m.role, text=m.content, turn=turn, time=float(m.created_at)))
     return out
 
 

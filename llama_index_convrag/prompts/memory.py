@@ -65,3 +65,29 @@ Action:
 """Chooses ADD / UPDATE / DELETE / NONE for a new fact against the similar stored ones."""
 
 FACT_RECONCILE_PROMPT = PromptTemplate(FACT_RECONCILE_TEMPLATE)
+
+MEMORY_HEADINGS = {
+    "summary": "Summary of the conversation so far:",
+    "facts": "What the user has said about themselves:",
+    "recalled": "Earlier messages of this conversation that bear on the question (#position, date):",
+}
+"""The heading of each memory block in an answer prompt (a core ``Memory``'s blocks are headed by their names)."""
+
+MEMORY_SECTION_TEMPLATE = """\
+Conversation memory (from earlier in this conversation; use it when the question refers to it):
+{memory}
+"""
+"""The memory blocks in a context mode's system message (after the retrieved documents, before the system
+prompt)."""
+
+MEMORY_SECTION_PROMPT = PromptTemplate(MEMORY_SECTION_TEMPLATE)
+
+MEMORY_QUERY_TEMPLATE = """\
+Conversation memory (from earlier in this conversation; use it when the question refers to it):
+{memory}
+
+Question: {question}"""
+"""What the synthesizer of ``condense_question`` answers when memory blocks are kept: the memory, then the
+question (the retrieved passages stay the context, so citations still point at passages only)."""
+
+MEMORY_QUERY_PROMPT = PromptTemplate(MEMORY_QUERY_TEMPLATE)

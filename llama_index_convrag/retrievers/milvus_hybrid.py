@@ -163,6 +163,20 @@ class MilvusHybridRetriever(BaseRetriever):
         return self._collection_name
 
     @property
+    def client(self) -> MilvusClient:
+        """The Milvus client it searches with (the chat engine's memory indexes into the same Milvus)."""
+        return self._client
+
+    @property
+    def target(self) -> Optional[MilvusTarget]:
+        return self._target
+
+    @property
+    def embed_models(self) -> Dict[str, BaseEmbedding]:
+        """The query embedding model of each dense field (a copy)."""
+        return dict(self._embed_models)
+
+    @property
     def rankable(self) -> bool:
         """Whether :meth:`rank_many` gives this retriever's ranking (no model reranking, which reads the texts)."""
         return self._params.ranker_type != "model"

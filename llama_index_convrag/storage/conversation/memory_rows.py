@@ -188,12 +188,22 @@ class MemoryRowsMixin:
                        "AND status = 'active' RETURNING id", {"t": time.time(), "i": fact_id, "o": owner})
         return bool(rows)
 
-    def list_facts(self, owner: str, *, include_history: bool = False) -> List[Fact]:
-        """``owner``'s facts, oldest first: the active ones, or every row with ``include_history``."""
+    def list_facts(self, owner: str, *, include_history: bool = False, newest: Optional[int] = None,
+                   embeddings: bool = True) -> List[Fact]:
+        """``owner``'s facts, oldest first: the active ones, or every row with ``include_history``; only the
+        ``newest`` n (None: all); ``embeddings=False`` leaves their vectors out (``Fact.embedding`` None)."""
         where = "owner = :o" + ("" if include_history else " AND status = 'active'")
+        params: Dict[str, Any] = {"o": owner}
+        cols = _FACT_COLS if embeddings else _FACT_COLS.replace("embedding", "NULL")
+        order = "ORDER BY created_at, id"
+        if newest is not None:
+            if isinstance(newest, bool) or not isinstance(newest, int) or newest < 0:
+                raise ConfigurationError(f"newest must be an int >= 0 or None, got {newest!r}")
+            order, params["n"] = "ORDER BY created_at DESC, id DESC LIMIT :n", newest
         with self._tx(write=False) as run:
-            rows = run(f"SELECT {_FACT_COLS} FROM convrag_facts WHERE {where} ORDER BY created_at, id", {"o": owner})
-        return [_fact(r) for r in rows]
+            rows = run(f"SELECT {cols} FROM convrag_facts WHERE {where} {order}", params)
+        facts = [_fact(r) for r in rows]
+        return facts[::-1] if newest is not None else facts
 
     def get_fact(self, owner: str, fact_id: str) -> Optional[Fact]:
         with self._tx(write=False) as run:
