@@ -330,7 +330,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         and stay (``engine.memory.delete_fact`` / ``forget_facts``). RecordNotFoundError for another owner's."""
         cid = conversation_id if conversation_id is not None else self.conversation_id
         info = getattr(self.store, "conversation_info", None)
-        if info is not None and info(cid, owner=self.owner) is None and cid in self.store.list_conversations():
+        if info is not None and info(cid, owner=self.owner) is None and (
+                info(cid) is not None or cid in self.store.list_conversations()):
             raise RecordNotFoundError(f"no conversation {cid!r} of this owner")
         if self._memory is not None:
             self._memory.delete_conversation(self.owner, cid)

@@ -36,7 +36,6 @@ from llama_index_convrag.config.tokens import count_tokens as default_count_toke
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.memory.core_blocks import CoreBlocks
 from llama_index_convrag.memory.episodic import EpisodicMemory, history_before
-from llama_index_convrag.memory.episodic_schema import DEFAULT_COLLECTION
 from llama_index_convrag.memory.facts import FactDecision, UserFacts
 from llama_index_convrag.memory.options import MemoryOptions
 from llama_index_convrag.memory.summary import FoldResult, RunningSummary
@@ -146,7 +145,7 @@ class ConversationMemory:
     def from_defaults(cls, options: Optional[MemoryOptions] = None, *, store: Any,
                       embed_model: Optional[BaseEmbedding] = None, target: Optional[MilvusTarget] = None,
                       client: Optional[MilvusClient] = None, llm: Optional[LLM] = None,
-                      collection_name: str = DEFAULT_COLLECTION, core_memory: Optional[Memory] = None,
+                      core_memory: Optional[Memory] = None,
                       count_tokens: Optional[Callable[[str], int]] = None) -> "ConversationMemory":
         """Build the parts ``options`` turns on (default :class:`MemoryOptions`: recall and the summary): recall
         needs ``embed_model`` and Milvus (``client`` or ``target``); facts an LLM (``FactsOptions.llm`` or ``llm``)
@@ -162,7 +161,8 @@ class ConversationMemory:
                                          "and Milvus (client= or target=); turn it off with "
                                          "EpisodicOptions(enabled=False)")
             episodic = EpisodicMemory.from_defaults(embed_model=embed_model, target=target, client=client,
-                                                    collection_name=collection_name, rules=o.episodic.rules)
+                                                    collection_name=o.episodic.collection_name,
+                                                    rules=o.episodic.rules)
         counter = count_tokens if count_tokens is not None else default_count_tokens
         if o.summary.enabled:
             summary = RunningSummary(store=store, options=o.summary, llm=llm, count_tokens=counter)

@@ -10,7 +10,9 @@ from typing import Any, Optional
 from llama_index.core.llms import LLM
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.episodic_schema import DEFAULT_COLLECTION
 from llama_index_convrag.memory.rules import RecallRules
+from llama_index_convrag.milvus.client import validate_collection_name
 
 NO_LLM_SUMMARY = ("none", "salient")
 """What the summary is without an LLM: ``none`` (no summary block; the default) or ``salient`` (names and numbers,
@@ -35,17 +37,20 @@ def _llm(owner: str, value: Any) -> None:
 @dataclass(frozen=True)
 class EpisodicOptions:
     """Recall of earlier messages: ``k`` messages from outside the recent ``window`` (the last ``window`` messages,
-    which the prompt holds already), ranked by ``rules``."""
+    which the prompt holds already), ranked by ``rules``, from the Milvus collection ``collection_name`` (one for
+    every conversation and owner; each row names both)."""
 
     enabled: bool = True
     k: int = 10
     window: int = 6
     rules: RecallRules = field(default_factory=RecallRules)
+    collection_name: str = DEFAULT_COLLECTION
 
     def __post_init__(self) -> None:
         _flag("EpisodicOptions", "enabled", self.enabled)
         _int("EpisodicOptions", "k", self.k, 1)
         _int("EpisodicOptions", "window", self.window, 0)
+        validate_collection_name(self.collection_name)
         if not isinstance(self.rules, RecallRules):
             raise ConfigurationError(f"EpisodicOptions.rules must be a RecallRules, got {type(self.rules).__name__}")
 
