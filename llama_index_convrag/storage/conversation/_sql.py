@@ -69,7 +69,8 @@ MIGRATIONS: List[List[str]] = [
         "CREATE TABLE convrag_views (conversation_id TEXT PRIMARY KEY, messages TEXT NOT NULL, "
         "updated_at {FLOAT} NOT NULL)",
     ],
-    MEMORY_MIGRATION,  # v5: conversation summaries (versioned) and user facts (one step, self-contained)
+    [],  # v5: knowledge bases, users and claims; their step takes this place (empty here: memory rows stay v6)
+    MEMORY_MIGRATION,  # v6: conversation summaries (versioned) and user facts (one step, self-contained)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -27,7 +27,7 @@ Run = Callable[..., List[tuple]]
 SUMMARY_SOURCES = ("llm", "salient", "edit")
 FACT_STATUSES = ("active", "replaced", "retracted")
 
-MEMORY_MIGRATION: List[str] = [  # v5: conversation summaries (versioned) and user facts
+MEMORY_MIGRATION: List[str] = [  # v6: conversation summaries (versioned) and user facts
     "CREATE TABLE convrag_summaries (conversation_id TEXT NOT NULL, owner TEXT NOT NULL, version INTEGER NOT NULL, "
     "text TEXT NOT NULL, covers_to TEXT, covered INTEGER NOT NULL, tokens INTEGER NOT NULL, source TEXT NOT NULL, "
     "created_at {FLOAT} NOT NULL, PRIMARY KEY (conversation_id, version))",

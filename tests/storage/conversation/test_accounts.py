@@ -3,7 +3,6 @@ versions), against SQLite and a real PostgreSQL server; and the v2 -> v3 migrati
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
 from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.storage.conversation.accounts import hash_key
+from tests.storage.conversation.conftest import rewind_sqlite
 
 Make = Callable[[], SQLConversationStore]
 
@@ -123,17 +123,9 @@ def test_v2_file_migrates_with_owner_local(tmp_path: Path) -> None:
     store = SQLiteConversationStore(path)
     store.begin_turn("old", "kept?")
     store.close()
-    conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views", "convrag_summaries",
-                  "convrag_facts"):
-        conn.execute(f"DROP TABLE {table}")
-    for column in ("reply_to", "version", "superseded_by"):
-        conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
-    conn.execute("UPDATE convrag_meta SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    rewind_sqlite(path, 2)  # back to what a v2 file holds
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 5  # v3, v4 (views), v5 (memory rows)
+    assert migrated.schema_version() == SCHEMA_VERSION == 6  # every later step ran
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
     assert migrated.conversation_info("old", owner="local").message_count == 2
     migrated.close()

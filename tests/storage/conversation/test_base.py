@@ -33,7 +33,7 @@ def test_turn_lifecycle_and_history(make_store: Make) -> None:
         ("user", "And it?", "complete"), ("assistant", "par", "error")]
     assert msgs[3].error == "RuntimeError: boom"
     assert [m.content for m in reopened.history("c1")] == ["Who directed Inception?", "Nolan.", "And it?"]
-    assert reopened.schema_version() == SCHEMA_VERSION == 5
+    assert reopened.schema_version() == SCHEMA_VERSION == 6
 
 
 def test_history_keeps_the_partial_text_of_a_stopped_answer(make_store: Make) -> None:

@@ -3,12 +3,17 @@ history of replaced facts, deletion."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
-from llama_index_convrag.storage.conversation._sql import SQLConversationStore
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
+from llama_index_convrag.storage.conversation._sql import MIGRATIONS, SCHEMA_VERSION, SQLConversationStore
+from llama_index_convrag.storage.conversation.memory_rows import MEMORY_MIGRATION
+from tests.storage.conversation.conftest import rewind_sqlite
 
 Make = Callable[[], SQLConversationStore]
 
@@ -82,3 +87,22 @@ def test_facts_are_scoped_to_their_owner_and_keep_their_history(make_store: Make
 def test_a_fact_needs_text(make_store: Make) -> None:
     with pytest.raises(ConfigurationError, match="a fact's text must be a non-empty string, got '  '"):
         make_store().add_fact("alice", "  ")
+
+
+def test_a_v5_file_gains_the_memory_rows_keeping_its_data(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    store = SQLiteConversationStore(path)
+    conv = store.create_conversation("alice").id
+    store.begin_turn(conv, "kept?")
+    store.close()
+    rewind_sqlite(path, 5)  # what a file of the schema before memory rows holds
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not {"convrag_summaries", "convrag_facts"} & tables
+    migrated = SQLiteConversationStore(path)
+    assert migrated.schema_version() == SCHEMA_VERSION == 6 and MIGRATIONS[5] == MEMORY_MIGRATION
+    assert [m.content for m in migrated.get_conversation(conv)] == ["kept?", ""]
+    assert migrated.put_summary("alice", conv, "Alice asked.", covers_to=None, covered=0, tokens=3,
+                                source="edit").version == 1
+    fact = migrated.add_fact("alice", "Alice likes tea.")
+    assert [f.id for f in migrated.list_facts("alice")] == [fact.id]
+    migrated.close()
