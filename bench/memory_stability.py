@@ -56,9 +56,10 @@ def utterances() -> List[str]:
     return out
 
 
-def scripted(lines: Sequence[str], answer_prompts: List[str]) -> Tuple[ScriptedLLM, Dict[str, int]]:
-    """The scripted LLM of the run and its call counts by kind (each answer prompt appended to ``answer_prompts``)."""
-    calls = {"answer": 0, "fold": 0, "shorten": 0, "extract": 0, "reconcile": 0}
+def scripted(lines: Sequence[str], answer_prompts: List[Tuple[int, str]]) -> Tuple[ScriptedLLM, Dict[str, int]]:
+    """The scripted LLM of the run and its call counts by kind; each answer prompt is appended to ``answer_prompts``
+    with its turn (``calls["turn"]``, set by the caller), and the turn's answer is the utterance after its question."""
+    calls = {"turn": 0, "answer": 0, "fold": 0, "shorten": 0, "extract": 0, "reconcile": 0}
 
     def reply(prompt: str) -> str:
         if prompt.startswith("You keep a short running summary"):
@@ -78,8 +79,8 @@ def scripted(lines: Sequence[str], answer_prompts: List[str]) -> Tuple[ScriptedL
             calls["reconcile"] += 1
             return "ADD"
         calls["answer"] += 1
-        answer_prompts.append(prompt)
-        return lines[min(2 * calls["answer"] - 1, len(lines) - 1)]
+        answer_prompts.append((calls["turn"], prompt))
+        return lines[2 * calls["turn"] + 1]
 
     return ScriptedLLM.from_fn(reply), calls
 
@@ -106,7 +107,7 @@ def main() -> int:
     index = ConvRAGIndex.from_documents([Document(text=essay, id_="essay")], collection_name="essay",
                                         embed_model=embed, client=client, target=target)
     store = SQLiteConversationStore(work / "chats.db")
-    answer_prompts: List[str] = []
+    answer_prompts: List[Tuple[int, str]] = []
     llm, calls = scripted(lines, answer_prompts)
     llm.context_window, llm.num_output = 8192, 512
     options = MemoryOptions(summary=SummaryOptions(max_tokens=400), facts=FactsOptions(enabled=True))
@@ -119,9 +120,11 @@ def main() -> int:
     blocks: Dict[str, int] = {}
     budget = 0
     over = 0
+    retried = unasked = 0
     last: Any = None
     started = time.perf_counter()
     for t in range(args.turns):
+        calls["turn"] = t
         t0 = time.perf_counter()
         response = engine.chat(lines[2 * t])
         t1 = time.perf_counter()
@@ -134,8 +137,10 @@ def main() -> int:
         over += report.total > report.budget
         for name, n in report.tokens.items():
             blocks[name] = max(blocks.get(name, 0), n)
-        assert len(answer_prompts) == t + 1, "one answer prompt per turn"
-        prompts.append(count_tokens(answer_prompts[-1]))
+        mine = [p for turn, p in answer_prompts if turn == t]
+        unasked += not mine  # answered without the LLM (the engine's own rules)
+        retried += len(mine) > 1  # the engine's answer fallback asked again (a reply it does not show)
+        prompts += [max(count_tokens(p) for p in mine)] if mine else []
         llm.reset_calls()
         last = response
         if (t + 1) % 100 == 0:
@@ -171,7 +176,8 @@ def main() -> int:
     print(f"facts stored: {len(memory.facts('local'))}; in the last prompt: {len(record.memory['facts'])}; "
           f"recalled at the last turn: {len(record.memory['recall']['units'])}, kept "
           f"{len(record.memory['recalled_kept'])}; recall rows {memory.episodic.count('local', cid)}")
-    print("LLM calls: " + ", ".join(f"{k} {v}" for k, v in calls.items()))
+    print("LLM calls: " + ", ".join(f"{k} {v}" for k, v in calls.items() if k != "turn")
+          + f" (turns whose answer was asked again: {retried}; answered without an answer call: {unasked})")
     engine.close(60)
     store.close()
     return 0
