@@ -178,7 +178,7 @@ def _sub(subparsers: "argparse._SubParsersAction", name: str, help_text: str, ex
 
 def build_parser() -> argparse.ArgumentParser:
     from llama_index_convrag.cli_commands import bench, conversation, conversations, docs, evaluate, ingest
-    from llama_index_convrag.cli_commands import keys, serve
+    from llama_index_convrag.cli_commands import keys, memory, serve
 
     parser = argparse.ArgumentParser(prog="convrag", description=DESCRIPTION,
                                      epilog=MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -270,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, collection=None)
 
     _serve_commands(commands, keys, serve)
+    _memory_commands(commands, memory)
 
     ev = _sub(commands, "eval", "Evaluate retrieval (BEIR) or conversational retrieval (TREC CAsT).",
               "  convrag eval retrieval ../shared/data/scifact --max-queries 200\n"
@@ -328,6 +329,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     p.add_argument("--debug", action="store_true")
     return parser
+
+
+def _memory_commands(commands: "argparse._SubParsersAction", memory: Any) -> None:
+    """``convrag memory``: a conversation's running summary and a user's facts."""
+    mc = _sub(commands, "memory", "What the chat memory keeps: show, edit or clear a conversation's running summary; "
+              "list or delete a user's facts.",
+              "  convrag memory show 3f2a... --versions\n  convrag memory edit 3f2a... \"Ana is the user's sister.\"\n"
+              "  convrag memory clear 3f2a...\n  convrag memory facts --user alice\n"
+              "  convrag memory forget FACT_ID --user alice")
+    m_cmds = mc.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+    for name, help_text, func in (
+            ("show", "A conversation's summary (its current version; --versions: every version).",
+             memory.cmd_memory_show),
+            ("edit", "Replace a conversation's summary with TEXT ('-': read stdin), kept as a new version.",
+             memory.cmd_memory_edit),
+            ("clear", "Delete every version of a conversation's summary.", memory.cmd_memory_clear),
+            ("facts", "A user's facts: id, text, the message each came from.", memory.cmd_memory_facts),
+            ("forget", "Delete a user's facts (with their history): the ones named, or --all.",
+             memory.cmd_memory_forget)):
+        p = _sub(m_cmds, name, help_text, f"  convrag memory {name}", func)
+        if name in ("show", "edit", "clear"):
+            p.add_argument("conversation_id", metavar="ID")
+        if name == "show":
+            p.add_argument("--versions", action="store_true", help="every version, oldest first")
+        if name == "edit":
+            p.add_argument("text", metavar="TEXT")
+            p.add_argument("--max-tokens", type=_positive, default=None, metavar="TOKENS",
+                           help="the summary's token cap (default: SummaryOptions' 400)")
+        if name == "facts":
+            p.add_argument("--history", action="store_true", help="replaced and retracted facts too")
+        if name == "forget":
+            p.add_argument("fact_ids", nargs="*", metavar="FACT_ID")
+            p.add_argument("--all", action="store_true", help="every fact of the user")
+        p.add_argument("--user", default=memory.DEFAULT_USER,
+                       help=f"whose memory (default {memory.DEFAULT_USER!r}: what ask, chat and the engine write)")
+        p.add_argument("--store", default=None, help="conversation store: a SQLite path or a postgresql+psycopg:// "
+                                                     "URL (default: convrag_chats.db next to the Milvus file of --uri)")
+        _common(p, collection=None)
 
 
 def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: Any) -> None:

@@ -24,7 +24,7 @@ FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("testing",),  # test doubles (scripted LLM, OpenAI-compatible server) and the real-LLM tier's setup
     ("postprocessors", "synthesizers"),  # what happens to retrieved nodes
     ("judge",),  # judge-guided recursive retrieval (grades chunks, recurses, wraps a synthesizer)
-    ("conversational",),  # follow-ups: rewrite triggers and strategies, the query type carrying the plan, fusion
+    ("conversational", "memory"),  # follow-ups (rewrite, the query carrying the plan, fusion); long-conversation memory
     ("chat",),  # the chat engine (uses the conversational wing, retrievers, stores, synthesizers)
     ("indices",),  # the index hands out retrievers, query engines and chat engines
     ("evaluation",),

@@ -21,6 +21,7 @@ from llama_index_convrag.prompts.chat import (
     DEFAULT_CONTEXT_PROMPT,
     DEFAULT_CONTEXT_REFINE_PROMPT,
 )
+from llama_index_convrag.prompts.memory import MEMORY_SECTION_PROMPT
 from llama_index_convrag.synthesizers import BaseSynthesizer, get_response_synthesizer
 
 PromptLike = Union[str, BasePromptTemplate]
@@ -37,9 +38,12 @@ def as_template(prompt: Optional[PromptLike], default: PromptTemplate) -> BasePr
 
 
 def chat_messages(context_prompt: BasePromptTemplate, system_prompt: str, history: Sequence[ChatMessage],
-                  system_role: MessageRole, prefix: Sequence[ChatMessage] = ()) -> List[ChatMessage]:
-    """``[system: context template + system prompt, *prefix, *history, user: {query_str}]`` (pure; core's layout)."""
-    system = context_prompt.get_template() + system_prompt.strip()
+                  system_role: MessageRole, prefix: Sequence[ChatMessage] = (),
+                  memory: str = "") -> List[ChatMessage]:
+    """``[system: context template (+ the memory section) + system prompt, *prefix, *history, user: {query_str}]``
+    (pure; core's layout, with the turn's kept memory blocks after the documents)."""
+    section = MEMORY_SECTION_PROMPT.format(memory=memory) + "\n" if memory else ""
+    system = context_prompt.get_template() + section + system_prompt.strip()
     return [ChatMessage(role=system_role, content=system), *prefix, *history,
             ChatMessage(role=MessageRole.USER, content="{query_str}")]
 
@@ -83,10 +87,13 @@ class ContextChat(PromptMixin):
         fixed = self._context_prompt.get_template().replace("{context_str}", "") + self.system_prompt.strip()
         return "\n".join([fixed, *(str(m.content) for m in self.prefix_messages)])
 
-    def synthesizer(self, history: Sequence[ChatMessage], *, streaming: bool) -> BaseSynthesizer:
+    def synthesizer(self, history: Sequence[ChatMessage], *, streaming: bool, memory: str = "") -> BaseSynthesizer:
+        """This turn's synthesizer: ``history`` (the turns the budget kept) as messages, ``memory`` (the kept memory
+        blocks' text) in the system message."""
         role = self._llm.metadata.system_role
-        qa = chat_messages(self._context_prompt, self.system_prompt, history, role, self.prefix_messages)
-        refine = chat_messages(self._context_refine_prompt, self.system_prompt, history, role, self.prefix_messages)
+        qa = chat_messages(self._context_prompt, self.system_prompt, history, role, self.prefix_messages, memory)
+        refine = chat_messages(self._context_refine_prompt, self.system_prompt, history, role, self.prefix_messages,
+                               memory)
         return get_response_synthesizer(
             llm=self._llm, streaming=streaming, text_qa_template=ChatPromptTemplate.from_messages(qa),
             refine_template=ChatPromptTemplate.from_messages(refine), **self._synth_kwargs)

@@ -4,17 +4,15 @@ written down in ``chat/options.py``)."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
-from llama_index.core.memory.types import BaseMemory
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
 
-from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.conversational.rewrite import STRATEGIES, QuestionRewriter
 from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
@@ -64,15 +62,6 @@ def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, con
     if llm is None and given:
         raise ConfigurationError(f"{given} are prompts for an LLM; with llm=None the answers are extractive (no prompt)")
     return mode
-
-
-def seed_messages(chat_history: Optional[List[ChatMessage]], memory: Optional[BaseMemory]) -> List[ChatMessage]:
-    """The messages that seed a new conversation: ``chat_history``, or everything a core ``memory`` holds."""
-    if chat_history is not None and memory is not None:
-        raise ArgumentTypeError("pass chat_history= or memory= (both seed the conversation), not both")
-    if memory is not None:
-        return list(memory.get_all())
-    return list(chat_history) if chat_history is not None else []
 
 
 def rewrite_strategy_for(strategy: str, no_rewrite: bool, condense_llm: Optional[LLM]) -> str:

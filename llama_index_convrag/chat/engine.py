@@ -11,7 +11,13 @@ sees the context, the conversation and the user's words; ``context_chat.py``), `
 rewrite, extractive answers.
 
 Storage: every turn makes two calls through the engine's port (:mod:`~.port`): ``load`` before retrieval (the
-user message and the placeholder stored, the history read) and ``commit`` after the answer. ``chat_turn`` /
+user message and the placeholder stored, the history and the turn's memory read) and ``commit`` after the answer
+(then the memory writes are queued in the background: :meth:`ConvRAGChatEngine.close` waits for them).
+
+Memory (``memory=MemoryOptions(...)``: :mod:`~.memory_step`): after retrieval the turn recalls earlier messages with
+its retrieval query; the summary, the user's facts, the recalled messages and the recent history are then fitted
+with the evidence under one budget (:func:`~.blocks.fit_blocks`) and the kept memory goes where the chat mode puts
+context. ``chat_turn`` /
 ``achat_turn`` / ``stream_turn`` / ``astream_turn`` answer a turn whose context was loaded already (a service loads it
 with its own claim first). A streamed answer passes one pipeline (:mod:`~.stream_pipeline`) and one hold.
 
@@ -20,6 +26,7 @@ with its own claim first). A streamed answer passes one pipeline (:mod:`~.stream
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import uuid
 from contextlib import asynccontextmanager, contextmanager
@@ -41,12 +48,12 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 
 from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
-from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, RecordNotFoundError
 from llama_index_convrag.chat.budget import CachedTokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat
 from llama_index_convrag.chat.defaults import (check_chat_mode, check_parts, default_synthesizers, fusing_retriever,
-                                               rewrite_strategy_for, seed_messages, streaming_twin,
-                                               synthesizer_kwargs)
+                                               rewrite_strategy_for, streaming_twin, synthesizer_kwargs)
+from llama_index_convrag.chat.memory_step import build_memory, fit_with_memory, memory_arg
 from llama_index_convrag.chat.options import (FROM_DEFAULTS_NAMES, AnswerOptions, BudgetOptions, RewriteOptions,
                                               options_of, refuse_names)
 from llama_index_convrag.chat.port import TurnContext, TurnPort, TurnRequest, turn_port
@@ -59,7 +66,11 @@ from llama_index_convrag.chat.hooks import hooks_scope
 from llama_index_convrag.chat.fallback import writes_with_llm
 from llama_index_convrag.judge.options import JudgeHook, judge_options
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
+from llama_index_convrag.memory.conversation import ConversationMemory
+from llama_index_convrag.memory.options import MemoryOptions
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
+from llama_index_convrag.prompts.memory import MEMORY_QUERY_PROMPT
+from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER
 from llama_index_convrag.storage.conversation.base import ConversationStore
 from llama_index_convrag.synthesizers.stream_hold import StreamHold
 
@@ -94,10 +105,16 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         node_postprocessors: Sequence[BaseNodePostprocessor] = (),
         answer: Optional[AnswerOptions] = None,
         budget: Optional[BudgetOptions] = None,
+        memory: Optional[ConversationMemory] = None,
+        owner: str = DEFAULT_OWNER,
     ) -> None:
         check_parts(retriever, synthesizer, query_engine, context_chat)
         if not isinstance(port, TurnPort):
             raise ArgumentTypeError(f"port must be a TurnPort, got {type(port).__name__}: {port!r}")
+        if memory is not None:
+            port.bind_memory(memory)
+        self._memory = memory
+        self.owner = check_owner(owner)
         self._retriever, self._query_engine, self._context_chat = retriever, query_engine, context_chat
         self._synthesizer, self._streaming_synthesizer = synthesizer, streaming_synthesizer
         self._llm, self._rewriter, self._port = llm, rewriter, port
@@ -131,7 +148,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         system_prompt: Optional[str] = None,
         condense_question_prompt: Optional[BasePromptTemplate] = None,
         chat_history: Optional[List[ChatMessage]] = None,
-        memory: Optional[BaseMemory] = None,
+        memory: Union[None, MemoryOptions, ConversationMemory, BaseMemory] = None,
         conversation_store: Union[None, ConversationStore, TurnPort] = None,
         conversation_id: Optional[str] = None,
         rewrite: Optional[RewriteOptions] = None,
@@ -147,8 +164,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         :data:`~.defaults.NO_LLM_RESPONSE_MODE`. ``synthesizer``: answers instead of ours (its streaming twin serves
         streamed turns; its own settings are its own: ``get_response_synthesizer(...)``). ``chat_mode``: one of
         :data:`~.defaults.CHAT_MODES`; ``system_prompt`` shapes the context modes' answers;
-        ``condense_question_prompt`` the ``llm`` rewrite. ``chat_history`` or ``memory`` (a core memory: every
-        message it holds) seed a new conversation. ``conversation_store``: a ``ConversationStore`` (or a built
+        ``condense_question_prompt`` the ``llm`` rewrite. ``chat_history`` seeds a new conversation. ``memory``:
+        :class:`~llama_index_convrag.memory.options.MemoryOptions` (recall of earlier turns, a running summary, user
+        facts: built from the retriever's Milvus and embedding model, the store and the LLM), a built
+        ``ConversationMemory``, or a core memory: ``Memory`` (its messages seed the conversation, its blocks join
+        each turn's budget) or ``ChatMemoryBuffer`` (its messages seed it); others are refused naming what to use
+        (:func:`~.memory_step.memory_arg`). ``conversation_store``: a ``ConversationStore`` (or a built
         :class:`~.port.TurnPort`); ``conversation_id``: the conversation (default: a new one). ``rewrite``,
         ``answer``, ``budget``: :class:`~.options.RewriteOptions`, :class:`~.options.AnswerOptions`,
         :class:`~.options.BudgetOptions`. A name this method took before is refused with its place now.
@@ -162,7 +183,10 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         judging = judge_options(answer.judge)
         mode = check_chat_mode(chat_mode, system_prompt, answer.context_prompt, answer.context_refine_prompt, llm,
                                answer.prefix_messages or None)
-        seed = seed_messages(chat_history, memory)
+        memory_given = memory_arg(memory, chat_history)
+        port = turn_port(conversation_store)
+        conversation_memory = build_memory(memory_given, store=port.store, retriever=retriever, llm=llm,
+                                           count_tokens=count_tokens, query_engine=query_engine)
         condense_llm = rewrite.llm if rewrite.llm is not None else llm
         rewriter = QuestionRewriter(
             strategy=rewrite_strategy_for(rewrite.strategy, mode == "context", condense_llm), llm=condense_llm,
@@ -199,29 +223,35 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             synthesizer, streaming_synthesizer = default_synthesizers(llm, synth_kw)
         elif synthesizer is not None:
             streaming_synthesizer = streaming_twin(synthesizer)
-        port = turn_port(conversation_store)
         cid = conversation_id if conversation_id is not None else uuid.uuid4().hex
-        for message in seed:
+        for message in memory_given.seed:
             port.store.add_message(cid, message)
-        return cls(
+        engine = cls(
             retriever=retriever, query_engine=query_engine, synthesizer=synthesizer, context_chat=context_chat,
             streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, port=port, conversation_id=cid,
             node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
-            answer=answer, budget=replace(budget, count_tokens=count_tokens),
+            answer=answer, budget=replace(budget, count_tokens=count_tokens), memory=conversation_memory,
         )
+        if conversation_memory is not None and memory_given.seed:
+            conversation_memory.schedule_backfill(engine.owner, cid)  # the seeded messages, for recall and summary
+        return engine
 
-    def for_conversation(self, conversation_id: str,
-                         port: Union[None, ConversationStore, TurnPort] = None) -> "ConvRAGChatEngine":
+    def for_conversation(self, conversation_id: str, port: Union[None, ConversationStore, TurnPort] = None, *,
+                         owner: Optional[str] = None) -> "ConvRAGChatEngine":
         """An engine for another conversation that shares every built part of this one (retriever, rewriter,
-        synthesizers, LLM, postprocessors, options; the port unless ``port`` is given: a ``TurnPort`` or a
-        ``ConversationStore``). A turn's state travels with the turn (:class:`~.turn.Turn`, the query's plan), so one
-        set of parts serves many conversations at once: a service makes one of these per request."""
+        synthesizers, LLM, postprocessors, options, memory and its writer; the port unless ``port`` is given: a
+        ``TurnPort`` or a ``ConversationStore``, given the memory too). ``owner``: whose turns these are (memory rows
+        are read and written as theirs; a service passes the caller's user id; default: this engine's). A turn's
+        state travels with the turn (:class:`~.turn.Turn`, the query's plan), so one set of parts serves many
+        conversations at once: a service makes one of these per request."""
         if not isinstance(conversation_id, str) or not conversation_id:
             raise ConfigurationError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
         twin = copy.copy(self)
         twin.conversation_id = conversation_id
+        if owner is not None:
+            twin.owner = check_owner(owner)
         if port is not None:
-            twin._port = turn_port(port)
+            twin._port = turn_port(port, self._memory)
         return twin
 
     # --- PromptMixin ---------------------------------------------------------------------------------------------
@@ -257,12 +287,65 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         """Start a new conversation. The previous one stays in the store (nothing is deleted)."""
         self.conversation_id = uuid.uuid4().hex
 
+    # --- memory --------------------------------------------------------------------------------------------------
+    @property
+    def memory(self) -> Optional[ConversationMemory]:
+        """The engine's memory (None: off): what a user or an API reads, edits and deletes through
+        (``summary``, ``edit_summary``, ``facts``, ``delete_fact``, ``recall_debug``, ...)."""
+        return self._memory
+
+    @property
+    def reads_memory(self) -> bool:
+        """Whether turns load memory into the prompt: memory is on and the engine writes the answer's prompt (an
+        LLM, no query engine). Without an LLM the writes still run, for a later engine with one."""
+        return self._memory is not None and bool(self._memory.parts) and self._llm is not None \
+            and self._query_engine is None
+
+    def flush_memory(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the memory writes queued so far have run (True: done within ``timeout`` seconds)."""
+        return self._memory.flush(timeout) if self._memory is not None else True
+
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the queued memory writes and refuse later ones (twins from :meth:`for_conversation` share
+        them: close the engine you built, once)."""
+        return self._memory.close(timeout) if self._memory is not None else True
+
+    async def aclose(self, timeout: Optional[float] = None) -> bool:
+        """Async twin of :meth:`close` (waits in a worker thread)."""
+        return await asyncio.to_thread(self.close, timeout)
+
+    def __enter__(self) -> "ConvRAGChatEngine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "ConvRAGChatEngine":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def delete_conversation(self, conversation_id: Optional[str] = None) -> int:
+        """Delete a conversation (default: this one) of this engine's owner with everything stored for it: messages,
+        citations, records, summaries, and its recall rows; the number of messages deleted. Facts are the user's
+        and stay (``engine.memory.delete_fact`` / ``forget_facts``). RecordNotFoundError for another owner's."""
+        cid = conversation_id if conversation_id is not None else self.conversation_id
+        info = getattr(self.store, "conversation_info", None)
+        if info is not None and info(cid, owner=self.owner) is None and (
+                info(cid) is not None or cid in self.store.list_conversations()):
+            raise RecordNotFoundError(f"no conversation {cid!r} of this owner")
+        if self._memory is not None:
+            self._memory.delete_conversation(self.owner, cid)
+        return len(self.store.delete_conversation(cid))
+
     def turn_request(self, message: Any, chat_history: Optional[List[ChatMessage]] = None, *,
                      streaming: bool = False) -> TurnRequest:
-        """What a turn of this engine asks its port to load for ``message`` (the history window it reads)."""
+        """What a turn of this engine asks its port to load for ``message`` (the history window it reads, its owner
+        and whether its memory is read)."""
         window = self._rewriter.history_window if self.rephrase_question else None
         return TurnRequest(self.conversation_id, message_text(message), window=window, chat_history=chat_history,
-                           streaming=streaming)
+                           streaming=streaming, owner=self.owner, memory=self.reads_memory)
 
     # --- one turn, four ways: load through the port, then answer the loaded turn --------------------------------
     @span_when_observed(dispatcher)
@@ -290,6 +373,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         with self._failing(turn):
             self._apply_rewrite(turn)
             self._apply_retrieval(turn)
+            self._apply_memory(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else self._recovered(turn, query, read_text(response))
@@ -302,6 +386,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         async with self._afailing(turn):
             await self._aapply_rewrite(turn)
             await self._aapply_retrieval(turn)
+            await self._aapply_memory(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else await self._arecovered(
@@ -315,6 +400,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         with self._failing(turn):
             self._apply_rewrite(turn)
             self._apply_retrieval(turn)
+            self._apply_memory(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=True)
         raw, hold = self._stream_parts(turn, query, response, is_async=False)
@@ -328,6 +414,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         async with self._afailing(turn):
             await self._aapply_rewrite(turn)
             await self._aapply_retrieval(turn)
+            await self._aapply_memory(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=True)
         raw, hold = self._stream_parts(turn, query, response, is_async=True)
@@ -400,6 +487,27 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.apply_stages(stages)
         turn.apply_fusion(bundle.fusion)
 
+    def _memory_to_read(self, turn: Turn) -> bool:
+        """Whether this turn recalls and fits memory (else why not, on the record)."""
+        if not self.reads_memory:
+            return False
+        if turn.memory is None:
+            turn.memory_skipped("the port loaded no memory for this turn (a port that does not load it, or a "
+                                "regeneration it loaded without)")
+            return False
+        return True
+
+    def _apply_memory(self, turn: Turn) -> None:
+        """Recall earlier messages with the turn's retrieval query (after the rewrite: it names what the follow-up
+        means)."""
+        if self._memory_to_read(turn):
+            self._memory.recall(turn.memory, turn.retrieval_query)  # type: ignore[union-attr,arg-type]
+
+    async def _aapply_memory(self, turn: Turn) -> None:
+        """Async twin of :meth:`_apply_memory`."""
+        if self._memory_to_read(turn):
+            await self._memory.arecall(turn.memory, turn.retrieval_query)  # type: ignore[union-attr,arg-type]
+
     def _fit(self, turn: Turn) -> Optional[str]:
         """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed
         reply is configured. Without an LLM (or with a query engine) nothing is trimmed."""
@@ -414,6 +522,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         question = turn.retrieval_query if self.rephrase_question else turn.question
         turns = [] if self.rephrase_question else group_turns(turn.history)
         format_history = self._rewriter.get_chat_history
+        if turn.memory is not None and self.reads_memory:
+            return self._fit_memory(turn, question, turns)
         report = message_fit_in(
             question=question, history=[format_history(t) for t in turns],
             chunks=[n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes],
@@ -431,9 +541,35 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.record.synthesis_query = question
         return question
 
+    def _fit_memory(self, turn: Turn, question: str, turns: List[List[ChatMessage]]) -> str:
+        """:meth:`_fit` with memory: every block under one budget (:func:`~.memory_step.fit_with_memory`); the kept
+        memory goes into the system message (context modes) or before the question (``condense_question``)."""
+        assert self._llm is not None and turn.memory is not None
+        format_history = self._rewriter.get_chat_history
+        placement = "system" if self._context_chat is not None else "query"
+        fit = fit_with_memory(
+            loaded=turn.memory, question=question, placement=placement,
+            system=self._context_chat.system_text() if self._context_chat is not None
+            else system_text(self._synthesizer, self._llm),
+            chunks=[n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes],
+            history=[format_history(t) for t in turns], count_tokens=self._count_tokens,
+            context_window=self._llm.metadata.context_window, reserved_output=self.reserved_output_tokens,
+            budget_ratio=self.budget.ratio, max_context_tokens=self.budget.max_tokens_limit)
+        turn.apply_memory_fit(fit)
+        turn.answer_history = [m for i in fit.report.kept_history for m in turns[i]]
+        if self._context_chat is None:
+            if turn.answer_history and not self.rephrase_question:
+                question = self._answer_prompt.format(chat_history=format_history(turn.answer_history),
+                                                      question=question)
+            turn.plain_query = question
+            if fit.memory_text:
+                question = MEMORY_QUERY_PROMPT.format(memory=fit.memory_text, question=question)
+        turn.record.synthesis_query = question
+        return question
+
     def _synthesizer_for(self, turn: Turn, streaming: bool) -> BaseSynthesizer:
         if self._context_chat is not None:
-            return self._context_chat.synthesizer(turn.answer_history, streaming=streaming)
+            return self._context_chat.synthesizer(turn.answer_history, streaming=streaming, memory=turn.memory_text)
         if streaming and self._streaming_synthesizer is not None:
             return self._streaming_synthesizer
         return self._synthesizer  # type: ignore[return-value]
@@ -467,7 +603,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             reply = self._no_docs_reply()
             return (_aiter_one(reply) if is_async else iter([reply])), StreamHold()
         raw, hold = stream_parts(response, is_async)
-        rule = turn.answer_rule(self._fallback.judged_question(query)) if query is not None else None
+        rule = turn.answer_rule(self._fallback.judged_question(turn.checked_query(query))) if query is not None \
+            else None
         if rule is not None:
             hold.add_rule(rule)
         return raw, hold
@@ -475,20 +612,24 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     def _recovered(self, turn: Turn, query: str, text: str, reason: Optional[str] = None) -> str:
         """``text``, or the answer shown instead when it is empty, only citation markers or ``query`` restated
         (chat/fallback.py; ``reason``: why, when the stream's hold has judged it already)."""
-        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(query))
+        checked = turn.checked_query(query)
+        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(checked))
         if reason is None:
             return text
         with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
-            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes, reason)
+            recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes, reason,
+                                               question=checked)
         return turn.apply_recovered(recovered, reason, text)
 
     async def _arecovered(self, turn: Turn, query: str, text: str, reason: Optional[str] = None) -> str:
         """Async twin of :meth:`_recovered`."""
-        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(query))
+        checked = turn.checked_query(query)
+        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(checked))
         if reason is None:
             return text
         with watching(turn.output):
-            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes, reason)
+            recovered = await self._fallback.arecover(self._synthesizer_for(turn, False), query, turn.nodes, reason,
+                                                      question=checked)
         return turn.apply_recovered(recovered, reason, text)
 
     def _no_docs_reply(self) -> str:
@@ -503,6 +644,13 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     def _stream_response(self, turn: Turn, stream: TurnStream, is_async: bool) -> ConvRAGStreamingResponse:
         return turn.stream_response(stream, is_async=is_async, sources=self.answer.return_source_nodes,
                                     generated_question=self.answer.return_generated_question)
+
+
+def check_owner(owner: Any) -> str:
+    """``owner`` as given: a non-empty string (memory rows are read and written as this owner's)."""
+    if not isinstance(owner, str) or not owner:
+        raise ConfigurationError(f"owner must be a non-empty string (a user id), got {owner!r}")
+    return owner
 
 
 async def _aiter_one(text: str) -> AsyncIterator[str]:

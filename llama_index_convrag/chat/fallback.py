@@ -201,24 +201,27 @@ class AnswerFallback:
     def _twin(self, synthesizer: Any) -> Optional[BaseSynthesizer]:
         return without_citations(synthesizer) if self.retry else None
 
-    def recover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore], reason: str = EMPTY) -> Recovered:
-        """The answer shown instead of one that is no answer for ``reason`` (:func:`no_answer`)."""
+    def recover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore], reason: str = EMPTY,
+                question: Optional[str] = None) -> Recovered:
+        """The answer shown instead of one that is no answer for ``reason`` (:func:`no_answer`): the retry answers
+        ``query`` (the prompt's, memory included), the extractive answer ``question`` (default: ``query``)."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
             found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes)
             if found is not None:
                 return found
-        return extractive_result(self.extractive.synthesize(query, list(nodes)))
+        return extractive_result(self.extractive.synthesize(question if question is not None else query, list(nodes)))
 
     async def arecover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore],
-                       reason: str = EMPTY) -> Recovered:
+                       reason: str = EMPTY, question: Optional[str] = None) -> Recovered:
         """Async twin of :meth:`recover`."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
             found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes)
             if found is not None:
                 return found
-        return extractive_result(await self.extractive.asynthesize(query, list(nodes)))
+        return extractive_result(await self.extractive.asynthesize(question if question is not None else query,
+                                                                   list(nodes)))
 
 
 class AnswerRule:

@@ -74,6 +74,14 @@ class TurnRecord:
     warnings: List[str] = field(default_factory=list)
     """What went wrong without stopping the turn: a reranker that failed (its order kept), an intermediate LLM
     call cut at its output limit, a judge that found no passage relevant."""
+    memory: Optional[Dict[str, Any]] = None
+    """The turn's memory (``LoadedMemory.to_record``: the summary version, the facts, a core ``Memory``'s blocks,
+    the recalled messages with their positions, dates, scores and the searches that found them, ``recalled_kept``:
+    those the budget kept, and why a part was skipped); None without memory."""
+    context: Optional[Dict[str, Any]] = None
+    """The assembled context of a turn with memory (``chat.memory_step.MemoryFit.context_record``): every kept
+    block's items in prompt order, the memory text and where it went (``placement``), so the turn can be replayed as
+    the model saw it; None without memory."""
 
     def to_dict(self) -> Dict[str, Any]:
         """A copy as plain JSON types (what ``dataclasses.asdict`` gives, without its per-leaf ``deepcopy``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
@@ -22,7 +22,9 @@ from llama_index.core.tools import ToolOutput
 
 from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.chat.blocks import BlockReport
 from llama_index_convrag.chat.budget import TrimReport
+from llama_index_convrag.chat.memory_step import MemoryFit
 from llama_index_convrag.chat.fallback import (ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM, RETRY, AnswerRule,
                                                Recovered, no_answer, passages_of)
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
@@ -33,8 +35,10 @@ from llama_index_convrag.chat.port import TurnContext, TurnOutcome
 from llama_index_convrag.chat.stream_pipeline import TurnStream
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
 from llama_index_convrag.instrumentation import emit
+from llama_index_convrag.memory.conversation import LoadedMemory
 from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
 from llama_index_convrag.rank_trail import get_trail
+from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER
 from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.synthesizers.citations import has_answer_text
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY
@@ -56,7 +60,11 @@ class Turn:
     history_ids: Optional[List[str]]
     answer_history: List[ChatMessage] = field(default_factory=list)
     nodes: List[NodeWithScore] = field(default_factory=list)
-    trim: Optional[TrimReport] = None
+    trim: Union[None, TrimReport, BlockReport] = None
+    owner: str = DEFAULT_OWNER
+    memory: Optional[LoadedMemory] = None  # loaded by the port, recalled after the rewrite
+    memory_text: str = ""  # the kept memory blocks, where the chat mode puts context
+    plain_query: Optional[str] = None  # the synthesizer's query without the memory (what answers are checked by)
     rewrite: Optional[RewriteResult] = None
     recovered: Optional[Recovered] = None  # the answer shown instead of an empty or marker-only one
     output: OutputWatch = field(default_factory=OutputWatch)  # how the answer step's LLM calls finished
@@ -71,7 +79,8 @@ class Turn:
                             streaming=request.streaming, started_at=time.time())
         emit(dispatcher, lambda: ChatTurnStartEvent(conversation_id=request.conversation_id, user_message_id=user.id,
                                                     assistant_message_id=placeholder.id, question=request.question))
-        return cls(record=record, history=context.history, history_ids=context.history_ids)
+        return cls(record=record, history=context.history, history_ids=context.history_ids, owner=request.owner,
+                   memory=context.memory)
 
     @property
     def question(self) -> str:
@@ -124,7 +133,7 @@ class Turn:
         self.nodes = list(nodes)
         self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
 
-    def apply_trim(self, report: Optional[TrimReport]) -> None:
+    def apply_trim(self, report: Union[None, TrimReport, BlockReport]) -> None:
         """Keep the chunks the budget kept (all of them without a budget) and record the final context."""
         if report is not None:
             self.trim = report
@@ -134,6 +143,24 @@ class Turn:
             self.nodes = [self.nodes[i] for i in report.kept_chunks]
         self.record.retrieved_ids["budget"] = [n.node.node_id for n in self.nodes]
         self.record.retrieved_ids["final"] = [final_doc_id(n) for n in self.nodes]
+
+    def apply_memory_fit(self, fit: MemoryFit) -> None:
+        """Keep what the one budget kept (chunks, history turns, memory items) and record the turn's memory and its
+        assembled context (:class:`~.memory_step.MemoryFit`)."""
+        self.memory_text = fit.memory_text
+        self.apply_trim(fit.report)
+        if self.memory is not None:
+            self.record.memory = {**self.memory.to_record(), "recalled_kept": fit.kept_positions()}
+        self.record.context = fit.context_record()
+
+    def memory_skipped(self, reason: str) -> None:
+        """Memory is on but this turn read none (no prompt to hold it, or a port that loaded none): say why."""
+        self.record.memory = {"skipped": {"all": reason}}
+
+    def checked_query(self, query: str) -> str:
+        """The query an answer is checked against (an echo, the extractive fallback): ``query`` without the
+        memory blocks."""
+        return self.plain_query if self.plain_query is not None else query
 
     def apply_hooks(self, hooks: Sequence[Any], response: Any) -> None:
         """Set the record fields each answer hook names (``AnswerHook.record_fields``; the judge: ``judge_tree``)."""
@@ -202,7 +229,8 @@ class Turn:
         rec.answer_completion = metadata.get(COMPLETION_KEY)
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
         return TurnOutcome(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
-                           error=rec.error, citations=tuple(citations), record=rec.to_dict())
+                           error=rec.error, citations=tuple(citations), record=rec.to_dict(), owner=self.owner,
+                           user_message_id=rec.user_message_id)
 
     def ended(self) -> None:
         """The turn is committed: its end event."""
@@ -214,7 +242,8 @@ class Turn:
         """``response.metadata``: ``conversation_id``, ``message_id`` (assistant), ``user_message_id``, ``turn``
         (the TurnRecord), ``trim_report`` (TrimReport, None when no budget was applied), ``citations`` (dicts), and
         ``generated_question`` (the retrieval query) only when ``generated_question`` is True; ``judge_tree`` (dict) when
-        the answer was judge-guided."""
+        the answer was judge-guided; ``memory`` (dict: the record's) when the turn read memory. With memory the
+        ``trim_report`` is a :class:`~.blocks.BlockReport` (every block's tokens before and after, what was cut)."""
         rec = self.record
         meta: Dict[str, Any] = {
             "conversation_id": rec.conversation_id, "message_id": rec.assistant_message_id,
@@ -225,6 +254,8 @@ class Turn:
             meta["generated_question"] = rec.retrieval_query
         if rec.judge_tree is not None:
             meta["judge_tree"] = rec.judge_tree
+        if rec.memory is not None:
+            meta["memory"] = rec.memory
         return meta
 
     def chat_response(self, text: str, response: Any, *, sources: bool,

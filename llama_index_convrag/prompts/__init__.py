@@ -8,6 +8,14 @@ from llama_index_convrag.prompts.chat import (
     DEFAULT_NO_DOCS_REPLY,
 )
 from llama_index_convrag.prompts.judge import ENRICHED_CHUNK_TMPL, JUDGE_PROMPT
+from llama_index_convrag.prompts.memory import (
+    FACT_EXTRACT_PROMPT,
+    FACT_RECONCILE_PROMPT,
+    MEMORY_QUERY_PROMPT,
+    MEMORY_SECTION_PROMPT,
+    SUMMARY_FOLD_PROMPT,
+    SUMMARY_SHORTEN_PROMPT,
+)
 from llama_index_convrag.prompts.rerank import LISTWISE_RERANK_PROMPT, POINTWISE_RERANK_PROMPT
 from llama_index_convrag.prompts.synthesis import (
     CITATION_QA_PROMPT,
@@ -25,7 +33,13 @@ __all__ = [
     "DEFAULT_CONTEXT_REFINE_PROMPT",
     "DEFAULT_NO_DOCS_REPLY",
     "ENRICHED_CHUNK_TMPL",
+    "FACT_EXTRACT_PROMPT",
+    "FACT_RECONCILE_PROMPT",
     "JUDGE_PROMPT",
     "LISTWISE_RERANK_PROMPT",
+    "MEMORY_QUERY_PROMPT",
+    "MEMORY_SECTION_PROMPT",
     "POINTWISE_RERANK_PROMPT",
+    "SUMMARY_FOLD_PROMPT",
+    "SUMMARY_SHORTEN_PROMPT",
 ]

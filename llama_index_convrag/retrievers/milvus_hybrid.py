@@ -163,6 +163,20 @@ class MilvusHybridRetriever(BaseRetriever):
         return self._collection_name
 
     @property
+    def client(self) -> MilvusClient:
+        """The Milvus client it searches with (the chat engine's memory indexes into the same Milvus)."""
+        return self._client
+
+    @property
+    def target(self) -> Optional[MilvusTarget]:
+        return self._target
+
+    @property
+    def embed_models(self) -> Dict[str, BaseEmbedding]:
+        """The query embedding model of each dense field (a copy)."""
+        return dict(self._embed_models)
+
+    @property
     def rankable(self) -> bool:
         """Whether :meth:`rank_many` gives this retriever's ranking (no model reranking, which reads the texts)."""
         return self._params.ranker_type != "model"
@@ -443,13 +457,23 @@ class MilvusHybridRetriever(BaseRetriever):
         return self._fetched(rows)
 
     # -- sync -------------------------------------------------------------------------------------------------
+    def _embed_plan(self, query: QueryBundle) -> Tuple[Dict[str, List[float]], Dict[int, List[str]]]:
+        """The vectors known already (the bundle's embedding, when every dense field has the same model) and the
+        fields still to embed, grouped by model: a query is embedded once per distinct model, not once per field."""
+        fields = self._dense_fields_to_embed()
+        models = {id(self._embed_models[f]) for f in fields}
+        if query.embedding is not None and len(models) == 1:
+            return {f: list(query.embedding) for f in fields}, {}
+        groups: Dict[int, List[str]] = {}
+        for f in fields:
+            groups.setdefault(id(self._embed_models[f]), []).append(f)
+        return {}, groups
+
     def _embed(self, query: QueryBundle) -> Dict[str, List[float]]:
-        vectors: Dict[str, List[float]] = {}
-        for f in self._dense_fields_to_embed():
-            if query.embedding is not None and len(self._dense_fields_to_embed()) == 1:
-                vectors[f] = list(query.embedding)
-            else:
-                vectors[f] = self._embed_models[f].get_query_embedding(query.query_str)
+        vectors, groups = self._embed_plan(query)
+        for fields in groups.values():
+            vector = self._embed_models[fields[0]].get_query_embedding(query.query_str)
+            vectors.update({f: vector for f in fields})
         return vectors
 
     def _drive(self, steps: MilvusSteps) -> Any:
@@ -492,11 +516,12 @@ class MilvusHybridRetriever(BaseRetriever):
         return client
 
     async def _aembed(self, query: QueryBundle) -> Dict[str, List[float]]:
-        fields = self._dense_fields_to_embed()
-        if query.embedding is not None and len(fields) == 1:
-            return {fields[0]: list(query.embedding)}
-        vecs = await asyncio.gather(*(self._embed_models[f].aget_query_embedding(query.query_str) for f in fields))
-        return dict(zip(fields, vecs))
+        vectors, groups = self._embed_plan(query)
+        found = await asyncio.gather(*(self._embed_models[fields[0]].aget_query_embedding(query.query_str)
+                                       for fields in groups.values()))
+        for fields, vector in zip(groups.values(), found):
+            vectors.update({f: vector for f in fields})
+        return vectors
 
     async def _adrive(self, steps: MilvusSteps) -> Any:
         """Async twin of :meth:`_drive`: each step's calls run concurrently on the async client."""

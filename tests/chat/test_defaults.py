@@ -1,11 +1,9 @@
 """The rules from_defaults applies to core-style arguments (pure)."""
 
 import pytest
-from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.memory import ChatMemoryBuffer
 
 from llama_index_convrag.chat.defaults import (CHAT_MODES, NO_LLM_REWRITE_STRATEGY, check_chat_mode, check_parts,
-                                               rewrite_strategy_for, seed_messages, streaming_twin)
+                                               rewrite_strategy_for, streaming_twin)
 from llama_index_convrag.testing import ScriptedLLM
 
 
@@ -43,15 +41,6 @@ def test_a_given_synthesizer_streams_through_its_twin() -> None:
     twin = streaming_twin(plain)
     assert twin is not plain and twin._streaming and not plain._streaming and twin._llm is plain._llm
     assert streaming_twin(twin) is twin and streaming_twin(object()) is None
-
-
-def test_seed_from_chat_history_or_memory() -> None:
-    history = [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="hello")]
-    assert seed_messages(history, None) == history
-    assert seed_messages(None, ChatMemoryBuffer.from_defaults(chat_history=history)) == history
-    assert seed_messages(None, None) == []
-    with pytest.raises(TypeError, match=r"pass chat_history= or memory="):
-        seed_messages(history, ChatMemoryBuffer.from_defaults())
 
 
 def test_rewrite_strategy_rules() -> None:

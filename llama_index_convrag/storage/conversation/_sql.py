@@ -21,6 +21,7 @@ from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.storage.conversation.accounts import AccountsMixin, in_params
 from llama_index_convrag.storage.conversation.claims import ClaimsMixin
 from llama_index_convrag.storage.conversation.knowledge import KnowledgeMixin
+from llama_index_convrag.storage.conversation.memory_rows import MEMORY_MIGRATION, MemoryRowsMixin
 from llama_index_convrag.storage.conversation.base import (
     STATUSES,
     Citation,
@@ -87,6 +88,7 @@ MIGRATIONS: List[List[str]] = [
         "CREATE TABLE convrag_workers (id TEXT PRIMARY KEY, name TEXT NOT NULL, started_at {FLOAT} NOT NULL, "
         "lease_until {FLOAT} NOT NULL)",
     ],
+    MEMORY_MIGRATION,  # v6: conversation summaries (versioned) and user facts (one step, self-contained)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -106,7 +108,7 @@ def _row_to_message(row: Sequence[Any]) -> Message:
                    reply_to=row[9], version=int(row[10]), superseded_by=row[11])
 
 
-class SQLConversationStore(AccountsMixin, KnowledgeMixin, ClaimsMixin, ConversationStore):
+class SQLConversationStore(AccountsMixin, KnowledgeMixin, ClaimsMixin, MemoryRowsMixin, ConversationStore):
     """Template: subclasses open a connection and provide ``_transaction`` plus dialect types."""
 
     _types: Dict[str, str] = PrivateAttr(default_factory=dict)
@@ -338,6 +340,7 @@ class SQLConversationStore(AccountsMixin, KnowledgeMixin, ClaimsMixin, Conversat
                        {"c": conversation_id})
             messages = [_row_to_message(r) for r in rows]
             self._delete_ids(run, [m.id for m in messages])
+            run("DELETE FROM convrag_summaries WHERE conversation_id = :c", {"c": conversation_id})
             run("DELETE FROM convrag_views WHERE conversation_id = :c", {"c": conversation_id})
             run("DELETE FROM convrag_conversations WHERE id = :c", {"c": conversation_id})
         return messages

@@ -11,6 +11,7 @@ import os
 import pwd
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 from pathlib import Path
@@ -129,3 +130,27 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     yield make
     for s in opened:
         s.close()
+
+
+def rewind_sqlite(path: Path, version: int) -> None:
+    """Take a current SQLite file back to what schema ``version`` held: undo the later migration steps, newest
+    first (created tables and indexes dropped, added columns removed; rows a step inserted into a kept table
+    stay), and record ``version``. The steps are read from the migrations themselves, so every step is covered."""
+    from llama_index_convrag.storage.conversation._sql import MIGRATIONS
+
+    conn = sqlite3.connect(path)
+    for step in reversed(MIGRATIONS[version:]):
+        for sql in reversed(step):
+            words = sql.split()
+            if words[:2] == ["CREATE", "TABLE"]:
+                conn.execute(f"DROP TABLE {words[2]}")
+            elif words[:2] == ["CREATE", "INDEX"]:
+                conn.execute(f"DROP INDEX IF EXISTS {words[2]}")  # gone already when its table was dropped
+            elif words[:2] == ["ALTER", "TABLE"] and words[3:5] == ["ADD", "COLUMN"]:
+                exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                      (words[2],)).fetchone()
+                if exists:
+                    conn.execute(f"ALTER TABLE {words[2]} DROP COLUMN {words[5]}")
+    conn.execute("UPDATE convrag_meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.commit()
+    conn.close()

@@ -3,7 +3,6 @@ versions), against SQLite and a real PostgreSQL server; and the migration of exi
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION, SQLConversationStore
 from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.storage.conversation.accounts import Principal, hash_key
+from tests.storage.conversation.conftest import rewind_sqlite
 
 Make = Callable[[], SQLConversationStore]
 
@@ -132,17 +132,9 @@ def test_v2_file_migrates_to_the_current_schema_with_owner_local(tmp_path: Path)
     store = SQLiteConversationStore(path)
     store.begin_turn("old", "kept?")
     store.close()
-    conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views", "convrag_users",
-                  "convrag_kbs", "convrag_kb_members", "convrag_workers"):
-        conn.execute(f"DROP TABLE {table}")
-    for column in ("reply_to", "version", "superseded_by"):
-        conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
-    conn.execute("UPDATE convrag_meta SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    rewind_sqlite(path, 2)  # back to what a v2 file holds
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 5
+    assert migrated.schema_version() == SCHEMA_VERSION == 6  # every later step ran
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
     info = migrated.conversation_info("old", owner="local")
     assert (info.message_count, info.kb_id) == (2, None)
@@ -157,19 +149,9 @@ def test_v3_and_v4_files_migrate_with_keys_on_the_default_scopes(tmp_path: Path,
     store.add_message("viewed", ChatMessage(role="user", content="stored"))
     store.set_messages("viewed", [ChatMessage(role="user", content="rewritten")])
     store.close()
-    conn = sqlite3.connect(path)  # back to what a v3 or v4 file holds (v4 added convrag_views)
-    for table in ("convrag_users", "convrag_kbs", "convrag_kb_members", "convrag_workers") + (
-            ("convrag_views",) if version == 3 else ()):
-        conn.execute(f"DROP TABLE {table}")
-    conn.execute("DROP INDEX convrag_conversations_claimed")
-    for table, column in (("convrag_keys", "scopes"), ("convrag_conversations", "kb_id"),
-                          ("convrag_conversations", "claimed_by")):
-        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-    conn.execute(f"UPDATE convrag_meta SET value = '{version}' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    rewind_sqlite(path, version)  # back to what a v3 or v4 file holds (v4 added convrag_views)
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == SCHEMA_VERSION == 5
+    assert migrated.schema_version() == SCHEMA_VERSION == 6
     assert migrated.principal_for_key(secret) == Principal(user_id="alice", scopes=("chat", "edit"), admin=False,
                                                            key_id=migrated.list_keys()[0].id)
     assert [(u.id, u.role) for u in migrated.list_users()] == [("alice", "member")]

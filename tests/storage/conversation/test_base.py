@@ -33,7 +33,7 @@ def test_turn_lifecycle_and_history(make_store: Make) -> None:
         ("user", "And it?", "complete"), ("assistant", "par", "error")]
     assert msgs[3].error == "RuntimeError: boom"
     assert [m.content for m in reopened.history("c1")] == ["Who directed Inception?", "Nolan.", "And it?"]
-    assert reopened.schema_version() == SCHEMA_VERSION == 5
+    assert reopened.schema_version() == SCHEMA_VERSION == 6
 
 
 def test_history_keeps_the_partial_text_of_a_stopped_answer(make_store: Make) -> None:
@@ -78,7 +78,7 @@ def test_invalid_status_and_unknown_id(make_store: Make) -> None:
     store = make_store()
     _, a = store.begin_turn("c", "q")
     with pytest.raises(ValueError, match=r"status must be one of \['cancelled', 'complete', 'error', "
-                                         r"'interrupted', 'pending'\], got 'done'"):
+                                         r"'pending'\], got 'done'"):
         store.finalize_message(a.id, content="", status="done")
     with pytest.raises(KeyError, match="nope"):
         store.finalize_message("nope", content="", status="complete")

@@ -32,7 +32,7 @@ def test_shared_database_with_other_tables(pg_url: str) -> None:
     store = PostgresConversationStore(pg_url)
     _, a = store.begin_turn("c", "q")
     assert store.get_message(a.id).status == "pending"
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     store.close()
 
 

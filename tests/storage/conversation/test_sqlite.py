@@ -44,7 +44,7 @@ def test_migrates_v1_file_keeping_data(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     _make_v1(path)
     store = SQLiteConversationStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     [msg] = store.get_conversation("c")
     assert (msg.id, msg.content, msg.error) == ("m1", "old question", None)
     store.put_turn_record("c", "m1", {"ok": True})  # the v2 table exists

@@ -1,0 +1,365 @@
+"""``EpisodicMemory``: every committed message indexed for its conversation, and recall of the best earlier ones.
+
+:meth:`EpisodicMemory.index` writes messages (one batched upsert; the context of each comes from the messages given
+before it, in the batch or in ``context``); :meth:`EpisodicMemory.recall` runs one hybrid search of the turn's
+retrieval query over the owner's conversation, leaving out the recent window (positions ``>= before``), spreads
+scores to neighbouring messages and returns the best ``k`` (:mod:`~llama_index_convrag.memory.rules`) with their
+positions, dates, scores and the searches that found them. Every search and delete is filtered by owner and
+conversation, so nothing crosses users or conversations. ``aindex`` / ``arecall`` / ``adelete_conversation`` are the
+async twins (they share the pure helpers). Nothing connects or creates in ``__init__``: the collection is created by
+:meth:`ensure_collection` or on the first write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import QueryBundle
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from pymilvus import MilvusClient
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus_async
+from llama_index_convrag.milvus.filters import quote_string
+from llama_index_convrag.milvus.schema import open_client
+from llama_index_convrag.memory.episodic_schema import (
+    CONTEXT_DENSE,
+    DEFAULT_COLLECTION,
+    OWN_DENSE,
+    SEARCH_FIELDS,
+    create_episodic_collection,
+    episodic_spec,
+)
+from llama_index_convrag.memory.rules import RecallRules, select, spread_scores
+from llama_index_convrag.memory.units import (
+    MemoryUnit,
+    Recall,
+    RecalledUnit,
+    context_text,
+    own_text,
+    recalled_from_row,
+    unit_key,
+    units_of_conversation,
+    units_of_messages,
+)
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
+from llama_index_convrag.storage.conversation.base import in_history
+from llama_index_convrag.retrievers.params import validate_params
+from llama_index_convrag.retrievers.ranking import Ranking
+
+Query = Union[str, QueryBundle]
+INSERT_BATCH = 256
+
+
+def _check_scope(owner: str, conversation_id: str) -> None:
+    for name, value in (("owner", owner), ("conversation_id", conversation_id)):
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def scope_expr(owner: str, conversation_id: str) -> str:
+    """The Milvus expression of one owner's conversation."""
+    _check_scope(owner, conversation_id)
+    return f"owner == {quote_string(owner)} and conversation_id == {quote_string(conversation_id)}"
+
+
+def recall_filters(owner: str, conversation_id: str, before: Optional[int]) -> MetadataFilters:
+    """Owner, conversation, and (``before`` given) positions below the recent window."""
+    _check_scope(owner, conversation_id)
+    filters = [MetadataFilter(key="owner", value=owner), MetadataFilter(key="conversation_id", value=conversation_id)]
+    if before is not None:
+        if isinstance(before, bool) or not isinstance(before, int) or before < 0:
+            raise ConfigurationError(f"before must be None or an int >= 0 (the window's first position), "
+                                     f"got {before!r}")
+        filters.append(MetadataFilter(key="position", operator=FilterOperator.LT, value=before))
+    return MetadataFilters(filters=filters)
+
+
+def unit_texts(units: Sequence[MemoryUnit], context: Sequence[MemoryUnit],
+               rules: RecallRules) -> List[Tuple[MemoryUnit, str, str]]:
+    """Each unit (by position) with its own text and its context text (up to ``rules.context_before`` messages
+    before it, from ``context`` and the batch itself)."""
+    ordered = sorted(units, key=lambda u: u.position)
+    pool = sorted(list(context) + ordered, key=lambda u: u.position)
+    at = {u.position: i for i, u in enumerate(pool)}
+    out = []
+    for u in ordered:
+        i = at[u.position]
+        before = pool[max(0, i - rules.context_before):i] if rules.context_before else []
+        out.append((u, own_text(u), context_text(u, before)))
+    return out
+
+
+def rows_of(texts: Sequence[Tuple[MemoryUnit, str, str]], vectors: Sequence[Sequence[float]]) -> List[Dict[str, Any]]:
+    """Milvus rows; ``vectors`` holds the own and the context vector of each unit, in turn."""
+    rows = []
+    for n, (u, own, ctx) in enumerate(texts):
+        rows.append({"id": u.unit_id, "doc_id": u.conversation_id, "owner": u.owner,
+                     "conversation_id": u.conversation_id, "position": u.position, "text": own, "context": ctx,
+                     OWN_DENSE: list(vectors[2 * n]), CONTEXT_DENSE: list(vectors[2 * n + 1]),
+                     "metadata": u.metadata()})
+    return rows
+
+
+def history_before(messages: Sequence[Any], position: int, n: int) -> List[int]:
+    """The positions of the last ``n`` history messages before ``position`` (read backwards: the cost follows
+    ``n``, not the conversation)."""
+    out: List[int] = []
+    for p in range(min(position, len(messages)) - 1, -1, -1):
+        if len(out) >= n:
+            break
+        if in_history(messages[p]):
+            out.append(p)
+    return out[::-1]
+
+
+def _position(key: str) -> int:
+    return int(key.rsplit(":", 1)[1])
+
+
+def plan_recall(ranking: Ranking, rules: RecallRules, before: Optional[int],
+                k: int) -> Tuple[List[int], Dict[int, Tuple[float, List[int]]], Dict[int, List[Dict[str, Any]]]]:
+    """The chosen positions (best first), every position's spread score, and the searches that ranked each."""
+    fused = {_position(key): score for key, score in ranking.kept}
+    spread = spread_scores(fused, rules, before)
+    chosen = select(spread, k)
+    found_by = {p: [] for p in chosen}
+    for key, _ in ranking.kept:
+        p = _position(key)
+        if p in found_by:
+            found_by[p] = [{"search": stage, "rank": rank, "score": round(score, 6)}
+                           for stage, rank, score in ranking.trail(key)]
+    return chosen, spread, found_by
+
+
+def finish_recall(chosen: List[int], spread: Mapping[int, Tuple[float, List[int]]],
+                  found_by: Mapping[int, List[Dict[str, Any]]], rows: Sequence[Mapping[str, Any]],
+                  before: Optional[int], k: int, started: float) -> Recall:
+    """The :class:`Recall` of the chosen positions whose rows exist (a neighbour never indexed is skipped)."""
+    by_position = {int(r["position"]): r for r in rows}
+    units: List[RecalledUnit] = []
+    for p in chosen:
+        row = by_position.get(p)
+        if row is not None:
+            score, came = spread[p]
+            units.append(recalled_from_row(row, round(score, 6), found_by.get(p, []), came))
+    return Recall(units=units, before=before, k=k, latency_ms=(time.perf_counter() - started) * 1000)
+
+
+class EpisodicMemory:
+    """Messages of every conversation in one Milvus collection, recalled per owner and conversation."""
+
+    def __init__(self, *, client: MilvusClient, embed_model: BaseEmbedding, dim: int,
+                 collection_name: str = DEFAULT_COLLECTION, rules: Optional[RecallRules] = None,
+                 target: Optional[MilvusTarget] = None) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ConfigurationError(f"dim must be an int >= 1 (the embedding size), got {dim!r}")
+        self._client = client
+        self._embed_model = embed_model
+        self._collection_name = collection_name
+        self._rules = rules if rules is not None else RecallRules()
+        self._target = target
+        self._spec = episodic_spec(dim)
+        self._ready = False
+        self._aclients: Dict[int, Any] = {}
+
+    @classmethod
+    def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
+                      client: Optional[MilvusClient] = None, collection_name: str = DEFAULT_COLLECTION,
+                      rules: Optional[RecallRules] = None, dim: Optional[int] = None) -> "EpisodicMemory":
+        """Connect (``client`` or ``target``); ``dim`` defaults to the model's ``dimension`` (one probe embedding
+        when it has none)."""
+        client = open_client(client, target)
+        if dim is None:
+            dim = getattr(embed_model, "dimension", None)
+        if dim is None:
+            dim = len(embed_model.get_text_embedding("dimension probe"))
+        return cls(client=client, embed_model=embed_model, dim=int(dim), collection_name=collection_name,
+                   rules=rules, target=target)
+
+    @property
+    def rules(self) -> RecallRules:
+        return self._rules
+
+    @property
+    def target(self) -> Optional[MilvusTarget]:
+        """Where Milvus is (None: only a client was given; the async calls then need one)."""
+        return self._target
+
+    @property
+    def collection_name(self) -> str:
+        return self._collection_name
+
+    def _params(self, filters: Optional[MetadataFilters]) -> Any:
+        r = self._rules
+        return validate_params(self._spec, similarity_top_k=r.depth, search_type="hybrid",
+                               search_fields=list(SEARCH_FIELDS), ranker_type="weighted",
+                               ranker_params={"weights": list(r.weights())}, fusion_depth=r.depth,
+                               feedback=False, filters=filters)
+
+    def _searcher(self, owner: str, conversation_id: str, before: Optional[int]) -> MilvusHybridRetriever:
+        return MilvusHybridRetriever(
+            client=self._client, collection_name=self._collection_name, spec=self._spec,
+            params=self._params(recall_filters(owner, conversation_id, before)),
+            embed_models={OWN_DENSE: self._embed_model, CONTEXT_DENSE: self._embed_model}, target=self._target)
+
+    # -- the collection ---------------------------------------------------------------------------------------
+    def ensure_collection(self) -> bool:
+        """Create the collection unless it exists (True when created)."""
+        created = create_episodic_collection(self._client, self._collection_name, self._spec.vector_fields[0].dim or 0,
+                                             is_lite=self._target.is_lite if self._target is not None else True)
+        self._ready = True
+        return created
+
+    def _exists(self) -> bool:
+        if not self._ready:
+            self._ready = bool(self._client.has_collection(self._collection_name))
+        return self._ready
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    def index(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
+        """Index ``units`` (upsert: indexing a position again replaces it); ``context``: the messages just before
+        the first of them, for their context texts. Returns the number of rows written."""
+        if not units:
+            return 0
+        texts = unit_texts(units, context, self._rules)
+        vectors = self._embed_model.get_text_embedding_batch([t for _, own, ctx in texts for t in (own, ctx)])
+        if not self._ready:
+            self.ensure_collection()
+        rows = rows_of(texts, vectors)
+        for i in range(0, len(rows), INSERT_BATCH):
+            self._client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
+        return len(rows)
+
+    async def aindex(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
+        """Async twin of :meth:`index`."""
+        if not units:
+            return 0
+        texts = unit_texts(units, context, self._rules)
+        vectors = await self._embed_model.aget_text_embedding_batch(
+            [t for _, own, ctx in texts for t in (own, ctx)])
+        if not self._ready:
+            await asyncio.to_thread(self.ensure_collection)
+        rows = rows_of(texts, vectors)
+        client = self._async_client()
+        for i in range(0, len(rows), INSERT_BATCH):
+            await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
+        return len(rows)
+
+    def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
+                    new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
+        if isinstance(new, bool) or not isinstance(new, int) or new < 0:
+            raise ConfigurationError(f"new must be an int >= 0 (the messages the turn added), got {new!r}")
+        units = units_of_messages(owner, conversation_id, history)
+        cut = max(0, len(units) - new)
+        return units[cut:], units[max(0, cut - self._rules.context_before):cut]
+
+    def index_turn(self, owner: str, conversation_id: str, history: Sequence[Any], new: int = 2) -> int:
+        """Index the last ``new`` messages of a conversation's history (a committed turn: its question and answer;
+        ``history``: every message in order, as the store's ``Message``), their context from the ones before."""
+        units, context = self._turn_units(owner, conversation_id, history, new)
+        return self.index(units, context)
+
+    async def aindex_turn(self, owner: str, conversation_id: str, history: Sequence[Any], new: int = 2) -> int:
+        """Async twin of :meth:`index_turn`."""
+        units, context = self._turn_units(owner, conversation_id, history, new)
+        return await self.aindex(units, context)
+
+    def index_positions(self, owner: str, conversation_id: str, messages: Sequence[Any],
+                        positions: Sequence[int]) -> Tuple[int, int]:
+        """Bring the rows at ``positions`` of a stored conversation up to date (``messages``: every stored message,
+        oldest first; positions are indices there, :func:`~.units.units_of_conversation`): index the messages in the
+        history, delete the rows of those that are not (a superseded or failed answer). Returns ``(indexed,
+        deleted)``."""
+        units = units_of_conversation(owner, conversation_id, messages, positions)
+        gone = sorted(set(positions) - {u.position for u in units})
+        context = units_of_conversation(owner, conversation_id, messages,
+                                        history_before(messages, min(positions, default=0), self._rules.context_before))
+        written = self.index(units, context)
+        if gone and self._exists():
+            self._client.delete(self._collection_name, ids=[unit_key(owner, conversation_id, p) for p in gone])
+        return written, len(gone)
+
+    def delete_conversation(self, owner: str, conversation_id: str) -> None:
+        """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""
+        expr = scope_expr(owner, conversation_id)
+        if self._exists():
+            self._client.delete(self._collection_name, filter=expr)
+
+    async def adelete_conversation(self, owner: str, conversation_id: str) -> None:
+        """Async twin of :meth:`delete_conversation`."""
+        expr = scope_expr(owner, conversation_id)
+        if await asyncio.to_thread(self._exists):
+            await self._async_client().delete(self._collection_name, filter=expr)
+
+    def count(self, owner: str, conversation_id: str) -> int:
+        """Indexed messages of ``owner``'s conversation."""
+        expr = scope_expr(owner, conversation_id)
+        if not self._exists():
+            return 0
+        rows = self._client.query(self._collection_name, filter=expr, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    # -- recall -----------------------------------------------------------------------------------------------
+    def recall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
+               k: int = 10) -> Recall:
+        """The ``k`` best messages of ``owner``'s conversation at positions below ``before`` (the recent window
+        starts there; ``None``: every indexed message) for the turn's retrieval ``query``."""
+        started = time.perf_counter()
+        searcher = self._searcher(owner, conversation_id, before)
+        if not self._exists():
+            select({}, k)  # validates k
+            return Recall(units=[], before=before, k=k)
+        [ranking] = searcher.rank_many([query])
+        chosen, spread, found_by = plan_recall(ranking, self._rules, before, k)
+        rows = self._rows(owner, conversation_id, chosen)
+        return finish_recall(chosen, spread, found_by, rows, before, k, started)
+
+    async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
+                      k: int = 10) -> Recall:
+        """Async twin of :meth:`recall`."""
+        started = time.perf_counter()
+        searcher = self._searcher(owner, conversation_id, before)
+        if not await asyncio.to_thread(self._exists):
+            select({}, k)
+            return Recall(units=[], before=before, k=k)
+        [ranking] = await searcher.arank_many([query])
+        chosen, spread, found_by = plan_recall(ranking, self._rules, before, k)
+        rows = await self._arows(owner, conversation_id, chosen)
+        return finish_recall(chosen, spread, found_by, rows, before, k, started)
+
+    def _get_args(self, owner: str, conversation_id: str, positions: Sequence[int]) -> Dict[str, Any]:
+        return {"ids": [unit_key(owner, conversation_id, p) for p in positions],
+                "output_fields": ["position", "metadata", "owner", "conversation_id"]}
+
+    @staticmethod
+    def _owned(rows: Sequence[Mapping[str, Any]], owner: str, conversation_id: str) -> List[Mapping[str, Any]]:
+        return [r for r in rows if r.get("owner") == owner and r.get("conversation_id") == conversation_id]
+
+    def _rows(self, owner: str, conversation_id: str, positions: Sequence[int]) -> List[Mapping[str, Any]]:
+        if not positions:
+            return []
+        return self._owned(self._client.get(self._collection_name, **self._get_args(owner, conversation_id,
+                                                                                       positions)),
+                           owner, conversation_id)
+
+    async def _arows(self, owner: str, conversation_id: str, positions: Sequence[int]) -> List[Mapping[str, Any]]:
+        if not positions:
+            return []
+        rows = await self._async_client().get(self._collection_name, **self._get_args(owner, conversation_id,
+                                                                                         positions))
+        return self._owned(rows, owner, conversation_id)
+
+    def _async_client(self) -> Any:
+        """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""
+        if self._target is None:
+            raise ConfigurationError("async memory calls need target= (a MilvusTarget) to open Milvus' async client")
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(id(loop))
+        if client is None:
+            client = connect_milvus_async(self._target)
+            self._aclients = {id(loop): client}
+        return client

@@ -1,0 +1,177 @@
+"""EpisodicMemory against real Milvus Lite and the local model: what is indexed, what a recall returns and leaves out,
+owners and conversations kept apart, deletion, and the async twins."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List
+
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.schema import QueryBundle
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts
+from llama_index_convrag.memory.rules import RecallRules
+from llama_index_convrag.memory.units import MemoryUnit
+
+TALK = [
+    ("user", "Hey! I finally booked the trip to Lisbon for October."),
+    ("assistant", "Great choice. Lisbon in October is warm and less crowded."),
+    ("user", "What should I pack for the rain?"),
+    ("assistant", "A light waterproof jacket and shoes with grip for the hills."),
+    ("user", "My sister Ana is coming too, she is allergic to peanuts."),
+    ("assistant", "Tell restaurants about the peanut allergy; ask for the ingredient list."),
+    ("user", "Which museum do you recommend?"),
+    ("assistant", "The tile museum, Museu Nacional do Azulejo."),
+    ("user", "And how do we get from the airport?"),
+    ("assistant", "The metro red line goes from the airport to the centre."),
+]
+
+
+def units(owner: str = "alice", conversation: str = "c1", talk: List[Any] = TALK) -> List[MemoryUnit]:
+    return [MemoryUnit(owner=owner, conversation_id=conversation, position=i, message_id=f"{conversation}-m{i}",
+                       speaker=role, text=text, turn=i // 2, time=1_700_000_000.0 + i, session="1")
+            for i, (role, text) in enumerate(talk)]
+
+
+@pytest.fixture
+def memory(milvus_client: Any, milvus_target: Any, embed_model: Any, collection_name: str) -> EpisodicMemory:
+    return EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
+                                        collection_name=collection_name)
+
+
+@pytest.fixture(scope="module")
+def indexed(milvus_client: Any, milvus_target: Any, embed_model: Any) -> Iterator[EpisodicMemory]:
+    """One collection holding TALK as alice's conversation c1, shared by the tests that only read it."""
+    name = "memory_episodic_shared"
+    memory = EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
+                                          collection_name=name)
+    memory.index(units())
+    yield memory
+    milvus_client.drop_collection(name)
+
+
+def test_nothing_indexed_recalls_nothing_and_creates_nothing(memory: EpisodicMemory, milvus_client: Any) -> None:
+    got = memory.recall("peanut allergy", owner="alice", conversation_id="c1", k=3)
+    assert got.units == [] and got.k == 3
+    assert not milvus_client.has_collection(memory.collection_name)
+    assert memory.count("alice", "c1") == 0
+
+
+def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemory) -> None:
+    assert indexed.count("alice", "c1") == len(TALK)
+    got = indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
+    assert set(got.positions[:2]) == {4, 5}  # the message and the reply that names the allergy again
+    said = next(u for u in got.units if u.position == 4)
+    assert said.message_id == "c1-m4" and said.speaker == "user"
+    assert said.text == TALK[4][1] and said.turn == 2 and said.date == "14 November 2023"
+    searches = {f["search"] for f in said.found_by}
+    assert {"dense:embedding", "sparse:sparse_embedding", "dense:context_embedding",
+            "sparse:context_sparse", "fusion:weighted"} <= searches
+    reply = next(u for u in got.units if u.position == 5)
+    assert reply.spread_from == [4, 6] and reply.score > said.score * 0.5
+    assert "[#4 (14 November 2023)] user: My sister Ana is coming too" in got.block_text()
+    assert got.latency_ms > 0
+
+
+def test_the_recent_window_is_left_out(indexed: EpisodicMemory) -> None:
+    got = indexed.recall("Which museum do you recommend?", owner="alice", conversation_id="c1", before=6, k=10)
+    assert got.positions and max(got.positions) < 6
+    assert got.before == 6
+    with pytest.raises(ConfigurationError, match=r"before must be None or an int >= 0 .*got -1"):
+        indexed.recall("x", owner="alice", conversation_id="c1", before=-1)
+
+
+def test_owners_and_conversations_never_mix(memory: EpisodicMemory) -> None:
+    memory.index(units())
+    memory.index(units(owner="bob", talk=[("user", "I have a peanut allergy myself.")]))
+    memory.index(units(conversation="c2", talk=[("user", "Peanut butter recipes please.")]))
+    got = memory.recall("peanut", owner="bob", conversation_id="c1", k=5)
+    assert [(u.message_id, u.text) for u in got.units] == [("c1-m0", "I have a peanut allergy myself.")]
+    mine = memory.recall("peanut", owner="alice", conversation_id="c1", k=10)
+    assert all(u.message_id.startswith("c1-") for u in mine.units)
+    assert "I have a peanut allergy myself." not in [u.text for u in mine.units]
+    assert memory.recall("peanut", owner="carol", conversation_id="c1", k=5).units == []
+    memory.delete_conversation("bob", "c1")
+    assert memory.count("bob", "c1") == 0 and memory.count("alice", "c1") == len(TALK)
+    assert memory.count("alice", "c2") == 1
+
+
+def test_indexing_again_replaces_and_context_comes_from_before(memory: EpisodicMemory) -> None:
+    first, rest = units()[:5], units()[5:]
+    memory.index(first)
+    memory.index(rest, context=first)
+    assert memory.count("alice", "c1") == len(TALK)
+    memory.index(units()[5:6], context=first)
+    assert memory.count("alice", "c1") == len(TALK)
+    [(_, own, ctx)] = unit_texts(units()[5:6], first, RecallRules())
+    assert ctx == f"{own.splitlines()[0]}\nuser: {TALK[4][1]}\nassistant: {TALK[5][1]}"
+    assert unit_texts(units()[5:6], first, RecallRules(context_before=0))[0][2] == own
+
+
+def test_bad_scope_is_refused(memory: EpisodicMemory) -> None:
+    with pytest.raises(ConfigurationError, match="owner must be a non-empty string, got ''"):
+        memory.recall("x", owner="", conversation_id="c1")
+    with pytest.raises(ConfigurationError, match="conversation_id must be a non-empty string, got None"):
+        memory.delete_conversation("alice", None)  # type: ignore[arg-type]
+
+
+async def test_async_twins_match_sync(memory: EpisodicMemory) -> None:
+    assert await memory.aindex(units()) == len(TALK)
+    sync = memory.recall("What should I pack for rain?", owner="alice", conversation_id="c1", before=8, k=4)
+    got = await memory.arecall("What should I pack for rain?", owner="alice", conversation_id="c1", before=8, k=4)
+    assert got.positions == sync.positions
+    assert [u.score for u in got.units] == [u.score for u in sync.units]
+    await memory.adelete_conversation("alice", "c1")
+    assert memory.count("alice", "c1") == 0
+
+
+class Counting(BaseEmbedding):
+    """The local model, counting query embeddings (the retriever embeds a query once per model, not per field)."""
+
+    _inner: Any = PrivateAttr()
+    _queries: int = PrivateAttr(default=0)
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(model_name="counting")
+        self._inner = inner
+
+    @property
+    def dimension(self) -> int:
+        return 384
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        self._queries += 1
+        return self._inner.get_query_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._inner.get_text_embedding(text)
+
+
+def test_the_query_is_embedded_once_and_a_given_vector_is_used(milvus_client: Any, milvus_target: Any,
+                                                              embed_model: Any, indexed: EpisodicMemory) -> None:
+    counting = Counting(embed_model)
+    memory = EpisodicMemory.from_defaults(embed_model=counting, client=milvus_client, target=milvus_target,
+                                          collection_name=indexed.collection_name)
+    memory.recall("museum", owner="alice", conversation_id="c1", k=2)
+    assert counting._queries == 1  # two dense fields, one model: one embedding
+    vector = embed_model.get_query_embedding("museum")
+    got = memory.recall(QueryBundle("museum", embedding=vector), owner="alice", conversation_id="c1", k=2)
+    assert counting._queries == 1 and got.positions
+
+
+def test_index_turn_indexes_the_committed_turn_from_the_stores_messages(memory: EpisodicMemory) -> None:
+    from llama_index_convrag.storage.conversation.base import Message
+
+    history = [Message(id=f"m{i}", conversation_id="c9", role=role, content=text, created_at=1_700_000_000.0)
+               for i, (role, text) in enumerate(TALK[:6])]
+    assert memory.index_turn("alice", "c9", history[:4], new=4) == 4
+    assert memory.index_turn("alice", "c9", history, new=2) == 2
+    got = memory.recall("peanut allergy", owner="alice", conversation_id="c9", k=2)
+    assert {(u.position, u.message_id, u.speaker, u.turn) for u in got.units} >= {(5, "m5", "assistant", 2)}
+    with pytest.raises(ConfigurationError, match="new must be an int >= 0 .*got -1"):
+        memory.index_turn("alice", "c9", history, new=-1)

@@ -1,0 +1,49 @@
+"""RecallRules and the pure ranking steps of episodic recall, on hand-built scores."""
+
+from __future__ import annotations
+
+import pytest
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.rules import RecallRules, select, spread_scores
+
+
+def test_weights_split_context_and_dense_shares() -> None:
+    assert RecallRules(context_weight=0.5, dense_weight=0.4).weights() == pytest.approx((0.2, 0.3, 0.2, 0.3))
+    assert RecallRules(context_weight=0.0, dense_weight=1.0).weights() == (1.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("context_weight", 1.5, r"RecallRules.context_weight must be a number in \[0, 1\], got 1.5"),
+    ("dense_weight", True, r"RecallRules.dense_weight must be a number in \[0, 1\], got True"),
+    ("forward_spread", -0.1, r"RecallRules.forward_spread must be a number in \[0, 2\], got -0.1"),
+    ("depth", 0, "RecallRules.depth must be an int >= 1, got 0"),
+    ("context_before", 1.0, "RecallRules.context_before must be an int >= 0, got 1.0"),
+])
+def test_bad_rules_name_the_value(field: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        RecallRules(**{field: value})
+
+
+def test_an_answer_inherits_from_the_question_before_it() -> None:
+    rules = RecallRules(forward_spread=0.5, backward_spread=0.25)  # explicit: the test does not follow the defaults
+    spread = spread_scores({4: 1.0, 9: 0.2}, rules)
+    assert spread[5] == (0.5, [4])  # never found itself: half of its question's score
+    assert spread[3] == (0.25, [4])
+    assert spread[4] == (1.0, [])
+    assert spread[9] == (0.2, []) and spread[10] == (pytest.approx(0.1), [9])
+    assert select(spread, 3) == [4, 5, 3]
+
+
+def test_spreading_stays_below_the_window_and_off_is_off() -> None:
+    spread = spread_scores({4: 1.0, 5: 0.5}, RecallRules(), before=5)
+    assert sorted(spread) == [3, 4]
+    off = spread_scores({4: 1.0}, RecallRules(forward_spread=0.0, backward_spread=0.0))
+    assert off == {4: (1.0, [])}
+
+
+def test_select_breaks_ties_towards_the_later_message_and_drops_zero_scores() -> None:
+    spread = {1: (0.5, []), 7: (0.5, []), 3: (0.0, [])}
+    assert select(spread, 5) == [7, 1]
+    with pytest.raises(ConfigurationError, match="k must be an int >= 1, got 0"):
+        select(spread, 0)
