@@ -78,7 +78,7 @@ def test_invalid_status_and_unknown_id(make_store: Make) -> None:
     store = make_store()
     _, a = store.begin_turn("c", "q")
     with pytest.raises(ValueError, match=r"status must be one of \['cancelled', 'complete', 'error', "
-                                         r"'pending'\], got 'done'"):
+                                         r"'interrupted', 'pending'\], got 'done'"):
         store.finalize_message(a.id, content="", status="done")
     with pytest.raises(KeyError, match="nope"):
         store.finalize_message("nope", content="", status="complete")
