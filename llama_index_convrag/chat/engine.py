@@ -38,6 +38,7 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.postprocessors.widen import narrow_contents, narrowed_nodes
 from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
 from llama_index_convrag.chat.defaults import (ENGINE_CITATION_MODE, alias, check_chat_mode, check_parts,
@@ -403,8 +404,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             else system_text(self._synthesizer, self._llm),
             count_tokens=self._count_tokens, context_window=self._llm.metadata.context_window,
             reserved_output=self.reserved_output_tokens, budget_ratio=self.budget_ratio,
-            max_context_tokens=self.max_tokens_limit,
+            max_context_tokens=self.max_tokens_limit, narrow_chunks=narrow_contents(turn.nodes),
         )
+        turn.nodes = narrowed_nodes(turn.nodes, report.narrowed)  # widened passages the budget cut back
         turn.apply_trim(report)
         turn.answer_history = [m for i in report.kept_history for m in turns[i]]
         if turn.answer_history and self._context_chat is None and not self.rephrase_question:

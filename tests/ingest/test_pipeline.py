@@ -344,3 +344,20 @@ def test_concurrent_embedding_and_reader_processes_store_the_same_rows_as_the_se
     finally:
         if milvus_client.has_collection(names["par"]):
             milvus_client.drop_collection(names["par"])
+
+
+def test_vectors_of_another_variant_are_refused_at_ingest_and_at_retrieval(docs, milvus_client, collection_name,
+                                                                          embed_model):
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+    from llama_index_convrag.indices import ConvRAGIndex
+
+    run(docs, milvus_client, collection_name, embed_model)
+    other = LocalMiniLMEmbedding(variant="int8" if embed_model.variant == "fp32" else "fp32")
+    both = rf"holds vectors of '{embed_model.embed_model_id}'; this embedding model is '{other.embed_model_id}'"
+    with pytest.raises(ValueError, match=both):
+        run(docs, milvus_client, collection_name, other)
+    with pytest.raises(ValueError, match=both):
+        ConvRAGIndex.from_collection(collection_name, embed_model=other, client=milvus_client)
+    with pytest.raises(ValueError, match=both):
+        MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=other, client=milvus_client)
+    assert run(docs, milvus_client, collection_name, embed_model).chunks == 0  # the writer's own model goes on
