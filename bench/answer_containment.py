@@ -197,18 +197,21 @@ def cast_passage_items(kind: str) -> Tuple[Dict[str, str], List[PassageItem]]:
 
 
 def rgb_page_items(name: str, limit: int) -> Tuple[Dict[str, str], List[PassageItem]]:
-    """RGB: each question's positive and negative passages, shuffled (seed 0), as one page; the corpus holds every
+    """RGB: question ``n``'s page holds its first positive passage among its own negatives and those of questions
+    ``n+1`` and ``n+2`` (the answer in one paragraph of a long page), shuffled (seed ``n``); the corpus holds every
     question's page. Halves: questions in file order."""
     import random
 
-    rows = rgb(name, limit)
+    rows = [json.loads(line) for line in (shared_data() / "rgb" / f"{name}.json").open(encoding="utf-8")][:limit]
     corpus, items = {}, []
-    for n, (question, gold, pool) in enumerate(rows):
-        parts = list(pool)
+    for n, r in enumerate(rows):
+        parts = [r["positive"][0]] + [p for m in (n, n + 1, n + 2) for p in rows[m % len(rows)]["negative"]]
         random.Random(n).shuffle(parts)
         doc = f"{name}_{n:03d}"
         corpus[doc] = "\n\n".join(parts)
-        items.append((question, doc, gold, "1st" if n < len(rows) // 2 else "2nd"))
+        gold = r["answer"] if isinstance(r["answer"], list) else [r["answer"]]
+        gold = [g for x in gold for g in (x if isinstance(x, list) else [x])]
+        items.append((r["query"], doc, gold, "1st" if n < len(rows) // 2 else "2nd"))
     return corpus, items
 
 
@@ -230,7 +233,7 @@ def passage_indexes(set_name: str, corpus: Dict[str, str], model: LocalMiniLMEmb
     target = MilvusTarget(uri=str(OUT / "passages.db"))
     out = {}
     for kind, size in ((PASSAGE_KINDS[0], 700), (PASSAGE_KINDS[1], None)):
-        name = f"{set_name}_{'c700' if size else 'window'}"
+        name = f"{set_name.replace('-', '_')}_{'c700' if size else 'window'}"
         ingestor = Ingestor.from_defaults(collection_name=name, embed_model=model, target=target,
                                           chunk_size=size, chunk_overlap=50 if size else None)
         if size:
@@ -270,9 +273,9 @@ def print_passages(set_name: str, items: List[PassageItem], rows: Dict[str, List
         for kind in PASSAGE_KINDS:
             r = [rows[kind][i] for i in keep]
             mean = {m: float(np.mean([x[m] for x in r])) if r else 0.0 for m in r[0]} if r else {}
-            print(f"| {set_name} | {half} | {len(r)} | {kind} | {mean.get('doc', 0):.3f} | {mean.get('contained', 0):.3f} "
-                  f"| {mean.get('passages', 0):.2f} | {mean.get('tokens', 0):.0f} | {mean.get('prompt', 0):.0f} |",
-                  flush=True)
+            print(f"| {set_name} | {half} | {len(r)} | {kind} | {mean.get('doc', 0):.3f} | "
+                  f"{mean.get('contained', 0):.3f} | {mean.get('passages', 0):.2f} | {mean.get('tokens', 0):.0f} | "
+                  f"{mean.get('prompt', 0):.0f} |", flush=True)
 
 
 def passages_main(sets: Sequence[str], limit: int) -> None:

@@ -4,9 +4,9 @@ Pure: takes texts and a token counter, returns a :class:`TrimReport`. The budget
 ``floor(budget_ratio * (context_window - reserved_output))``. Retrieved chunks are first capped by
 ``max_context_tokens`` (LangChain's ``max_tokens_limit``: lowest-ranked dropped first); then, while over budget, the
 oldest history turns are dropped, then the lowest-ranked chunks. A chunk widened to its neighbours
-(``narrow_chunks`` gives what it reads without them) is cut back to its narrow text, lowest-ranked first, before
-anything else is trimmed: widening only takes room nothing else needs. The question, system prompt and extra variables are
-never dropped; if they alone exceed the budget, :class:`BudgetExceededError` names the numbers.
+(``narrow_chunks`` gives what it reads without them) is cut back to its narrow text, lowest-ranked first,
+before anything else is trimmed: widening only takes room nothing else needs. The question, system prompt and
+extra variables are never dropped; if they alone exceed the budget, :class:`BudgetExceededError` names the numbers.
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ def message_fit_in(
     if max_context_tokens is not None and max_context_tokens < 0:
         raise ConfigurationError(f"max_context_tokens must be >= 0, got {max_context_tokens!r}")
     if narrow_chunks is not None and len(narrow_chunks) != len(chunks):
-        raise ConfigurationError(f"narrow_chunks must give one entry per chunk ({len(chunks)}), got {len(narrow_chunks)}")
+        raise ConfigurationError(f"narrow_chunks must give one entry per chunk ({len(chunks)}), "
+                                 f"got {len(narrow_chunks)}")
     budget = compute_budget(context_window, reserved_output, budget_ratio)
     extra_tokens = sum(count_tokens(v) for v in (extra or {}).values())
     fixed = {"system": count_tokens(system) if system else 0, "question": count_tokens(question),

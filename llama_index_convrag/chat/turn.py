@@ -32,6 +32,7 @@ from llama_index_convrag.conversational.rewrite import RewriteResult, select_his
 from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
 from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
+from llama_index_convrag.postprocessors.widen import citation_excerpt
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
 from llama_index_convrag.synthesizers.citations import has_answer_text
@@ -363,9 +364,10 @@ def build_citations(response: Any, nodes: Sequence[NodeWithScore]) -> List[Citat
 
 
 def _citation(nws: NodeWithScore, index: int, marker: Optional[int]) -> Citation:
+    text, span = citation_excerpt(nws.node)  # a widened passage: the matched chunk inside it, and where
     return Citation(node_id=nws.node.node_id, source_index=index, marker=None if marker is None else int(marker),
                     ref_doc_id=nws.node.ref_doc_id, score=None if nws.score is None else float(nws.score),
-                    stage_scores=get_trail(nws), text=nws.node.get_content()[:500])
+                    stage_scores=get_trail(nws), text=text, span=None if span is None else list(span))
 
 
 __all__ = ["Turn", "aread_text", "async_deltas", "build_citations", "final_doc_id", "group_turns", "read_text",

@@ -1,4 +1,5 @@
-"""The int8-compute variant of the local model: made from the installed ONNX file on first use, cached, never downloaded.
+"""The int8-compute variant of the local model: made from the installed ONNX file on first use, cached, never
+downloaded.
 
 The shipped graph stores int8 weights and computes in fp32: each weight goes through ``Cast`` and ``Mul`` (its
 per-channel scale) before its ``MatMul``. :func:`fold_weights` turns those pairs into fp32 weights;
@@ -19,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag._files import sha256_file
+from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 #: The transformer layers of all-MiniLM-L6-v2 and the six weight ``MatMul``\ s of each, in graph order.
 NUM_LAYERS = 6
@@ -120,14 +122,6 @@ def quantize_model(source: Path, dest: Path, recipe: Int8Recipe) -> None:
                      nodes_to_exclude=[layers[name] for name in recipe.keep_float])
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def default_cache_dir() -> Path:
     """``<user cache>/llama-index-convrag/models`` (``platformdirs``); ``CONVRAG_CACHE_DIR`` overrides the root."""
     root = os.environ.get("CONVRAG_CACHE_DIR")
@@ -142,14 +136,12 @@ def cache_key(source: Path, recipe: Int8Recipe) -> str:
     """Source file hash + ONNX Runtime version + recipe: a new model file, runtime or recipe converts again."""
     import onnxruntime
 
-    return f"{file_digest(source)[:16]}-ort{onnxruntime.__version__}-{recipe.key()}"
+    return f"{sha256_file(source)[:16]}-ort{onnxruntime.__version__}-{recipe.key()}"
 
 
 def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> Path:
     """The cached int8 variant of ``source``, made now when missing (a few seconds, once per cache key)."""
     if not source.is_file():
-        from llama_index_convrag.errors import PathNotFoundError
-
         raise PathNotFoundError(f"ONNX model file not found: {str(source)!r}")
     folder = cache_dir if cache_dir is not None else default_cache_dir()
     path = folder / f"minilm-int8-{cache_key(source, recipe)}.onnx"

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover - the engine imports the pure helpers with
 
 dispatcher = get_dispatcher(__name__)
 
-#: Metadata key of a widened node: ``{"chunks": [first, last], "matched": [[chunk, start, end, node_id], ...]}``.
+#: Metadata key of a widened node: ``{"chunks": [first, last], "matched": [[chunk, start, end, node_id], ...],
+#: "length": characters of the passage}`` (best match first; spans in the passage text, in characters).
 WIDEN_KEY = "convrag_widened"
 CHUNK_KEY, DOC_KEY = "chunk", "doc_id"
 #: Overlaps shorter than this many characters are taken for chance, not for the splitter's overlap.
@@ -128,7 +129,7 @@ def join_chunks(texts: Sequence[str]) -> Tuple[str, List[int]]:
 
 
 def _overlap(left: str, right: str) -> int:
-    """Length of the longest suffix of ``left`` that starts ``right`` (0 when shorter than :data:`MIN_OVERLAP_CHARS`)."""
+    """Length of the longest suffix of ``left`` that starts ``right``; 0 below :data:`MIN_OVERLAP_CHARS`."""
     for k in range(min(len(left), len(right)), MIN_OVERLAP_CHARS - 1, -1):
         if left.endswith(right[:k]):
             return k
@@ -152,7 +153,7 @@ def passage_node(nodes: Sequence[NodeWithScore], passage: Passage, texts: Mappin
     node.excluded_llm_metadata_keys = list(best.node.excluded_llm_metadata_keys)
     node.excluded_embed_metadata_keys = list(best.node.excluded_embed_metadata_keys)
     node.set_content(text)
-    node.metadata[WIDEN_KEY] = {"chunks": [numbers[0], numbers[-1]], "matched": matched}
+    node.metadata[WIDEN_KEY] = {"chunks": [numbers[0], numbers[-1]], "matched": matched, "length": len(text)}
     hide_key(node, WIDEN_KEY)
     return NodeWithScore(node=node, score=best.score)
 
@@ -229,6 +230,25 @@ def matched_span(metadata: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
     if not info or not info.get("matched"):
         return None
     return int(info["matched"][0][1]), int(info["matched"][0][2])
+
+
+#: Characters of the passage kept on each side of the matched chunk in a citation's excerpt.
+CITATION_CONTEXT_CHARS = 600
+#: A citation's excerpt of a node that is not widened: its first characters, as before.
+CITATION_PLAIN_CHARS = 500
+
+
+def citation_excerpt(node: Any) -> Tuple[str, Optional[Tuple[int, int]]]:
+    """What a citation stores of ``node``: for a widened node the matched chunk with up to
+    :data:`CITATION_CONTEXT_CHARS` of its passage on each side and the chunk's span in that excerpt (so a page
+    shows the chunk inside its passage); else the first :data:`CITATION_PLAIN_CHARS` of its content and None."""
+    span = matched_span(node.metadata)
+    if span is None:
+        return node.get_content()[:CITATION_PLAIN_CHARS], None
+    text = node.get_content(metadata_mode=MetadataMode.NONE)
+    start = max(0, span[0] - CITATION_CONTEXT_CHARS)
+    end = min(len(text), span[1] + CITATION_CONTEXT_CHARS)
+    return text[start:end], (span[0] - start, span[1] - start)
 
 
 class NeighbourWidener(BaseNodePostprocessor):

@@ -54,7 +54,7 @@ class ChatCompletionRequest(BaseModel):
 
 def citation_view(c: Citation) -> Dict[str, Any]:
     return {"source_index": c.source_index, "marker": c.marker, "node_id": c.node_id, "ref_doc_id": c.ref_doc_id,
-            "score": c.score, "text": c.text}
+            "score": c.score, "text": c.text, "span": c.span}
 
 
 def message_view(m: Message) -> Dict[str, Any]:

@@ -61,7 +61,8 @@ def test_widen_nodes_keeps_the_matched_chunk_id_score_and_trail_and_drops_merged
     node = out[0].node
     assert node.get_content(metadata_mode=MetadataMode.NONE) == WHOLE
     assert node.ref_doc_id == "doc" and get_trail(out[0]) == get_trail(best)
-    assert node.metadata[WIDEN_KEY] == {"chunks": [0, 3], "matched": [[2, 41, 89, "doc#2"], [0, 0, 40, "doc#0"]]}
+    assert node.metadata[WIDEN_KEY] == {"chunks": [0, 3], "matched": [[2, 41, 89, "doc#2"], [0, 0, 40, "doc#0"]],
+                                        "length": len(WHOLE)}
     start, end = matched_span(node.metadata)
     assert WHOLE[start:end] == CHUNKS[2]
     assert WIDEN_KEY not in node.get_content(metadata_mode=MetadataMode.LLM)
