@@ -18,8 +18,9 @@ hand (:data:`REAL_FILES`).
     python bench/answer_containment.py --quick    # 40 questions a set
 
 ``--passages`` measures the passages the answerer reads instead of the answer (see :func:`passages_main`): the
-former 700-token chunks, window-sized chunks, and window-sized chunks widened to their neighbours (the default),
-ingested and retrieved through the package (real MiniLM, real Milvus Lite, the default hybrid retriever, top 5).
+former 700-token chunks, window-sized chunks, window-sized chunks widened to their neighbours, and the default: the
+first 5 passages of the top 10 window-sized chunks widened (hits merged into another's passage leave their place to
+the next), ingested and retrieved through the package (real MiniLM, real Milvus Lite, the default hybrid retriever).
 
     PYTHONPATH=. python bench/answer_containment.py --passages [--quick]
 """
@@ -175,7 +176,8 @@ def run_set(name: str, items: List[Item], model: LocalMiniLMEmbedding, answerers
 
 # --- the passages the answerer reads -------------------------------------------------------------------------------
 
-PASSAGE_KINDS = ("700/50 chunks (before)", "window chunks", "window + neighbours (default)")
+PASSAGE_KINDS = ("700/50 chunks (before)", "window chunks", "window + neighbours",
+                 "window + neighbours, 5 passages of the top 10 (default)")
 PassageItem = Tuple[str, str, List[str], str]  # question, the document that holds the answer, gold answers, half
 
 
@@ -232,7 +234,7 @@ def passage_indexes(set_name: str, corpus: Dict[str, str], model: LocalMiniLMEmb
             path.write_text(text, encoding="utf-8")
     target = MilvusTarget(uri=str(OUT / "passages.db"))
     out = {}
-    for kind, size in ((PASSAGE_KINDS[0], 700), (PASSAGE_KINDS[1], None)):
+    for kind, size in ((PASSAGE_KINDS[0], 700), (PASSAGE_KINDS[1], None)):  # the widened kinds read the window's
         name = f"{set_name.replace('-', '_')}_{'c700' if size else 'window'}"
         ingestor = Ingestor.from_defaults(collection_name=name, embed_model=model, target=target,
                                           chunk_size=size, chunk_overlap=50 if size else None)
@@ -246,15 +248,18 @@ def passage_indexes(set_name: str, corpus: Dict[str, str], model: LocalMiniLMEmb
 def passage_rows(items: List[PassageItem], indexes: Dict[str, Any]) -> Dict[str, List[Dict[str, float]]]:
     """Per kind, per question: right document in the top 5, gold inside one passage read, passages, tokens."""
     from llama_index_convrag.config.tokens import count_tokens
-    from llama_index_convrag.postprocessors.widen import NeighbourWidener
+    from llama_index_convrag.postprocessors.widen import NeighbourWidener, WidenRules
     from llama_index_convrag.prompts.synthesis import ALIGNED_QA_TMPL
 
     rows: Dict[str, List[Dict[str, float]]] = {k: [] for k in PASSAGE_KINDS}
     retrievers = {k: indexes[k].as_retriever(similarity_top_k=TOP_K) for k in PASSAGE_KINDS[:2]}
-    widener = NeighbourWidener.from_retriever(retrievers[PASSAGE_KINDS[1]])
+    deep = indexes[PASSAGE_KINDS[1]].as_retriever(similarity_top_k=2 * TOP_K)
+    widener = NeighbourWidener.from_retriever(deep)
+    filling = NeighbourWidener.from_retriever(deep, WidenRules(passages=TOP_K))
     for question, doc, gold, _ in items:
         hits = {k: r.retrieve(question) for k, r in retrievers.items()}
         hits[PASSAGE_KINDS[2]] = widener.postprocess_nodes(hits[PASSAGE_KINDS[1]])
+        hits[PASSAGE_KINDS[3]] = filling.postprocess_nodes(deep.retrieve(question))
         golds = [norm(g) for g in gold]
         for kind, nodes in hits.items():
             texts = [n.node.get_content() for n in nodes]

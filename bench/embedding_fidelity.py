@@ -22,7 +22,8 @@ layers that move them most are the ones the int8 recipe keeps in float. ``--vari
 per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant, the paired
 difference to fp32 with its 95% bootstrap interval, then each variant's speed against fp32 on the same batches
 (interleaved rounds: passages/s, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
-variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes.
+variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes; ``--spinning`` adds
+both variants with ONNX Runtime's idle threads spinning (its default), to compare the session options.
 """
 
 from __future__ import annotations
@@ -123,8 +124,9 @@ def sensitivity(probe_n: int) -> None:
             path.unlink()
 
 
-def variant_models(keep_sets: Sequence[str]) -> Dict[str, Any]:
-    """``{label: model}``: fp32, the int8 default, and an int8 model per ``--keep-float`` set."""
+def variant_models(keep_sets: Sequence[str], spinning: bool = False) -> Dict[str, Any]:
+    """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, and with ``spinning``
+    both variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``)."""
     from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
     from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
 
@@ -136,6 +138,10 @@ def variant_models(keep_sets: Sequence[str]) -> Dict[str, Any]:
         path = int8_model_path(default_model_path(), recipe)
         models[f"int8 keep {recipe.keep_float or '(none)'}"] = LocalMiniLMEmbedding(model_path=str(path),
                                                                                   query_cache_size=0)
+    if spinning:
+        for variant in ("fp32", "int8"):
+            models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
+                                                                          allow_spinning=True)
     return models
 
 
@@ -211,12 +217,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--speed-passages", type=int, default=64)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
     args = parser.parse_args()
     if args.sensitivity:
         sensitivity(args.probe)
         return
     if args.variants:
-        models = variant_models(args.keep_float)
+        models = variant_models(args.keep_float, args.spinning)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c])
         variant_speed(models, args.rounds, args.speed_passages)

@@ -100,3 +100,10 @@ def test_weight_matmuls_name_the_six_per_layer_of_minilm():
     ops = {n.op_type for n in model.graph.node}
     assert "Cast" not in ops or all(n.op_type != "Cast" or n.input[0] not in {i.name for i in model.graph.initializer}
                                     for n in model.graph.node)
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(int8_model):
+    """Dynamic quantization scales a run's activations over the whole run: one text per run keeps vectors exact."""
+    together = int8_model.embed(TEXTS)
+    alone = np.vstack([int8_model.embed([t]) for t in TEXTS])
+    np.testing.assert_array_equal(together, alone)

@@ -33,15 +33,25 @@ SPECIAL_TOKENS = 2
 #: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
 #: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
+#: ONNX Runtime's intra-op threads wait for work by spinning unless told not to. On a small machine shared with other
+#: work, a spinning thread burns the time slices the work needs: without spinning both variants embed faster and a
+#: query returns sooner there (``bench/embedding_fidelity.py --variants --spinning``; docs/RESULTS.md, Embedding
+#: model). ``LocalMiniLMEmbedding(allow_spinning=True)`` restores ORT's default on a machine of its own.
+ALLOW_SPINNING = False
 #: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
 VARIANTS = ("fp32", "int8")
 DEFAULT_VARIANT = "fp32"
-#: The layers the int8 variant keeps in float (``bench/embedding_fidelity.py --variants``; docs/RESULTS.md, Embedding
-#: model).
-INT8_RECIPE = Int8Recipe()
+#: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
+#: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
+#: vector never depends on what it was embedded with.
+INT8_ROWS_PER_RUN = 1
+#: The layers the int8 variant keeps in float: each weight MatMul that, quantized alone, moves the vectors by at least
+#: a tenth of what quantizing all of them does, on chunks of this repository's docs (``bench/embedding_fidelity.py
+#: --sensitivity``; the quality and speed that follow: ``--variants``, docs/RESULTS.md, Embedding model).
+INT8_RECIPE = Int8Recipe(keep_float=("layer0.attention_out", "layer0.ffn_out", "layer2.ffn_out"))
 
 _LOCK = threading.Lock()
-_SESSIONS: Dict[Tuple[str, int], Any] = {}
+_SESSIONS: Dict[Tuple[str, int, bool], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
 _INT8_PATHS: Dict[Tuple[str, Int8Recipe], str] = {}
 
@@ -74,9 +84,9 @@ def variant_path(source: str, variant: str) -> str:
         return _INT8_PATHS[key]
 
 
-def _load_session(model_path: str, num_threads: int) -> Any:
-    """One ONNX Runtime session per (file, threads) per process."""
-    key = (model_path, num_threads)
+def _load_session(model_path: str, num_threads: int, spinning: bool = ALLOW_SPINNING) -> Any:
+    """One ONNX Runtime session per (file, threads, spinning) per process."""
+    key = (model_path, num_threads, spinning)
     with _LOCK:
         if key not in _SESSIONS:
             ort = import_local("onnxruntime")
@@ -87,6 +97,7 @@ def _load_session(model_path: str, num_threads: int) -> Any:
             if num_threads > 0:
                 options.intra_op_num_threads = num_threads
             options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
             _SESSIONS[key] = ort.InferenceSession(
                 model_path, sess_options=options, providers=["CPUExecutionProvider"]
             )
@@ -155,6 +166,8 @@ class LocalMiniLMEmbedding(BaseEmbedding):
                             description="The model's input window in word pieces, [CLS] and [SEP] included; "
                                         "longer texts are truncated (see max_input_tokens).")
     num_threads: int = Field(default=0, ge=0, description="ONNX intra-op threads; 0 lets ORT decide.")
+    allow_spinning: bool = Field(default=ALLOW_SPINNING, description="Let ORT's idle threads spin (see "
+                                                                     "ALLOW_SPINNING).")
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
     variant: str = Field(default=DEFAULT_VARIANT, description="'fp32': the file as it is; 'int8': its int8-compute "
@@ -220,17 +233,18 @@ class LocalMiniLMEmbedding(BaseEmbedding):
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now instead of on first use."""
         _load_tokenizer(self.tokenizer_path, self.max_length)
-        _load_session(self._resolved_model_path(), self.num_threads)
+        _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into a float32 array of shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, EMBED_DIM), dtype=np.float32)
         tok = _load_tokenizer(self.tokenizer_path, self.max_length)
-        session = _load_session(self._resolved_model_path(), self.num_threads)
+        session = _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
         encodings = tok.encode_batch(list(texts))
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
-        for batch in length_batches([len(e.ids) for e in encodings], self.embed_batch_size, self.max_batch_cells):
+        rows = INT8_ROWS_PER_RUN if self.variant == "int8" else self.embed_batch_size
+        for batch in length_batches([len(e.ids) for e in encodings], rows, self.max_batch_cells):
             width = max(len(encodings[i].ids) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)

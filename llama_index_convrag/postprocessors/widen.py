@@ -46,28 +46,35 @@ GAP = " … "
 
 @dataclass(frozen=True)
 class WidenRules:
-    """How far a hit is widened: ``before`` / ``after`` chunks of its document on each side.
+    """How far a hit is widened: ``before`` / ``after`` chunks of its document on each side (a hit at an edge of
+    its document reads as many chunks, all on the other side); ``passages``: read at most that many passages, the
+    places that hits merged into another's passage free going to the next hits (None: every hit's).
 
-    One chunk each side (the default): a hit read with its two neighbours is about three window-sized chunks, close
-    to the former 700-token chunks the answer containment was measured with (``bench/answer_containment.py
-    --passages``; docs/RESULTS.md, Passages the answerer reads).
+    One chunk each side (the default): a hit read with its neighbours is three window-sized chunks, about the
+    former 700-token chunk (``bench/answer_containment.py --passages``; docs/RESULTS.md, Passages the answerer
+    reads).
     """
 
     before: int = 1
     after: int = 1
+    passages: Optional[int] = None
 
     def __post_init__(self) -> None:
         for name in ("before", "after"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 16:
                 raise ConfigurationError(f"{name} must be an int in [0, 16] (chunks), got {value!r}")
+        if self.passages is not None and (not isinstance(self.passages, int) or isinstance(self.passages, bool)
+                                          or self.passages < 1):
+            raise ConfigurationError(f"passages must be None or an int >= 1, got {self.passages!r}")
 
 
 @dataclass
 class Passage:
-    """One passage to read: a range of chunks of one document and the hits (positions in the input) inside it."""
+    """One passage to read: a range of chunks of one document and the hits (positions in the input) inside it;
+    ``doc_id`` None: one hit read as it is."""
 
-    doc_id: str
+    doc_id: Optional[str]
     first: int
     last: int
     hits: List[int] = field(default_factory=list)
@@ -85,28 +92,33 @@ def hit_key(nws: NodeWithScore) -> Optional[Tuple[str, int, Optional[int]]]:
 
 
 def plan_passages(keys: Sequence[Optional[Tuple[str, int, Optional[int]]]], rules: WidenRules) -> List[Passage]:
-    """The passages to read, in the order of their best hit (pure). Neighbourhoods of one document that overlap or
-    touch are merged (repeatedly, so a merge that reaches a third passage takes it in too); hits without a key are
-    left out."""
+    """The passages to read, in the order of their best hit (pure). A hit's neighbourhood is ``before + after + 1``
+    chunks around it, shifted inward at an edge of its document (a first chunk reads the ones after it); it takes in
+    every passage of its document that it overlaps or touches. A hit without a key is a passage of its own, read as
+    it is (``doc_id`` None). With ``rules.passages``, hits after the one that makes that many passages are not read:
+    a hit merged into another's passage leaves its place to the next hit."""
     passages: List[Passage] = []
+    span = rules.before + rules.after + 1
     for i, key in enumerate(keys):
+        if rules.passages is not None and len(passages) >= rules.passages:
+            break
         if key is None:
+            passages.append(Passage(None, 0, -1, [i]))
             continue
         doc_id, chunk, count = key
-        last = chunk + rules.after if count is None else min(count - 1, chunk + rules.after)
-        passages.append(Passage(doc_id, max(0, chunk - rules.before), last, [i]))
-    merged = True
-    while merged:
-        merged = False
-        for a in passages:
-            for b in passages:
-                if a is not b and a.doc_id == b.doc_id and a.first <= b.last + 1 and b.first <= a.last + 1:
-                    a.first, a.last, a.hits = min(a.first, b.first), max(a.last, b.last), sorted(a.hits + b.hits)
-                    passages.remove(b)
-                    merged = True
-                    break
-            if merged:
+        first = max(0, chunk - rules.before)
+        if count is not None:
+            first = max(0, min(first, count - span))
+        last = first + span - 1 if count is None else min(count - 1, first + span - 1)
+        new = Passage(doc_id, first, max(last, chunk), [i])
+        while True:
+            other = next((p for p in passages if p.doc_id == doc_id and p.first <= new.last + 1
+                          and new.first <= p.last + 1), None)
+            if other is None:
                 break
+            passages.remove(other)
+            new = Passage(doc_id, min(new.first, other.first), max(new.last, other.last), sorted(other.hits + new.hits))
+        passages.append(new)
     return sorted(passages, key=lambda p: p.hits[0])
 
 
@@ -161,22 +173,20 @@ def passage_node(nodes: Sequence[NodeWithScore], passage: Passage, texts: Mappin
 def widen_nodes(nodes: Sequence[NodeWithScore], rules: WidenRules, texts: Mapping[Tuple[str, int], str]
                 ) -> List[NodeWithScore]:
     """``nodes`` widened with ``texts`` (``(doc id, chunk) -> text`` of the fetched neighbours), pure; a node
-    without a key stays at its place unchanged."""
-    keys = [hit_key(n) for n in nodes]
-    by_first = {p.hits[0]: p for p in plan_passages(keys, rules)}
+    without a key stays as it is, in its place."""
     out: List[NodeWithScore] = []
-    for i, nws in enumerate(nodes):
-        if keys[i] is None:
-            out.append(nws)
-        elif i in by_first:
-            p = by_first[i]
+    for p in plan_passages([hit_key(n) for n in nodes], rules):
+        if p.doc_id is None:
+            out.append(nodes[p.hits[0]])
+        else:
             out.append(passage_node(nodes, p, {c: t for (d, c), t in texts.items() if d == p.doc_id}))
     return out
 
 
 def wanted_ranges(nodes: Sequence[NodeWithScore], rules: WidenRules) -> List[Tuple[str, int, int]]:
     """``(doc id, first, last)`` chunk ranges to fetch for ``nodes`` (pure)."""
-    return [(p.doc_id, p.first, p.last) for p in plan_passages([hit_key(n) for n in nodes], rules)]
+    return [(p.doc_id, p.first, p.last) for p in plan_passages([hit_key(n) for n in nodes], rules)
+            if p.doc_id is not None]
 
 
 def narrow_text(nws: NodeWithScore) -> Optional[str]:

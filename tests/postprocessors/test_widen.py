@@ -42,13 +42,24 @@ def test_join_chunks_reads_the_shared_overlap_once_and_says_where_each_starts():
 def test_plan_merges_neighbourhoods_that_overlap_or_touch_and_keeps_the_best_hit_first():
     keys = [("doc", 2, 10), None, ("doc", 0, 10), ("other", 5, 6), ("doc", 6, 10), ("doc", 4, 10)]
     plan = plan_passages(keys, WidenRules())
-    # doc 2 -> [1, 3], doc 0 -> [0, 1] merges; doc 6 -> [5, 7] and doc 4 -> [3, 5] bridge the rest: one passage
-    assert plan == [Passage("doc", 0, 7, [0, 2, 4, 5]), Passage("other", 4, 5, [3])]
+    # doc 2 -> [1, 3], doc 0 -> [0, 2] merges; doc 6 -> [5, 7] and doc 4 -> [3, 5] bridge the rest: one passage;
+    # the last chunk of "other" reads the two before it; the hit without a key is read as it is, in its place
+    assert plan == [Passage("doc", 0, 7, [0, 2, 4, 5]), Passage(None, 0, -1, [1]), Passage("other", 3, 5, [3])]
     apart = plan_passages([("doc", 1, 10), ("doc", 5, 10)], WidenRules())
     assert apart == [Passage("doc", 0, 2, [0]), Passage("doc", 4, 6, [1])]
     # the chunk count bounds the last chunk; without it, the fetch finds what exists
-    assert plan_passages([("doc", 3, 4)], WidenRules(before=2, after=2)) == [Passage("doc", 1, 3, [0])]
+    assert plan_passages([("doc", 3, 4)], WidenRules(before=2, after=2)) == [Passage("doc", 0, 3, [0])]
+    assert plan_passages([("doc", 0, 9)], WidenRules()) == [Passage("doc", 0, 2, [0])]
     assert plan_passages([("doc", 3, None)], WidenRules(before=0, after=2)) == [Passage("doc", 3, 5, [0])]
+
+
+def test_a_passage_limit_gives_the_places_of_merged_hits_to_the_next_hits():
+    keys = [("a", 4, 20), ("a", 5, 20), ("b", 0, 3), ("a", 12, 20), ("c", 1, 3)]
+    plan = plan_passages(keys, WidenRules(passages=2))
+    assert plan == [Passage("a", 3, 6, [0, 1]), Passage("b", 0, 2, [2])]  # a#5 merged: b fills its place
+    assert len(plan_passages(keys, WidenRules(passages=3))) == 3 and len(plan_passages(keys, WidenRules())) == 4
+    with pytest.raises(ConfigurationError, match="passages must be None or an int >= 1, got 0"):
+        WidenRules(passages=0)
 
 
 def test_widen_nodes_keeps_the_matched_chunk_id_score_and_trail_and_drops_merged_hits():
@@ -121,7 +132,8 @@ def test_a_hit_is_read_with_its_neighbours_fetched_from_milvus(stored, milvus_cl
     [passage] = widener.postprocess_nodes(hits)
     rows = {r["metadata"]["chunk"]: r["text"] for r in milvus_client.query(
         collection_name, filter='id != ""', output_fields=["text", "metadata"])}
-    first, last = max(0, number - 1), min(len(rows) - 1, number + 1)
+    first = max(0, min(number - 1, len(rows) - 3))  # three chunks around the hit, shifted inward at an edge
+    last = min(len(rows) - 1, first + 2)
     assert passage.node.node_id == hits[0].node.node_id and passage.score == hits[0].score
     assert passage.node.metadata[WIDEN_KEY]["chunks"] == [first, last]
     text = passage.node.get_content(metadata_mode=MetadataMode.NONE)
