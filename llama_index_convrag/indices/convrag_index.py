@@ -21,7 +21,7 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.factory import build_chat_engine
+from llama_index_convrag.chat.factory import UNSET, build_chat_engine
 from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.ingest.chunking import build_splitter
@@ -30,7 +30,7 @@ from llama_index_convrag.embeddings.identity import embed_model_id
 from llama_index_convrag.milvus.schema import (CollectionSpec, check_embed_model, create_collection, default_spec,
                                                detect_spec, open_client)
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
-from llama_index_convrag.postprocessors.widen import NeighbourWidener, WidenRules
+from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, widen_rules, with_widener
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
@@ -158,11 +158,12 @@ class ConvRAGIndex(VectorStoreIndex):
         arguments of our ``get_response_synthesizer``. The LLM: ``llm=``, else one assigned to ``Settings.llm`` (core's
         default-building getter is never called). ``judge``: ``True``, a ``BaseJudge`` or a
         :class:`~llama_index_convrag.judge.options.JudgeOptions`: judge-guided recursive retrieval
-        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``. ``widen``: each hit
-        is read with its neighbouring chunks (:mod:`llama_index_convrag.postprocessors.widen`; ``True`` by default,
-        ``False`` reads the matched chunks alone, a ``WidenRules`` sets how far).
+        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``. ``widen``: how far
+        each hit is read around (a :class:`~llama_index_convrag.postprocessors.widen.WidenRules`, its defaults when not
+        given; None: the matched chunks alone), as ``AnswerOptions.widen`` in the chat engine.
         """
-        kwargs = self._widening(dict(kwargs))
+        kwargs = dict(kwargs)
+        widen = widen_rules(kwargs.pop("widen", DEFAULT_WIDEN), "as_query_engine(widen=...)")
         synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
@@ -173,7 +174,7 @@ class ConvRAGIndex(VectorStoreIndex):
             raise ArgumentTypeError(f"unknown query engine argument(s) {unknown}; accepted: "
                             f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | {'judge'})}")
         retriever = self.as_retriever(**retriever_kwargs)
-        postprocessors = rest.pop("node_postprocessors", None)
+        postprocessors = with_widener(rest.pop("node_postprocessors", None), retriever, widen)
         synth = rest.pop("response_synthesizer", None)
         if synth is None:
             rest["llm"] = configured_llm(rest.get("llm"))
@@ -189,24 +190,13 @@ class ConvRAGIndex(VectorStoreIndex):
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
                                     node_postprocessors=postprocessors, callback_manager=self._callback_manager)
 
-    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> BaseChatEngine:  # type: ignore[override]
+    def as_chat_engine(self, chat_mode: Optional[str] = None, llm: Any = UNSET,  # type: ignore[override]
+                       **kwargs: Any) -> BaseChatEngine:
         """Our chat engine (``llama_index_convrag.chat.factory.build_chat_engine``) for ``chat_mode`` ``None`` /
         ``"condense_question"``, ``"condense_plus_context"`` (also core's ``"best"``) or ``"context"``; ``"simple"``:
-        core's ``SimpleChatEngine``; other modes are refused. ``widen``: as in :meth:`as_query_engine`."""
-        if getattr(chat_mode, "value", chat_mode) != "simple":
-            kwargs = self._widening(dict(kwargs))
-        return build_chat_engine(self, chat_mode=chat_mode, **kwargs)
-
-    def _widening(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        """``kwargs`` without ``widen``, with a :class:`NeighbourWidener` as the last node postprocessor unless
-        ``widen=False`` (``True``, the default: :class:`WidenRules` defaults; or a ``WidenRules``)."""
-        widen = kwargs.pop("widen", True)
-        if widen is False:
-            return kwargs
-        if widen is not True and not isinstance(widen, WidenRules):
-            raise ArgumentTypeError(f"widen must be True, False or a WidenRules, got {widen!r}")
-        rules = widen if isinstance(widen, WidenRules) else WidenRules()
-        widener = NeighbourWidener(client=self._client, collection_name=self._collection_name, spec=self._spec,
-                                   rules=rules)
-        kwargs["node_postprocessors"] = [*(kwargs.get("node_postprocessors") or []), widener]
-        return kwargs
+        core's ``SimpleChatEngine``; other modes are refused. ``kwargs``: the engine's names
+        (``llama_index_convrag.chat.options.AS_CHAT_ENGINE_NAMES``: ``retriever_kwargs`` (the arguments of
+        :meth:`as_retriever`), ``node_postprocessors``, ``system_prompt``, ``condense_question_prompt``,
+        ``chat_history``, ``memory``, ``conversation_store``, ``conversation_id``, ``rewrite``, ``answer``,
+        ``budget``); any other is refused naming its place."""
+        return build_chat_engine(self, chat_mode, llm, **kwargs)

@@ -23,11 +23,12 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.milvus.filters import quote_string
+from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.rank_trail import hide_key
 
-if TYPE_CHECKING:  # pragma: no cover - the engine imports the pure helpers without loading pymilvus
+if TYPE_CHECKING:  # pragma: no cover - annotations only
     from pymilvus import MilvusClient
 
     from llama_index_convrag.milvus.schema import CollectionSpec
@@ -259,6 +260,30 @@ def citation_excerpt(node: Any) -> Tuple[str, Optional[Tuple[int, int]]]:
     start = max(0, span[0] - CITATION_CONTEXT_CHARS)
     end = min(len(text), span[1] + CITATION_CONTEXT_CHARS)
     return text[start:end], (span[0] - start, span[1] - start)
+
+
+#: What the engines read around each hit unless told otherwise (``AnswerOptions.widen``, ``as_query_engine(widen=)``).
+DEFAULT_WIDEN = WidenRules()
+
+
+def widen_rules(value: Any, name: str) -> Optional[WidenRules]:
+    """``value`` when it is a :class:`WidenRules` or None (read the matched chunks alone); else an error naming
+    ``name``, the value and the accepted kinds."""
+    if value is not None and not isinstance(value, WidenRules):
+        raise ArgumentTypeError(f"{name} must be a WidenRules or None (the matched chunks alone), got {value!r}")
+    return value
+
+
+def with_widener(postprocessors: Optional[Sequence[BaseNodePostprocessor]], retriever: Any,
+                 rules: Optional[WidenRules]) -> List[BaseNodePostprocessor]:
+    """``postprocessors`` with a :class:`NeighbourWidener` over ``retriever``'s collection appended last, when
+    ``rules`` is set, ``retriever`` is a :class:`MilvusHybridRetriever` (another retriever's nodes carry no chunk
+    numbers to widen by) and no widener is in the list already."""
+    out = list(postprocessors) if postprocessors is not None else []
+    if rules is None or not isinstance(retriever, MilvusHybridRetriever) \
+            or any(isinstance(p, NeighbourWidener) for p in out):
+        return out
+    return [*out, NeighbourWidener.from_retriever(retriever, rules)]
 
 
 class NeighbourWidener(BaseNodePostprocessor):

@@ -8,6 +8,7 @@ from typing import Any, List
 import pytest
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
 
+from llama_index_convrag.chat.options import AnswerOptions, BudgetOptions
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest.pipeline import ingest
@@ -147,7 +148,8 @@ def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chu
                                                                                    collection_name, embed_model):
     index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
     llm = ScriptedLLM.fixed("Saffron.")
-    engine = index.as_chat_engine(llm=llm, similarity_top_k=1, search_type="sparse")
+    top1 = {"similarity_top_k": 1, "search_type": "sparse"}
+    engine = index.as_chat_engine(llm=llm, retriever_kwargs=top1)
     response = engine.chat("Which valley grows saffron?")
     matched = index.as_retriever(similarity_top_k=1, search_type="sparse").retrieve("Which valley grows saffron?")
     [source] = response.source_nodes
@@ -155,17 +157,24 @@ def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chu
     assert len(source.node.get_content(metadata_mode=MetadataMode.NONE)) > len(matched[0].node.get_content())
     record = response.metadata["turn"]
     assert record.trim_report["widened"] == [0]
-    narrow = index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron."), similarity_top_k=1, search_type="sparse",
-                                  widen=False).chat("Which valley grows saffron?")
+    narrow = index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron."), retriever_kwargs=top1,
+                                  answer=AnswerOptions(widen=None)).chat("Which valley grows saffron?")
     assert narrow.source_nodes[0].node.get_content() == matched[0].node.get_content()
-    with pytest.raises(TypeError, match="widen must be True, False or a WidenRules, got 2"):
-        index.as_chat_engine(llm=llm, widen=2)
+    with pytest.raises(TypeError, match=r"AnswerOptions.widen must be a WidenRules or None .*got 2"):
+        AnswerOptions(widen=2)
+    with pytest.raises(TypeError, match=r"widen: now answer=AnswerOptions\(widen="):
+        index.as_chat_engine(llm=llm, widen=False)
+    queried = index.as_query_engine(llm=ScriptedLLM.fixed("Saffron."), **top1).query("Which valley grows saffron?")
+    assert WIDEN_KEY in queried.source_nodes[0].node.metadata
+    plain = index.as_query_engine(llm=ScriptedLLM.fixed("Saffron."), widen=None, **top1)
+    assert WIDEN_KEY not in plain.query("Which valley grows saffron?").source_nodes[0].node.metadata
 
 
 def test_a_tight_budget_cuts_the_widening_before_any_chunk(stored, milvus_client, collection_name, embed_model):
     index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
-    query, kw = "Which valley grows saffron?", {"similarity_top_k": 2, "search_type": "sparse",
-                                                 "reserved_output_tokens": 100}
+    query = "Which valley grows saffron?"
+    kw = {"retriever_kwargs": {"similarity_top_k": 2, "search_type": "sparse"},
+          "budget": BudgetOptions(reserved_output_tokens=100)}
     roomy = index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron.", num_output=20), **kw).chat(query)
     wide = roomy.metadata["turn"].trim_report
     assert wide["dropped"] == [] and wide["widened"] == list(range(len(roomy.source_nodes)))
