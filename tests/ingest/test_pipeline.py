@@ -248,6 +248,11 @@ class SigintAtCall:
     def get_text_embedding(self, text: str) -> list:
         return self.model.get_text_embedding(text)
 
+    @property
+    def embed_model_id(self) -> str:
+        """The wrapped model's: its vectors are the ones stored, so a resumed ingest with that model may add more."""
+        return self.model.embed_model_id
+
 
 @pytest.mark.parametrize("at_call, concurrency", [(1, 1), (3, 1), (1, 3), (3, 3)])
 def test_sigint_stops_at_the_next_sub_batch_and_rerun_resumes(docs, milvus_client, collection_name, embed_model,

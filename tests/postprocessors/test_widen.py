@@ -14,7 +14,8 @@ from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest.pipeline import ingest
 from llama_index_convrag.postprocessors.widen import (GAP, WIDEN_KEY, NeighbourWidener, Passage, WidenRules,
                                                       join_chunks, matched_span, narrow_contents, narrow_text,
-                                                      narrowed_nodes, plan_passages, wanted_ranges, widen_nodes)
+                                                      narrowed_nodes, plan_passages, wanted_ranges, widen_nodes,
+                                                      with_widener)
 from llama_index_convrag.rank_trail import add_stage, get_trail
 from llama_index_convrag.testing import ScriptedLLM
 
@@ -113,6 +114,18 @@ SECTIONS = [f"Section {i}: the {word} valley grows {crop} on its terraces, and t
             f"{month}." for i, (word, crop, month) in enumerate([
                 ("northern", "barley", "June"), ("eastern", "saffron", "October"), ("southern", "olives", "November"),
                 ("western", "grapes", "September"), ("central", "rice", "August"), ("coastal", "lemons", "May")])]
+
+
+def test_with_widener_appends_one_only_over_our_retriever_and_only_once(stored, milvus_client, collection_name,
+                                                                         embed_model):
+    index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
+    ours, other = index.as_retriever(), object()
+    [widener] = with_widener(None, ours, WidenRules(before=2))
+    assert isinstance(widener, NeighbourWidener) and widener.rules == WidenRules(before=2)
+    assert with_widener([widener], ours, WidenRules()) == [widener]  # one given already: not a second
+    assert with_widener(None, ours, None) == [] and with_widener((), other, WidenRules()) == []
+    with pytest.raises(TypeError, match=r"as_query_engine\(widen=...\) must be a WidenRules or None .*got True"):
+        index.as_query_engine(llm=ScriptedLLM.fixed("x"), widen=True)
 
 
 @pytest.fixture
