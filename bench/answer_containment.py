@@ -254,7 +254,7 @@ def passage_rows(items: List[PassageItem], indexes: Dict[str, Any]) -> Dict[str,
     rows: Dict[str, List[Dict[str, float]]] = {k: [] for k in PASSAGE_KINDS}
     retrievers = {k: indexes[k].as_retriever(similarity_top_k=TOP_K) for k in PASSAGE_KINDS[:2]}
     deep = indexes[PASSAGE_KINDS[1]].as_retriever(similarity_top_k=2 * TOP_K)
-    widener = NeighbourWidener.from_retriever(deep)
+    widener = NeighbourWidener.from_retriever(deep, WidenRules(passages=None))
     filling = NeighbourWidener.from_retriever(deep, WidenRules(passages=TOP_K))
     for question, doc, gold, _ in items:
         hits = {k: r.retrieve(question) for k, r in retrievers.items()}
@@ -295,7 +295,8 @@ def passages_main(sets: Sequence[str], limit: int) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name in sets:
         corpus, items = loaders[name]()
-        items = items[:limit]
+        items = [it for half in ("1st", "2nd") for it in [x for x in items if x[3] == half][:limit // 2]] \
+            if len(items) > limit else items  # both halves, whatever the limit
         indexes = passage_indexes(name.split("-")[0] if name.startswith("cast21") else name, corpus, model)
         print_passages(name, items, passage_rows(items, indexes))
 

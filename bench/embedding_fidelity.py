@@ -33,7 +33,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -145,8 +145,22 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False) -> Dict[str
     return models
 
 
-def variant_quality(models: Dict[str, Any], collections: Sequence[str]) -> None:
-    """Dense and hybrid nDCG@10 per variant, collection and half, with the paired difference to fp32."""
+def sample_corpus(ids: List[str], texts: List[str], qrels: Dict[str, Dict[str, int]], n: int
+                  ) -> Tuple[List[str], List[str]]:
+    """Every judged document plus a seeded random sample of the others, ``n`` documents in all (at least the
+    judged ones), in corpus order: a smaller corpus on which the variants are compared paired, query by query."""
+    import random
+
+    judged = {d for rel in qrels.values() for d in rel}
+    others = [i for i, d in enumerate(ids) if d not in judged]
+    keep = {i for i, d in enumerate(ids) if d in judged}
+    keep |= set(random.Random(0).sample(others, max(0, min(len(others), n - len(keep)))))
+    return [ids[i] for i in sorted(keep)], [texts[i] for i in sorted(keep)]
+
+
+def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: int = 0) -> None:
+    """Dense and hybrid nDCG@10 per variant, collection and half, with the paired difference to fp32 (``sample``:
+    each corpus cut to that many documents by :func:`sample_corpus`; 0: whole)."""
     from chunking import paired_ci
     from quality_matrix import bm25_lists, load_collection, systems
 
@@ -156,6 +170,11 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str]) -> None:
           "hybrid diff [95% CI] |\n|---|---|---|---|---|---|---|---|")
     for name in collections:
         ids, texts, queries, qrels = load_collection(name)
+        if sample and len(ids) > sample:
+            ids, texts = sample_corpus(ids, texts, qrels, sample)
+            name_shown = f"{name} ({len(ids)} of its documents: the judged ones and a seeded sample)"
+        else:
+            name_shown = name
         qids = list(queries)
         sparse = bm25_lists(name, ids, texts, queries)
         per: Dict[str, Dict[str, List[float]]] = {}
@@ -175,7 +194,7 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str]) -> None:
                 cells = [f"{np.mean(got[k][sl]):.4f}" for k in ("dense", "hybrid")]
                 diffs = ["" if label == "fp32" else "{:+.4f} [{:+.4f}, {:+.4f}]".format(
                     *paired_ci(base[k][sl], got[k][sl])) for k in ("dense", "hybrid")]
-                print(f"| {name} | {part} | {len(qids[sl])} | {label} | " + " | ".join(cells + diffs) + " |",
+                print(f"| {name_shown} | {part} | {len(qids[sl])} | {label} | " + " | ".join(cells + diffs) + " |",
                       flush=True)
 
 
@@ -217,6 +236,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--speed-passages", type=int, default=64)
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--sample-docs", type=int, default=0, metavar="N",
+                        help="--variants: cut each corpus to N documents (every judged one, a seeded sample of the rest)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
     args = parser.parse_args()
     if args.sensitivity:
@@ -225,7 +246,7 @@ def main() -> None:
     if args.variants:
         models = variant_models(args.keep_float, args.spinning)
         if not args.skip_quality:
-            variant_quality(models, [c for c in args.collections.split(",") if c])
+            variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         variant_speed(models, args.rounds, args.speed_passages)
         return
 
