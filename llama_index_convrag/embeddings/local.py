@@ -33,13 +33,16 @@ SPECIAL_TOKENS = 2
 #: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
 #: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
-#: ONNX Runtime's intra-op threads wait for work by spinning unless told not to. On a small machine shared with other
-#: work, a spinning thread burns the time slices the work needs: without spinning both variants embed faster and a
-#: query returns sooner there (``bench/embedding_fidelity.py --variants --spinning``; docs/RESULTS.md, Embedding
-#: model). ``LocalMiniLMEmbedding(allow_spinning=True)`` restores ORT's default on a machine of its own.
+#: ONNX Runtime's intra-op threads wait for work by spinning unless told not to; on a small machine shared with other
+#: work a spinning thread takes the time slices the work needs, so ours do not spin
+#: (``bench/embedding_fidelity.py --variants --spinning`` times both settings side by side).
+#: ``LocalMiniLMEmbedding(allow_spinning=True)`` restores ORT's default on a machine of its own.
 ALLOW_SPINNING = False
 #: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
 VARIANTS = ("fp32", "int8")
+#: fp32 stays the default: int8's nDCG@10 loss is within 0.005 on SciFact, Cranfield and CAsT, but its ingest speed-up
+#: is not yet shown on a quiet machine, and a collection that records no model would mix the two (docs/results/
+#: variants.md).
 DEFAULT_VARIANT = "fp32"
 #: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
 #: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
@@ -47,7 +50,7 @@ DEFAULT_VARIANT = "fp32"
 INT8_ROWS_PER_RUN = 1
 #: The layers the int8 variant keeps in float: each weight MatMul that, quantized alone, moves the vectors by at least
 #: a tenth of what quantizing all of them does, on chunks of this repository's docs (``bench/embedding_fidelity.py
-#: --sensitivity``; the quality and speed that follow: ``--variants``, docs/RESULTS.md, Embedding model).
+#: --sensitivity``; the quality and speed that follow: ``--variants``, docs/results/variants.md).
 INT8_RECIPE = Int8Recipe(keep_float=("layer0.attention_out", "layer0.ffn_out", "layer2.ffn_out"))
 
 _LOCK = threading.Lock()
