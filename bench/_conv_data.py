@@ -112,7 +112,9 @@ class EmbeddingCache:
 
     def __init__(self, model) -> None:
         self.model = model
-        name = re.sub(r"[^0-9A-Za-z_.-]", "_", getattr(model, "model_name", type(model).__name__))
+        from llama_index_convrag.embeddings.identity import embed_model_id
+
+        name = re.sub(r"[^0-9A-Za-z_.-]", "_", embed_model_id(model) or type(model).__name__)  # the variant too
         self.path = OUT / f"conv_emb_{name}.npz"
         self.vectors: Dict[str, np.ndarray] = {}
         if self.path.is_file():

@@ -59,12 +59,15 @@ def load_scifact() -> Tuple[List[str], List[str], Dict[str, str], Dict[str, Dict
 
 
 def cached_embeddings(model, texts: Sequence[str], tag: str, batch: int = 64) -> np.ndarray:
-    """Embed ``texts`` once; cached as bench/out/emb_<model>_<hash>.npy keyed by model name + text hash."""
+    """Embed ``texts`` once; cached as bench/out/emb_<tag>_<model id>_<hash>.npy keyed by the model's
+    ``embed_model_id`` (name and variant) + text hash."""
+    from llama_index_convrag.embeddings.identity import embed_model_id
+
     h = hashlib.sha1()
     for t in texts:
         h.update(t.encode("utf-8"))
         h.update(b"\0")
-    name = re.sub(r"[^0-9A-Za-z_.-]", "_", getattr(model, "model_name", type(model).__name__))
+    name = re.sub(r"[^0-9A-Za-z_.-]", "_", embed_model_id(model) or type(model).__name__)  # the variant too
     path = OUT / f"emb_{tag}_{name}_{h.hexdigest()[:12]}.npy"
     if path.is_file():
         return np.load(path)

@@ -16,6 +16,13 @@ hand (:data:`REAL_FILES`).
 
     python bench/answer_containment.py            # all sets
     python bench/answer_containment.py --quick    # 40 questions a set
+
+``--passages`` measures the passages the answerer reads instead of the answer (see :func:`passages_main`): the
+former 700-token chunks, window-sized chunks, window-sized chunks widened to their neighbours, and the default: the
+first 5 passages of the top 10 window-sized chunks widened (hits merged into another's passage leave their place to
+the next), ingested and retrieved through the package (real MiniLM, real Milvus Lite, the default hybrid retriever).
+
+    PYTHONPATH=. python bench/answer_containment.py --passages [--quick]
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -167,6 +174,133 @@ def run_set(name: str, items: List[Item], model: LocalMiniLMEmbedding, answerers
         print(f"| {name} | {part} | {len(chunk)} | {len(held)} | " + " | ".join(cells) + " |", flush=True)
 
 
+# --- the passages the answerer reads -------------------------------------------------------------------------------
+
+PASSAGE_KINDS = ("700/50 chunks (before)", "window chunks", "window + neighbours",
+                 "window + neighbours, 5 passages of the top 10 (default)")
+PassageItem = Tuple[str, str, List[str], str]  # question, the document that holds the answer, gold answers, half
+
+
+def cast_passage_items(kind: str) -> Tuple[Dict[str, str], List[PassageItem]]:
+    """CAsT 2021: one document per canonical id (its gold passages); a turn's gold is its whole gold passage;
+    ``kind`` ``raw`` asks the utterance as typed, ``manual`` the human rewrite. Halves: dialogues in file order."""
+    from llama_index_convrag.evaluation.datasets import cast_passage_corpus, load_cast_turns
+
+    dialogues = load_cast_turns(shared_data() / "trec_cast" / "turns.jsonl", years=[2021])
+    corpus = {d: doc.text for d, doc in cast_passage_corpus(dialogues).items()}
+    items = []
+    for n, d in enumerate(dialogues):
+        for t in d.turns:
+            passage, doc = t.metadata.get("gold_passage"), t.metadata.get("canonical_result_id")
+            question = t.utterance if kind == "raw" else t.rewrite
+            if passage and doc in corpus and question:
+                items.append((question, doc, [passage], "1st" if n < len(dialogues) // 2 else "2nd"))
+    return corpus, items
+
+
+def rgb_page_items(name: str, limit: int) -> Tuple[Dict[str, str], List[PassageItem]]:
+    """RGB: question ``n``'s page holds its first positive passage among its own negatives and those of questions
+    ``n+1`` and ``n+2`` (the answer in one paragraph of a long page), shuffled (seed ``n``); the corpus holds every
+    question's page. Halves: questions in file order."""
+    import random
+
+    rows = [json.loads(line) for line in (shared_data() / "rgb" / f"{name}.json").open(encoding="utf-8")][:limit]
+    corpus, items = {}, []
+    for n, r in enumerate(rows):
+        parts = [r["positive"][0]] + [p for m in (n, n + 1, n + 2) for p in rows[m % len(rows)]["negative"]]
+        random.Random(n).shuffle(parts)
+        doc = f"{name}_{n:03d}"
+        corpus[doc] = "\n\n".join(parts)
+        gold = r["answer"] if isinstance(r["answer"], list) else [r["answer"]]
+        gold = [g for x in gold for g in (x if isinstance(x, list) else [x])]
+        items.append((r["query"], doc, gold, "1st" if n < len(rows) // 2 else "2nd"))
+    return corpus, items
+
+
+def passage_indexes(set_name: str, corpus: Dict[str, str], model: LocalMiniLMEmbedding) -> Dict[str, Any]:
+    """``{kind: ConvRAGIndex}``: the corpus written as files (bench/out/passages/<set>) and ingested twice, with
+    the former chunks and with window-sized ones (re-runs skip unchanged files)."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from llama_index_convrag.indices import ConvRAGIndex
+    from llama_index_convrag.ingest.pipeline import Ingestor
+    from llama_index_convrag.milvus.client import MilvusTarget
+
+    folder = OUT / "passages" / set_name
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc, text in corpus.items():
+        path = folder / f"{doc}.txt"
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+    target = MilvusTarget(uri=str(OUT / "passages.db"))
+    out = {}
+    for kind, size in ((PASSAGE_KINDS[0], 700), (PASSAGE_KINDS[1], None)):  # the widened kinds read the window's
+        name = f"{set_name.replace('-', '_')}_{'c700' if size else 'window'}"
+        ingestor = Ingestor.from_defaults(collection_name=name, embed_model=model, target=target,
+                                          chunk_size=size, chunk_overlap=50 if size else None)
+        if size:
+            ingestor.splitter = SentenceSplitter(chunk_size=700, chunk_overlap=50)  # the former default, as it was
+        ingestor.run([folder])
+        out[kind] = ConvRAGIndex.from_collection(name, embed_model=model, target=target)
+    return out
+
+
+def passage_rows(items: List[PassageItem], indexes: Dict[str, Any]) -> Dict[str, List[Dict[str, float]]]:
+    """Per kind, per question: right document in the top 5, gold inside one passage read, passages, tokens."""
+    from llama_index_convrag.config.tokens import count_tokens
+    from llama_index_convrag.postprocessors.widen import NeighbourWidener, WidenRules
+    from llama_index_convrag.prompts.synthesis import ALIGNED_QA_TMPL
+
+    rows: Dict[str, List[Dict[str, float]]] = {k: [] for k in PASSAGE_KINDS}
+    retrievers = {k: indexes[k].as_retriever(similarity_top_k=TOP_K) for k in PASSAGE_KINDS[:2]}
+    deep = indexes[PASSAGE_KINDS[1]].as_retriever(similarity_top_k=2 * TOP_K)
+    widener = NeighbourWidener.from_retriever(deep, WidenRules(passages=None))
+    filling = NeighbourWidener.from_retriever(deep, WidenRules(passages=TOP_K))
+    for question, doc, gold, _ in items:
+        hits = {k: r.retrieve(question) for k, r in retrievers.items()}
+        hits[PASSAGE_KINDS[2]] = widener.postprocess_nodes(hits[PASSAGE_KINDS[1]])
+        hits[PASSAGE_KINDS[3]] = filling.postprocess_nodes(deep.retrieve(question))
+        golds = [norm(g) for g in gold]
+        for kind, nodes in hits.items():
+            texts = [n.node.get_content() for n in nodes]
+            prompt = ALIGNED_QA_TMPL.format(context_str="\n\n".join(texts), query_str=question)
+            rows[kind].append({
+                "doc": float(any(Path(str(n.node.ref_doc_id)).stem == doc for n in nodes)),
+                "contained": float(any(g in norm(t) for t in texts for g in golds)),
+                "passages": float(len(texts)), "tokens": float(sum(count_tokens(t) for t in texts)),
+                "prompt": float(count_tokens(prompt))})
+    return rows
+
+
+def print_passages(set_name: str, items: List[PassageItem], rows: Dict[str, List[Dict[str, float]]]) -> None:
+    for half in ("all", "1st", "2nd"):
+        keep = [i for i, it in enumerate(items) if half == "all" or it[3] == half]
+        for kind in PASSAGE_KINDS:
+            r = [rows[kind][i] for i in keep]
+            mean = {m: float(np.mean([x[m] for x in r])) if r else 0.0 for m in r[0]} if r else {}
+            print(f"| {set_name} | {half} | {len(r)} | {kind} | {mean.get('doc', 0):.3f} | "
+                  f"{mean.get('contained', 0):.3f} | {mean.get('passages', 0):.2f} | {mean.get('tokens', 0):.0f} | "
+                  f"{mean.get('prompt', 0):.0f} |", flush=True)
+
+
+def passages_main(sets: Sequence[str], limit: int) -> None:
+    """The passages the answerer reads, per set and half: the right document among the top 5 hits, the gold answer
+    inside one passage read (CAsT: the whole gold passage), passages and tokens read per turn (cl100k), and the
+    tokens of the QA prompt sent to the LLM (the engine's default template, the passages and the question)."""
+    model = LocalMiniLMEmbedding()
+    loaders = {"cast21-raw": lambda: cast_passage_items("raw"), "cast21-manual": lambda: cast_passage_items("manual"),
+               "rgb-en": lambda: rgb_page_items("en_fact", limit), "rgb-zh": lambda: rgb_page_items("zh_fact", limit)}
+    print("| set | half | questions | passages read | right document in top 5 | answer inside a passage read | "
+          "passages / turn | tokens read / turn | prompt tokens / turn |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in sets:
+        corpus, items = loaders[name]()
+        items = [it for half in ("1st", "2nd") for it in [x for x in items if x[3] == half][:limit // 2]] \
+            if len(items) > limit else items  # both halves, whatever the limit
+        indexes = passage_indexes(name.split("-")[0] if name.startswith("cast21") else name, corpus, model)
+        print_passages(name, items, passage_rows(items, indexes))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 questions a set")
@@ -174,8 +308,13 @@ def main() -> None:
     parser.add_argument("--new-only", action="store_true", help="skip the old answer (every sentence embedded: slow)")
     parser.add_argument("--zh-refine", type=int, default=60, help="zh_refine questions added to zh_fact")
     parser.add_argument("--canard", type=int, default=100, help="CANARD questions")
+    parser.add_argument("--passages", action="store_true", help="the passages the answerer reads (see the docstring)")
+    parser.add_argument("--passage-sets", default="cast21-raw,cast21-manual,rgb-en,rgb-zh")
     args = parser.parse_args()
     limit = 40 if args.quick else 10**6
+    if args.passages:
+        passages_main(args.passage_sets.split(","), limit)
+        return
     model = LocalMiniLMEmbedding()
     new = Extractive(model, streaming=False)
     answerers = {

@@ -645,6 +645,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
+    p.add_argument("--variant", default=None, help="the local model's variant (fp32 / int8; default: the model's)")
     args = p.parse_args(argv)
     if args.zh:
         print(json.dumps(zh_term_recall(args.zh)))
@@ -652,7 +653,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 
-    cache = EmbeddingCache(LocalMiniLMEmbedding())
+    model = LocalMiniLMEmbedding() if args.variant is None else LocalMiniLMEmbedding(variant=args.variant)
+    cache = EmbeddingCache(model)
     analyzer = Analyzer()
     sets = load_sets([x for x in args.sets.split(",") if x])
     results = {}

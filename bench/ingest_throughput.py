@@ -6,6 +6,11 @@ texts), raw pymilvus insert of the same rows, and LlamaIndex ``MilvusVectorStore
 vectors.
 
     PYTHONPATH=. python bench/ingest_throughput.py [--quick] [--server-rounds N]
+    PYTHONPATH=. python bench/ingest_throughput.py --quick --variants N
+
+``--variants N``: the local model's variants (``fp32``, ``int8``) ingesting the same files into fresh collections,
+alternating, N rounds; each round also times each variant's ceiling (one ``embed`` call on the stored chunk texts).
+Prints per round and the medians: ingest chunks/s, ceiling chunks/s, ingest over ceiling, and int8 over fp32.
 """
 
 from __future__ import annotations
@@ -68,11 +73,50 @@ def server_ingest(work: Path, client: MilvusClient, chunk_texts: Sequence[str],
     return out
 
 
+def variant_rounds(work: Path, client: MilvusClient, rounds: int) -> None:
+    """fp32 and int8 ingest the same files alternately (a fresh collection each time), each with its ceiling."""
+    import statistics
+
+    models = {v: LocalMiniLMEmbedding(variant=v) for v in ("fp32", "int8")}
+    for model in models.values():
+        model.warm_up()  # the int8 file is made here (once per cache key), not in a timed round
+    rate: dict = {v: [] for v in models}
+    ceiling: dict = {v: [] for v in models}
+    print(f"{'round':>5s} {'variant':>7s} {'chunks':>6s} {'ingest chunks/s':>15s} {'ceiling chunks/s':>16s} "
+          f"{'of ceiling':>10s}")
+    for r in range(rounds):
+        order = list(models) if r % 2 == 0 else list(reversed(models))
+        for variant in order:
+            name = f"variant_{variant}_{r}"
+            if client.has_collection(name):
+                client.drop_collection(name)
+            rep = ingest([work / "files"], client=client, collection_name=name, embed_model=models[variant])
+            texts = [row["text"] for row in client.query(name, filter='id != ""', output_fields=["text"],
+                                                           limit=16384)]
+            t0 = time.perf_counter()
+            models[variant].embed(texts)
+            ceiling[variant].append(len(texts) / (time.perf_counter() - t0))
+            rate[variant].append(rep.chunks / rep.total_seconds)
+            client.drop_collection(name)
+            print(f"{r:5d} {variant:>7s} {rep.chunks:6d} {rate[variant][-1]:15.1f} {ceiling[variant][-1]:16.1f} "
+                  f"{rate[variant][-1] / ceiling[variant][-1]:10.2f}", flush=True)
+    ratio = [a / b for a, b in zip(rate["int8"], rate["fp32"])]
+    ceil_ratio = [a / b for a, b in zip(ceiling["int8"], ceiling["fp32"])]
+    for variant in models:
+        print(f"median {variant}: ingest {statistics.median(rate[variant]):.1f} chunks/s, ceiling "
+              f"{statistics.median(ceiling[variant]):.1f} chunks/s")
+    print(f"int8 / fp32 per round, ingest: {' '.join(f'{x:.2f}' for x in ratio)} (median "
+          f"{statistics.median(ratio):.2f}); ceiling: {' '.join(f'{x:.2f}' for x in ceil_ratio)} (median "
+          f"{statistics.median(ceil_ratio):.2f})")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 files instead of 400")
     ap.add_argument("--server-rounds", type=int, default=0, metavar="N",
                     help="instead: only the embedding-server measurement, N rounds (the files' texts as the ceiling's)")
+    ap.add_argument("--variants", type=int, default=0, metavar="N",
+                    help="instead: fp32 and int8 ingesting the same files, alternating, N rounds")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     n_files = 100 if args.quick else 400
@@ -80,6 +124,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     work = write_files(n_files, "ingest_bench")
     uri = str(work / "ingest.db")
     client = MilvusClient(uri)
+    if args.variants:
+        print(f"{n_files} SciFact abstracts as .txt, default chunking, Milvus Lite 2.5.1; the variants alternate")
+        variant_rounds(work, client, args.variants)
+        client.close()
+        return
     if args.server_rounds:
         print(f"{n_files} SciFact abstracts as .txt; warm-up round (tokenizer and splitter load), not counted:")
         server_ingest(work, client, texts[:n_files], collection="server_warm_up")

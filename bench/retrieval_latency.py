@@ -10,6 +10,12 @@ fields as ours (text, doc_id, metadata) and reads every hit (pymilvus decodes re
 requests; the row below it is the naive way (two searches returning every hit's fields).
 
     PYTHONPATH=. python bench/retrieval_latency.py [--quick]
+    PYTHONPATH=. python bench/retrieval_latency.py --with-embedding [--quick]
+
+``--with-embedding``: the query embedded on every request (cache off), for each variant of the local model (``fp32``,
+``int8``), on the 5k collection, every cell interleaved: the model alone (one query: the ceiling of any system that
+embeds the query here), raw pymilvus after embedding (dense search; the two id-and-score searches and one ``get``
+that weighted fusion sends), and ours (dense; the default hybrid with dense feedback).
 """
 
 from __future__ import annotations
@@ -114,9 +120,51 @@ def build(client: MilvusClient, uri: str, tag: str, texts: List[str], vecs: np.n
     return name, li
 
 
+def with_embedding(client: MilvusClient, name: str, qtexts: List[str], n: int) -> List[Dict[str, object]]:
+    """p50 of each variant's cells with the query embedded per request, interleaved (see the module docstring)."""
+    cells = []
+    for variant in ("fp32", "int8"):
+        model = LocalMiniLMEmbedding(variant=variant, query_cache_size=0)
+        model.warm_up()
+
+        def embed(i: int, m: LocalMiniLMEmbedding = model) -> List[float]:
+            return m.get_query_embedding(qtexts[i % len(qtexts)])
+
+        def raw_dense(i: int, e: Callable[[int], List[float]] = embed) -> object:
+            return consume(client.search(name, data=[e(i)], anns_field="embedding", limit=TOP_K, search_params=COS,
+                                         output_fields=FIELDS))
+
+        def raw_lean(i: int, e: Callable[[int], List[float]] = embed) -> object:
+            dense = client.search(name, data=[e(i)], anns_field="embedding", limit=100, search_params=COS,
+                                  output_fields=[])[0]
+            sparse = client.search(name, data=[qtexts[i % len(qtexts)]], anns_field="sparse_embedding", limit=100,
+                                   search_params=BM25, output_fields=[])[0]
+            return client.get(name, ids=list(dict.fromkeys([*dense.ids[:5], *sparse.ids]))[:TOP_K],
+                              output_fields=FIELDS)
+
+        def ours(m: LocalMiniLMEmbedding = model, **kw: object) -> Callable[[int], object]:
+            r = MilvusHybridRetriever.from_defaults(collection_name=name, client=client, embed_model=m,
+                                                    similarity_top_k=TOP_K, **kw)
+            return lambda i: r.retrieve(qtexts[i % len(qtexts)])
+
+        cells += [(variant, "the model alone (query embedding)", embed),
+                  (variant, "raw pymilvus dense search + embedding", raw_dense),
+                  (variant, "ours dense, embedding included", ours(search_type="dense")),
+                  (variant, "raw 2x search(100) ids + get(10) + embedding", raw_lean),
+                  (variant, "ours default (weighted + feedback), embedding included", ours())]
+    stats = interleaved([c[2] for c in cells], n)
+    out = []
+    print(f"  {'variant':7s} {'system':56s} {'p50 ms':>7s} {'p95 ms':>7s}  paired vs fp32's model alone")
+    for (variant, system, _), m in zip(cells, stats):
+        print(f"  {variant:7s} {system:56s} {m['p50']:7.2f} {m['p95']:7.2f}  {m['paired']:6.2f}", flush=True)
+        out.append({"variant": variant, "system": system, **m})
+    return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="60 timed queries per cell, 5k and 20k")
+    ap.add_argument("--with-embedding", action="store_true", help="instead: each variant with the query embedded")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     n = 60 if args.quick else 200
@@ -126,6 +174,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     qvecs = cached_embeddings(model, list(queries.values()), "scifact_queries")
     qtexts = list(queries.values())
 
+    if args.with_embedding:
+        db = fresh_dir("latency_embedding_milvus")
+        client = MilvusClient(str(db / "latency.db"))
+        build(client, str(db / "latency.db"), "5k", list(texts), np.asarray(dvecs))
+        print(f"== 5k: {len(texts)} passages, top-{TOP_K}, {n} queries, each embedded on every request ==")
+        rows = with_embedding(client, "ours_5k", qtexts, n)
+        (OUT / "retrieval_latency_embedding.json").write_text(json.dumps(rows, indent=1))
+        client.close()
+        return
     model.warm_up()
     emb = timed(lambda i: model.embed([qtexts[i % len(qtexts)]]), 50, warmup=5)
     print(f"query embedding (MiniLM ONNX, uncached): p50 {emb['p50']:.1f} ms, p95 {emb['p95']:.1f} ms\n")

@@ -49,6 +49,7 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, RecordNotFoundError
+from llama_index_convrag.postprocessors.widen import narrow_contents, narrowed_nodes, with_widener
 from llama_index_convrag.chat.budget import CachedTokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat
 from llama_index_convrag.chat.defaults import (check_chat_mode, check_parts, default_synthesizers, fusing_retriever,
@@ -194,6 +195,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             max_history_tokens=rewrite.max_history_tokens, trigger=rewrite.trigger,
             get_chat_history=rewrite.get_chat_history, count_tokens=count_tokens, context_rules=rewrite.context_rules,
         )
+        node_postprocessors = with_widener(node_postprocessors, retriever, answer.widen)  # before the rewrite wraps it
         retriever = fusing_retriever(retriever, rewriter, rewrite.fusion)
         synth_kw = synthesizer_kwargs(answer.response_mode, answer.citations, answer.citation_mode,
                                       answer.embed_model, llm)
@@ -229,7 +231,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         engine = cls(
             retriever=retriever, query_engine=query_engine, synthesizer=synthesizer, context_chat=context_chat,
             streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, port=port, conversation_id=cid,
-            node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
+            node_postprocessors=node_postprocessors,
             answer=answer, budget=replace(budget, count_tokens=count_tokens), memory=conversation_memory,
         )
         if conversation_memory is not None and memory_given.seed:
@@ -531,8 +533,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             else system_text(self._synthesizer, self._llm),
             count_tokens=self._count_tokens, context_window=self._llm.metadata.context_window,
             reserved_output=self.reserved_output_tokens, budget_ratio=self.budget.ratio,
-            max_context_tokens=self.budget.max_tokens_limit,
+            max_context_tokens=self.budget.max_tokens_limit, narrow_chunks=narrow_contents(turn.nodes),
         )
+        turn.nodes = narrowed_nodes(turn.nodes, report.narrowed)  # widened passages the budget cut back
         turn.apply_trim(report)
         turn.answer_history = [m for i in report.kept_history for m in turns[i]]
         if turn.answer_history and self._context_chat is None and not self.rephrase_question:

@@ -33,6 +33,7 @@ from llama_index_convrag.conversational.rewrite import HistoryFormatter, Trigger
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.judge.options import OLD_KEYWORDS, JudgeArg, judge_options
+from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, WidenRules, widen_rules
 from llama_index_convrag.synthesizers.citations import check_citation_mode
 from llama_index_convrag.synthesizers.registry import lookup_mode
 
@@ -115,7 +116,10 @@ class AnswerOptions:
     nothing is retrieved (None: answer anyway); ``fallback``: what is shown instead of an empty, marker-only or
     echoing answer (None: :class:`~.fallback.AnswerFallback` defaults); ``hooks``: :class:`~.hooks.AnswerHook` s run
     around each answer; ``judge``: judge-guided answers (``True``, a ``BaseJudge`` or a ``JudgeOptions``);
-    ``return_generated_question`` / ``return_source_nodes``: what ``response.metadata`` and the response carry."""
+    ``return_generated_question`` / ``return_source_nodes``: what ``response.metadata`` and the response carry;
+    ``widen``: what the answer reads around each hit of our Milvus retriever (a
+    :class:`~llama_index_convrag.postprocessors.widen.WidenRules`: its neighbouring chunks, merged and deduplicated,
+    cut back first when the budget is short; None: the matched chunks alone)."""
 
     response_mode: Optional[str] = None
     citations: bool = True
@@ -132,6 +136,7 @@ class AnswerOptions:
     judge: JudgeArg = None
     return_generated_question: bool = False
     return_source_nodes: bool = True
+    widen: Optional[WidenRules] = DEFAULT_WIDEN
 
     def __post_init__(self) -> None:
         if self.response_mode is not None:
@@ -163,6 +168,7 @@ class AnswerOptions:
                                     f"got {bad!r}")
         object.__setattr__(self, "hooks", tuple(self.hooks))
         judge_options(self.judge)  # names the accepted kinds
+        widen_rules(self.widen, "AnswerOptions.widen")
 
     @property
     def fallback_or_default(self) -> AnswerFallback:
@@ -246,6 +252,7 @@ MOVED: Dict[str, str] = {
     "answer_fallback": _ANSWER.format("fallback=AnswerFallback(...)"),
     "answer_hooks": _ANSWER.format("hooks=[...]"),
     "judge": _ANSWER.format("judge=..."),
+    "widen": _ANSWER.format("widen=WidenRules(...), or None for the matched chunks alone"),
     "return_generated_question": _ANSWER.format("return_generated_question=..."),
     "return_source_nodes": _ANSWER.format("return_source_nodes=..."),
     "return_source_documents": _ANSWER.format("return_source_nodes=..."),

@@ -37,6 +37,7 @@ from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
 from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.memory.conversation import LoadedMemory
 from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
+from llama_index_convrag.postprocessors.widen import citation_excerpt
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER
 from llama_index_convrag.storage.conversation.base import Citation
@@ -359,9 +360,10 @@ def build_citations(response: Any, nodes: Sequence[NodeWithScore]) -> List[Citat
 
 
 def _citation(nws: NodeWithScore, index: int, marker: Optional[int]) -> Citation:
+    text, span = citation_excerpt(nws.node)  # a widened passage: the matched chunk inside it, and where
     return Citation(node_id=nws.node.node_id, source_index=index, marker=None if marker is None else int(marker),
                     ref_doc_id=nws.node.ref_doc_id, score=None if nws.score is None else float(nws.score),
-                    stage_scores=get_trail(nws), text=nws.node.get_content()[:500])
+                    stage_scores=get_trail(nws), text=text, span=None if span is None else list(span))
 
 
 __all__ = ["Turn", "aread_text", "build_citations", "final_doc_id", "group_turns", "read_text", "stage_names",

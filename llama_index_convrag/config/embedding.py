@@ -29,7 +29,8 @@ def resolve_embed_model(
 ) -> BaseEmbedding:
     """The embedding model: explicit object, else ``spec`` / ``CONVRAG_EMBED_MODEL``, else the local model.
 
-    ``spec`` is ``"local"`` or ``"openai[:model-name]"``. The local model is the default even when an API key is
+    ``spec`` is ``"local[:variant]"`` (``fp32`` or ``int8``; see ``LocalMiniLMEmbedding``) or
+    ``"openai[:model-name]"``. The local model is the default even when an API key is
     set, so that a key in the environment never silently changes the vectors of an existing collection.
     """
     if embed_model is not None:
@@ -40,7 +41,7 @@ def resolve_embed_model(
     if provider not in EMBED_PROVIDERS:
         raise ConfigurationError(f"embedding provider must be one of {list(EMBED_PROVIDERS)}, got {provider!r}")
     if provider == LOCAL_EMBED:
-        return LocalMiniLMEmbedding()
+        return LocalMiniLMEmbedding(variant=name) if name else LocalMiniLMEmbedding()
     from llama_index.embeddings.openai import OpenAIEmbedding
 
     key = pick(api_key, env, ENV_API_KEY)

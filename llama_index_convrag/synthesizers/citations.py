@@ -1,5 +1,9 @@
 """Pure citation helpers: number chunks ``[1]..[n]`` for the prompt, parse ``[n]`` markers, map them to nodes, and
-tell an answer from a reply that is only markers (``[1]``: no answer a reader can use)."""
+tell an answer from a reply that is only markers (``[1]``: no answer a reader can use).
+
+Source text that looks like a marker (a footnote ``[2]``, ``[1, 4]``) is written with full-width brackets
+(``［2］``) before an answer is written from it (:func:`source_texts`, also inside :func:`number_chunks`), so a
+footnote an answer copies is never read as a citation of another passage."""
 
 from __future__ import annotations
 
@@ -32,9 +36,24 @@ def check_citation_mode(citation_mode: Any) -> str:
     return citation_mode
 
 
+#: The brackets a marker-like footnote of source text is written with (full-width: read alike, never parsed).
+SOURCE_BRACKETS = ("\uff3b", "\uff3d")
+
+
+def neutralise_markers(text: str) -> str:
+    """``text`` with each marker-like run (``[2]``, ``[1, 4]``) written in :data:`SOURCE_BRACKETS`."""
+    return MARKER_RE.sub(lambda m: f"{SOURCE_BRACKETS[0]}{m.group(1)}{SOURCE_BRACKETS[1]}", text)
+
+
+def source_texts(chunks: Sequence[Any]) -> List[Any]:
+    """The passages as an answer reads them: text chunks through :func:`neutralise_markers` (others unchanged)."""
+    return [neutralise_markers(c) if isinstance(c, str) else c for c in chunks]
+
+
 def number_chunks(texts: Sequence[str]) -> List[str]:
-    """Prefix each chunk with its 1-based marker: ``"[1] first chunk"``."""
-    return [f"[{i}] {text.strip()}" for i, text in enumerate(texts, start=1)]
+    """Prefix each chunk with its 1-based marker: ``"[1] first chunk"`` (the chunk's own marker-like text
+    neutralised)."""
+    return [f"[{i}] {neutralise_markers(text.strip())}" for i, text in enumerate(texts, start=1)]
 
 
 def strip_markers(text: str) -> str:

@@ -34,7 +34,7 @@ class Compacts(BaseSynthesizer):
         return list(chunks)  # numbered before packing (_packed)
 
     def _packed(self, run: RunState, chunks: Sequence[Any]) -> List[Any]:
-        numbered = cite.number_chunks(chunks) if self._citations else list(chunks)
+        numbered = cite.number_chunks(chunks) if self._citations else cite.source_texts(chunks)
         return self._repack(run, self._compact_shapes(), numbered)
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **extra_vars: Any) -> RESPONSE_TEXT_TYPE:

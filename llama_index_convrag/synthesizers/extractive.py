@@ -22,6 +22,7 @@ from llama_index.core.schema import MetadataMode
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Steps, SynthesizerConfig
 from llama_index_convrag.synthesizers.calls import EmbedRequest
@@ -91,7 +92,8 @@ class Extractive(BaseSynthesizer):
         return cls(**cls.config_kwargs(config))  # an llm given to the factory is not used (as no_text's)
 
     def _prepare_chunks(self, chunks: List[str]) -> List[str]:
-        return list(chunks)  # markers are added to the chosen sentences, not to the chunks
+        # markers are added to the chosen sentences, not to the chunks; a footnote quoted from a chunk is neutralised
+        return cite.source_texts(chunks)
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
         candidates = S.sentences_of(chunks)

@@ -131,3 +131,34 @@ def test_dropping_many_history_turns_keeps_the_newest_that_fit():
                             history=["x" * 100] * 50, budget_ratio=0.5)
     assert report.kept_history == [46, 47, 48, 49] and report.tokens["history"] == 400
     assert [d.index for d in report.dropped] == list(range(46))
+
+
+def test_widened_chunks_are_cut_back_lowest_ranked_first_before_history_or_chunks() -> None:
+    chunks, narrow = [_w(40), _w(40), _w(40)], [_w(10), None, _w(10)]
+    roomy = message_fit_in(question=_w(10), history=[_w(30)], chunks=chunks, narrow_chunks=narrow,
+                           count_tokens=words, context_window=1000, reserved_output=0, budget_ratio=1.0)
+    assert (roomy.widened, roomy.dropped, roomy.narrowed) == ([0, 2], [], [])
+    r = message_fit_in(question=_w(10), history=[_w(30)], chunks=chunks, narrow_chunks=narrow,
+                       count_tokens=words, context_window=140, reserved_output=0, budget_ratio=1.0)
+    reason = "budget 140: widening cut first, lowest-ranked chunk first"
+    assert r.dropped == [Dropped("widening", 2, 30, reason)]
+    assert (r.widened, r.narrowed, r.kept_history, r.kept_chunks, r.tokens["context"]) == ([0], [2], [0], [0, 1, 2], 90)
+    # all widening cut and still over: then the oldest history, then the lowest-ranked chunk, as before
+    tight = message_fit_in(question=_w(10), history=[_w(30)], chunks=chunks, narrow_chunks=narrow,
+                           count_tokens=words, context_window=60, reserved_output=0, budget_ratio=1.0)
+    assert [(d.section, d.index) for d in tight.dropped] == [("widening", 2), ("widening", 0), ("history", 0),
+                                                             ("context", 2)]
+    assert (tight.widened, tight.kept_chunks, tight.total) == ([], [0, 1], 60)
+
+
+def test_max_context_tokens_cuts_widening_before_chunks_and_the_report_keeps_it() -> None:
+    r = message_fit_in(question="q", chunks=[_w(30), _w(30)], narrow_chunks=[_w(10), _w(10)], count_tokens=words,
+                       context_window=1000, reserved_output=0, max_context_tokens=45)
+    assert r.dropped == [Dropped("widening", 1, 20, "max_tokens_limit 45")]
+    assert (r.kept_chunks, r.widened, r.tokens["context"]) == ([0, 1], [0], 40)
+    assert TrimReport.from_dict(r.to_dict()) == r and r.to_dict()["widened"] == [0]
+    old = {k: v for k, v in r.to_dict().items() if k != "widened"}  # a record written before widening
+    assert TrimReport.from_dict(old).widened == []
+    with pytest.raises(ValueError, match=r"narrow_chunks must give one entry per chunk \(2\), got 1"):
+        message_fit_in(question="q", chunks=["a", "b"], narrow_chunks=["a"], count_tokens=words,
+                       context_window=100, reserved_output=0)

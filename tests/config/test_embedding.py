@@ -25,3 +25,10 @@ def test_embed_openai_without_credentials_is_an_error():
 def test_unknown_embed_provider_names_value_and_choices():
     with pytest.raises(ValueError, match=r"one of \['local', 'openai'\], got 'cohere'"):
         resolve_embed_model(spec="cohere:embed", env={})
+
+
+def test_embed_local_spec_names_the_variant():
+    assert resolve_embed_model(spec="local:int8", env={}).variant == "int8"
+    assert resolve_embed_model(env={"CONVRAG_EMBED_MODEL": "local:fp32"}).variant == "fp32"
+    with pytest.raises(ValueError, match=r"variant must be one of \['fp32', 'int8'\], got 'int4'"):
+        resolve_embed_model(spec="local:int4", env={})

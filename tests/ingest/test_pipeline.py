@@ -248,6 +248,11 @@ class SigintAtCall:
     def get_text_embedding(self, text: str) -> list:
         return self.model.get_text_embedding(text)
 
+    @property
+    def embed_model_id(self) -> str:
+        """The wrapped model's: its vectors are the ones stored, so a resumed ingest with that model may add more."""
+        return self.model.embed_model_id
+
 
 @pytest.mark.parametrize("at_call, concurrency", [(1, 1), (3, 1), (1, 3), (3, 3)])
 def test_sigint_stops_at_the_next_sub_batch_and_rerun_resumes(docs, milvus_client, collection_name, embed_model,
@@ -344,3 +349,20 @@ def test_concurrent_embedding_and_reader_processes_store_the_same_rows_as_the_se
     finally:
         if milvus_client.has_collection(names["par"]):
             milvus_client.drop_collection(names["par"])
+
+
+def test_vectors_of_another_variant_are_refused_at_ingest_and_at_retrieval(docs, milvus_client, collection_name,
+                                                                          embed_model):
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+    from llama_index_convrag.indices import ConvRAGIndex
+
+    run(docs, milvus_client, collection_name, embed_model)
+    other = LocalMiniLMEmbedding(variant="int8" if embed_model.variant == "fp32" else "fp32")
+    both = rf"holds vectors of '{embed_model.embed_model_id}'; this embedding model is '{other.embed_model_id}'"
+    with pytest.raises(ValueError, match=both):
+        run(docs, milvus_client, collection_name, other)
+    with pytest.raises(ValueError, match=both):
+        ConvRAGIndex.from_collection(collection_name, embed_model=other, client=milvus_client)
+    with pytest.raises(ValueError, match=both):
+        MilvusHybridRetriever.from_defaults(collection_name=collection_name, embed_model=other, client=milvus_client)
+    assert run(docs, milvus_client, collection_name, embed_model).chunks == 0  # the writer's own model goes on

@@ -9,6 +9,7 @@ from llama_index_convrag.milvus.schema import (
     DENSE,
     CollectionSpec,
     VectorField,
+    check_embed_model,
     create_collection,
     default_spec,
     detect_spec,
@@ -27,6 +28,22 @@ def test_create_and_detect_our_layout_with_an_extra_dense_field(milvus_client: A
     assert got.dense_fields == ("embedding", "title_embedding") and got.bm25_fields == ("sparse_embedding",)
     assert got.output_fields() == ["text", "doc_id", "metadata"]
     create_collection(milvus_client, collection_name, spec)  # existing: no-op
+
+
+def test_a_collection_records_the_model_that_wrote_it_and_refuses_another(milvus_client: Any,
+                                                                          collection_name: str):
+    create_collection(milvus_client, collection_name, default_spec(8, embed_model="Local:minilm:fp32"))
+    got = detect_spec(milvus_client, collection_name)
+    assert got.embed_model == "Local:minilm:fp32"
+    check_embed_model(got, "Local:minilm:fp32", collection_name)
+    check_embed_model(got, None, collection_name)  # a caller that names no model cannot be checked
+    with pytest.raises(ValueError, match=rf"collection '{collection_name}' holds vectors of 'Local:minilm:fp32'; this "
+                                         r"embedding model is 'Local:minilm:int8-x': vectors of two models \(or two "
+                                         r"variants of one\) never mix"):
+        check_embed_model(got, "Local:minilm:int8-x", collection_name)
+    unrecorded = default_spec(8)
+    assert unrecorded.embed_model is None and unrecorded == got  # the record is not part of the layout
+    check_embed_model(unrecorded, "anything", collection_name)  # made before the record: cannot be checked
 
 
 def test_create_rejects_unknown_analyzer(milvus_client: Any, collection_name: str):

@@ -216,3 +216,12 @@ def test_a_when_question_quotes_only_the_sentences_that_hold_a_date(embed_model)
     assert response.response == "The Pixel 5a was officially announced on August 17, 2021 via a press release. [3]"
     response = Extractive(embed_model).synthesize("When was the Pixel 5a announced?", make_nodes(chunks))
     assert "new camera" not in response.response and "officially announced the Pixel 5a phone" not in response.response
+
+
+def test_a_footnote_quoted_from_a_passage_is_not_a_citation(synth):
+    """A source's own "[2]" copied into the answer would cite another passage: it is quoted as \uff3b2\uff3d."""
+    texts = ["The Eiffel Tower was finished in 1889 [2]. Tickets are sold online.",
+             "Mount Fuji is the highest mountain in Japan."]
+    response = synth.synthesize("When was the Eiffel Tower finished?", make_nodes(texts))
+    assert "1889 \uff3b2\uff3d" in response.response and response.response.endswith("[1]")
+    assert response.metadata["citations"] == [{"marker": 1, "node_id": "n0", "source_index": 0}]

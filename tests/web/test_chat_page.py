@@ -294,3 +294,16 @@ def test_phone_width_has_no_sideways_scroll(page: ChatPage, answer: Callable[...
     assert page.driver.execute_script(
         "return document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     screenshots(page.driver, "phone")
+
+
+def test_a_cited_chunk_is_marked_inside_the_passage_the_answer_read(page: ChatPage, answer: Callable[..., None]) -> None:
+    """The lighthouse log is several chunks: the answer reads the matched one with its neighbours, and the page shows
+    the whole passage with the matched chunk marked."""
+    answer("The keepers wound the fog bell [1].")
+    page.ask("What did the lighthouse keepers log?")
+    page.wait_status("complete").find_element(By.CSS_SELECTOR, ".cite[data-marker='1']").click()
+    page.wait(lambda: page.find("#passage-file").text.endswith("lighthouses.md"), "the lighthouse passage")
+    box = page.find("#passage-text")
+    marked = box.find_element(By.CSS_SELECTOR, "mark.matched").get_property("textContent")
+    whole = box.get_property("textContent")
+    assert "Lighthouse keeper log entry" in marked and marked in whole and len(whole) > len(marked)

@@ -4,6 +4,7 @@
 import * as api from "./api.js";
 import { answerNodes, clear, el, setText } from "./dom.js";
 import { setupDocuments, showKnowledgeBase } from "./documents.js";
+import { showPassageText } from "./passage.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { conversationId: null, cursor: null, turn: null, versions: new Map(), bases: [], kb: null };
@@ -200,9 +201,9 @@ function showPassage(source, n) {
   const chunk = meta.chunk_index !== undefined ? `#${meta.chunk_index} (${source.node_id})` : source.node_id || "";
   setText($("passage-chunk"), chunk);
   setText($("passage-score"), typeof source.score === "number" ? source.score.toFixed(3) : "-");
-  setText($("passage-text"), source.text || "");
+  const mark = showPassageText($("passage-text"), source);
   box.hidden = false;
-  $("passage-text").scrollTop = 0;
+  $("passage-text").scrollTop = mark ? Math.max(0, mark.offsetTop - $("passage-text").offsetTop - 24) : 0;
   $("passage-heading").setAttribute("tabindex", "-1");
   $("passage-heading").focus();
 }

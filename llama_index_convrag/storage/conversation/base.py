@@ -75,12 +75,15 @@ class Citation:
     score: Optional[float] = None
     stage_scores: List[Dict[str, Any]] = field(default_factory=list)
     text: str = ""
+    #: Where the chunk that matched sits in ``text`` (``[start, end]``) when the answer read it inside a wider passage.
+    span: Optional[List[int]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready copy (what ``dataclasses.asdict`` returns, without its recursive deep copy)."""
         return {"node_id": self.node_id, "source_index": self.source_index, "marker": self.marker,
                 "ref_doc_id": self.ref_doc_id, "score": self.score,
-                "stage_scores": [dict(s) for s in self.stage_scores], "text": self.text}
+                "stage_scores": [dict(s) for s in self.stage_scores], "text": self.text,
+                "span": None if self.span is None else list(self.span)}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Citation":

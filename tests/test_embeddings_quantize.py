@@ -1,0 +1,109 @@
+"""The int8-compute variant: made from the installed file once, cached by key, close to the fp32 vectors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import onnx
+import pytest
+
+from llama_index_convrag.embeddings import quantize
+from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
+from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, int8_model_path, weight_matmuls
+from llama_index_convrag.errors import ConfigurationError
+
+TEXTS = ["How do plants make energy from sunlight?", "Milvus stores vectors and runs BM25 keyword search.",
+         " ".join(f"Sentence {i} of a long passage about rivers and their deltas." for i in range(30))]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A cache folder of this module's own (``CONVRAG_CACHE_DIR``), so the conversion is tested, not reused."""
+    root = tmp_path_factory.mktemp("cache")
+    saved = os.environ.get("CONVRAG_CACHE_DIR")
+    os.environ["CONVRAG_CACHE_DIR"] = str(root)
+    yield root / "models"
+    if saved is None:
+        os.environ.pop("CONVRAG_CACHE_DIR")
+    else:
+        os.environ["CONVRAG_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="module")
+def int8_model(cache: Path) -> LocalMiniLMEmbedding:
+    model = LocalMiniLMEmbedding(variant="int8", query_cache_size=0)
+    model.warm_up()
+    return model
+
+
+def test_the_variant_is_made_once_into_the_cache_and_reads_like_fp32(int8_model, cache, embed_model):
+    [made] = quantize.cached_variants(cache)
+    assert made.name == f"minilm-int8-{quantize.cache_key(default_model_path(), INT8_RECIPE)}.onnx"
+    assert [p for p in cache.iterdir() if p.name.startswith(".")] == []  # no temporary file left behind
+    stamp = made.stat().st_mtime_ns
+    assert int8_model_path(default_model_path(), INT8_RECIPE) == made and made.stat().st_mtime_ns == stamp
+    graph = onnx.load(str(made)).graph
+    kinds = {n.name: n.op_type for n in graph.node}
+    assert sum(k == "MatMulInteger" for k in kinds.values()) == len(LAYER_NAMES) - len(INT8_RECIPE.keep_float)
+    ours, theirs = int8_model.embed(TEXTS), LocalMiniLMEmbedding(variant="fp32").embed(TEXTS)
+    cosine = (ours * theirs).sum(axis=1)
+    assert cosine.min() > 0.98 and np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_each_variant_names_itself_for_the_collection_record(int8_model):
+    fp32 = LocalMiniLMEmbedding(variant="fp32")
+    assert fp32.embed_model_id == "LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:fp32"
+    assert int8_model.embed_model_id == f"LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:int8-{INT8_RECIPE.key()}"
+    assert LocalMiniLMEmbedding(model_path="/x/mine.onnx").embed_model_id.endswith(":mine.onnx:fp32")
+    with pytest.raises(ConfigurationError, match=r"variant must be one of \['fp32', 'int8'\], got 'int4'"):
+        LocalMiniLMEmbedding(variant="int4")
+
+
+def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
+    def broken(source: Path, dest: Path, recipe: Int8Recipe) -> None:
+        dest.write_bytes(b"half a model")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(quantize, "quantize_model", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        int8_model_path(default_model_path(), Int8Recipe(), cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_recipe_is_validated_and_keyed():
+    with pytest.raises(ConfigurationError, match=r"keep_float names unknown layers \['layer9.query'\]; layers are"):
+        Int8Recipe(keep_float=("layer9.query",))
+    assert Int8Recipe(keep_float=("layer1.ffn_out", "layer0.query")).keep_float == ("layer0.query", "layer1.ffn_out")
+    assert Int8Recipe().key() != Int8Recipe(reduce_range=True).key() == Int8Recipe(reduce_range=True).key()
+
+
+def test_another_graph_is_refused_rather_than_quantized_with_the_wrong_layers():
+    from onnx import TensorProto, helper
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.0] * 16)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [weight])
+    with pytest.raises(ConfigurationError, match=r"1 weight MatMuls \(expected 36\); pass variant='fp32'"):
+        weight_matmuls(helper.make_model(graph))
+
+
+def test_weight_matmuls_name_the_six_per_layer_of_minilm():
+    model = quantize.fold_weights(onnx.load(str(default_model_path())))
+    layers = weight_matmuls(model)
+    assert list(layers)[:6] == ["layer0.query", "layer0.key", "layer0.value", "layer0.attention_out",
+                                "layer0.ffn_in", "layer0.ffn_out"]
+    assert len(set(layers.values())) == 36
+    ops = {n.op_type for n in model.graph.node}
+    assert "Cast" not in ops or all(n.op_type != "Cast" or n.input[0] not in {i.name for i in model.graph.initializer}
+                                    for n in model.graph.node)
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(int8_model):
+    """Dynamic quantization scales a run's activations over the whole run: one text per run keeps vectors exact."""
+    together = int8_model.embed(TEXTS)
+    alone = np.vstack([int8_model.embed([t]) for t in TEXTS])
+    np.testing.assert_array_equal(together, alone)
