@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import re
+import regex as re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -87,7 +87,7 @@ def list_items(text: str) -> Tuple[str, ...]:
 
 
 def _inline(sentence: str, single: bool) -> Tuple[str, ...]:
-    if re.search(r"[\u3400-\u9fff]", sentence):
+    if re.search(r"\p{Han}", sentence):
         if "、" not in sentence and not single:
             return ()
         pieces = [p.strip() for p in _ZH_SEPARATORS.split(sentence)]

@@ -19,11 +19,11 @@ it could still be short (:class:`ShortHold`), so stream equals whole.
 
 from __future__ import annotations
 
-import re
+import regex as re
 from dataclasses import dataclass
 from typing import AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from llama_index_convrag._words import CJK_RUN
+from llama_index_convrag.text import has_cjk
 from llama_index_convrag.synthesizers.citations import strip_markers
 from llama_index_convrag.synthesizers.sentences import terms_of
 from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
@@ -46,7 +46,7 @@ _LEFT: Tuple[Tuple[re.Pattern, re.Pattern], ...] = (
     (re.compile(r"^\d{4}\b"),
      re.compile(rf"(?:\b{_MONTH}\s+{_DAY},?\s+|\b{_DAY}\s+{_MONTH},?\s+|\b{_MONTH},?\s+)$")),
     (re.compile(r"^\d"), re.compile(r"(?:US\$|A\$|C\$|HK\$|\$|€|£|¥|￥)$")),
-    (re.compile(r"^[\u4e00-\u9fff]"), re.compile(rf"(?:(?![{_FUNCTION}])[\u4e00-\u9fff]){{1,4}}{_JOIN}$")),
+    (re.compile(r"^\p{Han}"), re.compile(rf"(?:(?![{_FUNCTION}])\p{{Han}}){{1,4}}{_JOIN}$")),
 )
 #: (what the answer must end with, what may follow it in the passage).
 _RIGHT: Tuple[Tuple[re.Pattern, re.Pattern], ...] = (
@@ -79,7 +79,7 @@ def answer_core(answer: str) -> Optional[str]:
     core = strip_markers(answer).strip(_TRIM)
     if not core or _CLAUSE_END.search(core):
         return None
-    if CJK_RUN.search(core):
+    if has_cjk(core):
         return core if len(core) <= SHORT_CJK else None
     return core if len(core.split()) <= SHORT_WORDS else None
 
@@ -89,7 +89,7 @@ def could_be_short(text: str) -> bool:
     core = strip_markers(text).strip(_TRIM)
     if _CLAUSE_END.search(core):
         return False
-    return len(core) <= SHORT_CJK if CJK_RUN.search(core) else len(core.split()) <= SHORT_WORDS
+    return len(core) <= SHORT_CJK if has_cjk(core) else len(core.split()) <= SHORT_WORDS
 
 
 def widen(passage: str, start: int, end: int) -> Tuple[int, int]:

@@ -1,17 +1,21 @@
 """Grounding, cheaply: which answer sentences no passage supports, and citations for an answer written without them.
 
-No LLM call. An answer is split into sentences (``sentences.split_sentences``: English and Chinese punctuation) and
+No LLM call by default. An answer is split into sentences (:func:`llama_index_convrag.text.split_sentences`) and
 each sentence, its ``[n]`` markers removed, is compared with every passage by its content terms
-(``sentences.terms_of``: stemmed words less stop words, Chinese character bigrams):
+(:func:`llama_index_convrag.text.terms`: Snowball stems less stop words, jieba's words for Chinese), under
+:class:`GroundingRules`:
 
 * **overlap** with a passage: the share of the sentence's distinct terms the passage holds;
 * a passage **supports** the sentence when the overlap is at least :data:`SUPPORT_SHARE` and every number the
-  sentence states ("1889", "12") appears in the passage (a right topic with a wrong figure is not support);
+  sentence states ("1889", "12") appears in the passage (a right topic with a wrong figure is not support) and the
+  passage's sentence closest to it says "not" exactly when it does (``negations``: "was not completed in 1889" is
+  not supported by "was completed in 1889");
 * a sentence with fewer than :data:`MIN_TERMS` terms ("Yes.") or one that says the passages do not answer ("The
   context does not mention it.", "没有提到") is not judged.
 
 :func:`check_grounding` gives one :class:`SentenceSupport` per judged sentence; :func:`grounding_record` the turn
-record's summary; :func:`cite_sentences` inserts ``[n]`` (the best supporting passage, 1-based as
+record's summary (each unsupported sentence with its ``reason``). A model can replace the term overlap
+(``scorer``: :data:`SupportScorer`, e.g. an NLI model); :func:`cite_sentences` inserts ``[n]`` (the best supporting passage, 1-based as
 ``citations=True`` numbers them) after each supported sentence of an answer written without markers (the
 ``citation_mode="aligned"`` answers and the engine's retry), and :func:`cited_stream` does the same to a stream as it
 flows (:class:`SentenceCiter`).
@@ -20,39 +24,71 @@ flows (:class:`SentenceCiter`).
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.citations import MARKER_RE, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
+from llama_index_convrag.text import HAN, identify, split_sentences, words
 
-#: A passage supports a sentence that shares at least this share of its distinct content terms (and its numbers).
-SUPPORT_SHARE = 0.5
-#: Sentences with fewer content terms are not judged (too little to compare).
-MIN_TERMS = 2
 METHOD = "lexical"
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-#: A sentence saying the passages hold no answer: a refusal, not a claim to check.
-_REFUSAL = re.compile(
-    r"\b(?:do(?:es)?n[o']?t know|do(?:es)? not (?:know|mention|say|state|contain|provide|specify)|"
-    r"(?:is|are) not (?:mentioned|stated|provided|specified)|no (?:information|mention)|"
-    r"cannot (?:answer|find|be determined)|can't (?:answer|find)|not (?:enough|sufficient) information)\b"
-    r"|不知道|没有提到|未提及|没有提及|无法回答|无法确定|没有相关信息|未提供",
-    re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GroundingRules:
+    """The thresholds and word lists of the lexical check, each with the measurement that chose it."""
+
+    support_share: float = 0.5
+    """A passage supports a sentence holding at least this share of its distinct content terms (and its numbers):
+    RGB answers of the real-LLM runs (``bench/real_answers.py``) flag 0.00-0.08 sentences per answer at 0.5."""
+    min_terms: int = 2
+    """Sentences with fewer content terms ("Yes.") are not judged (nothing to compare)."""
+    negations: Tuple[str, ...] = ("not", "no", "never", "n't", "cannot", "nicht", "kein", "keine", "nie", "pas", "jamais",
+                                  "nunca", "не", "нет", "никогда", "不", "没", "没有", "未", "无")
+    """Words that turn a claim round: a sentence and its best passage sentence that differ in them do not support
+    each other ("was not completed in 1889" against "was completed in 1889": ``tests/synthesizers/test_grounding.py``
+    holds the probe)."""
+    refusals: Tuple[str, ...] = ("know", "mention", "mentioned", "information", "provide", "provided", "answer",
+                                 "determine", "determined", "specify", "specified", "state", "stated", "不知道",
+                                 "没有提到", "未提及", "没有提及", "无法回答", "无法确定", "没有相关信息", "未提供")
+    """A sentence that negates one of these says the passages hold no answer ("The context does not mention it."):
+    a refusal, not a claim to check (the answers of ``bench/real_answers.py``)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.support_share, bool) or not isinstance(self.support_share, (int, float)) \
+                or not 0 < self.support_share <= 1:
+            raise ConfigurationError(f"support_share must be a number in (0, 1], got {self.support_share!r}")
+        if isinstance(self.min_terms, bool) or not isinstance(self.min_terms, int) or self.min_terms < 1:
+            raise ConfigurationError(f"min_terms must be an int >= 1, got {self.min_terms!r}")
+
+
+DEFAULT_GROUNDING_RULES = GroundingRules()
+SUPPORT_SHARE = DEFAULT_GROUNDING_RULES.support_share
+MIN_TERMS = DEFAULT_GROUNDING_RULES.min_terms
+
+SupportScorer = Callable[[str, Sequence[str]], Sequence[float]]
+"""A model that scores how well each passage supports a claim, 0 to 1 (an NLI or cross-encoder model wrapped as
+``scorer(claim, passages) -> scores``); a sentence is supported by the best passage scoring at least
+``support_share``. The lexical check is the default."""
 
 
 @dataclass(frozen=True)
 class SentenceSupport:
     """One judged answer sentence: its position among the answer's sentences, its text (as written, markers
-    included), the best passage (0-based, None when no passage shares a term), that passage's overlap, and whether
-    it supports the sentence."""
+    included), the best passage (0-based, None when no passage shares a term), that passage's overlap (or the
+    scorer's score), whether it supports the sentence, and why not (``""``, ``"numbers"``: a number the passage
+    lacks, ``"negation"``: one of the two says "not" where the other does not, ``"overlap"``)."""
 
     index: int
     text: str
     source: Optional[int]
     overlap: float
     supported: bool
+    reason: str = ""
 
 
 def _numbers(text: str) -> List[str]:
@@ -64,8 +100,43 @@ def _terms(text: str) -> FrozenSet[str]:
 
 
 def _overlap(terms: FrozenSet[str], passage: str, passage_terms: FrozenSet[str]) -> float:
-    held = sum(1 for t in terms if t in passage_terms or (not t.isascii() and t in passage))
+    held = sum(1 for t in terms if t in passage_terms or (HAN.search(t) and t in passage))
     return held / len(terms)
+
+
+def _negated(text: str, rules: GroundingRules) -> bool:
+    low = text.lower()
+    tokens = set(words(low)) | ({"n't"} if "n't" in low else set())
+    return any(n in tokens or (HAN.search(n) and n in text) for n in rules.negations)
+
+
+def _refusal(claim: str, rules: GroundingRules) -> bool:
+    if not _negated(claim, rules):
+        return any(HAN.search(r) and r in claim for r in rules.refusals)
+    tokens = set(words(claim.lower()))
+    return any(r in tokens or (HAN.search(r) and r in claim) for r in rules.refusals)
+
+
+def _polarity_agrees(claim: str, terms: FrozenSet[str], passage: str, rules: GroundingRules) -> bool:
+    """Whether the passage sentence closest to ``claim`` (most of its terms) says "not" exactly when ``claim``
+    does."""
+    sentences = split_sentences(passage, identify(passage))
+    if not sentences:
+        return True
+    closest = max(sentences, key=lambda x: _overlap(terms, x, frozenset(S.terms_of(x))))
+    return _negated(claim, rules) == _negated(closest, rules)
+
+
+def _verdict(claim: str, terms: FrozenSet[str], numbers: Sequence[str], passage: str, score: float,
+             rules: GroundingRules) -> str:
+    """Why ``passage`` does not support ``claim`` (``""``: it does)."""
+    if score < rules.support_share:
+        return "overlap"
+    if not all(n in passage.replace(",", "") for n in numbers):
+        return "numbers"
+    if not _polarity_agrees(claim, terms, passage, rules):
+        return "negation"
+    return ""
 
 
 def _supports(numbers: Sequence[str], passage: str, overlap: float) -> bool:
@@ -73,41 +144,52 @@ def _supports(numbers: Sequence[str], passage: str, overlap: float) -> bool:
     return overlap >= SUPPORT_SHARE and all(n in plain for n in numbers)
 
 
-def judge_sentence(index: int, sentence: str, passages: Sequence[str],
-                   passage_terms: Sequence[FrozenSet[str]]) -> Optional[SentenceSupport]:
+def judge_sentence(index: int, sentence: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]],
+                   rules: GroundingRules = DEFAULT_GROUNDING_RULES,
+                   scorer: Optional[SupportScorer] = None) -> Optional[SentenceSupport]:
     """The :class:`SentenceSupport` of one sentence, None when it is not judged (too short, a refusal, markers
-    only). The best passage is the first supporting one of highest overlap, else the one of highest overlap."""
+    only). The best passage is the first supporting one of highest overlap (or ``scorer`` score), else the one of
+    highest."""
     claim = strip_markers(sentence)
     terms = _terms(claim)
-    if not has_answer_text(sentence) or len(terms) < MIN_TERMS or _REFUSAL.search(claim):
+    if not has_answer_text(sentence) or len(terms) < rules.min_terms or _refusal(claim, rules):
         return None
     numbers = _numbers(claim)
+    scores = list(scorer(claim, list(passages))) if scorer is not None else \
+        [_overlap(terms, p, held) for p, held in zip(passages, passage_terms)]
     best: Tuple[bool, float] = (False, 0.0)
     source: Optional[int] = None
-    for i, (passage, held) in enumerate(zip(passages, passage_terms)):
-        overlap = _overlap(terms, passage, held)
-        key = (_supports(numbers, passage, overlap), overlap)
-        if overlap > 0 and key > best:
-            best, source = key, i
-    return SentenceSupport(index, sentence, source, round(best[1], 3), best[0])
+    why = "overlap"
+    for i, (passage, score) in enumerate(zip(passages, scores)):
+        verdict = _verdict(claim, terms, numbers, passage, score, rules) if score >= rules.support_share else "overlap"
+        key = (verdict == "", score)
+        if score > 0 and key > best:
+            best, source, why = key, i, verdict
+    return SentenceSupport(index, sentence, source, round(best[1], 3), best[0], "" if best[0] else why)
 
 
-def check_grounding(answer: str, passages: Sequence[str]) -> List[SentenceSupport]:
+def check_grounding(answer: str, passages: Sequence[str], rules: GroundingRules = DEFAULT_GROUNDING_RULES,
+                    scorer: Optional[SupportScorer] = None) -> List[SentenceSupport]:
     """Every judged sentence of ``answer`` against ``passages`` (see the module docstring), in answer order."""
+    if not isinstance(rules, GroundingRules):
+        raise ArgumentTypeError(f"rules must be a GroundingRules, got {type(rules).__name__}")
     passage_terms = passage_terms_of(passages)
-    judged = (judge_sentence(i, s, passages, passage_terms) for i, s in enumerate(S.split_sentences(answer)))
+    judged = (judge_sentence(i, s, passages, passage_terms, rules, scorer)
+              for i, s in enumerate(split_sentences(answer)))
     return [j for j in judged if j is not None]
 
 
-def grounding_record(answer: str, passages: Sequence[str]) -> Dict[str, Any]:
-    """The turn record's ``grounding``: ``method``, ``support_share``, ``judged`` (sentences judged) and
-    ``unsupported``: ``{"sentence", "text", "best_source", "overlap"}`` per sentence no passage supports
-    (``best_source``: the 1-based marker of the closest passage, or None)."""
-    judged = check_grounding(answer, passages)
+def grounding_record(answer: str, passages: Sequence[str], rules: GroundingRules = DEFAULT_GROUNDING_RULES,
+                     scorer: Optional[SupportScorer] = None) -> Dict[str, Any]:
+    """The turn record's ``grounding``: ``method`` (``lexical``, or the scorer's name), ``support_share``,
+    ``judged`` (sentences judged) and ``unsupported``: ``{"sentence", "text", "best_source", "overlap", "reason"}``
+    per sentence no passage supports (``best_source``: the 1-based marker of the closest passage, or None)."""
+    judged = check_grounding(answer, passages, rules, scorer)
+    method = METHOD if scorer is None else getattr(scorer, "__name__", type(scorer).__name__)
     return {
-        "method": METHOD, "support_share": SUPPORT_SHARE, "judged": len(judged),
+        "method": method, "support_share": rules.support_share, "judged": len(judged),
         "unsupported": [{"sentence": j.index, "text": j.text, "best_source": None if j.source is None else j.source + 1,
-                         "overlap": j.overlap} for j in judged if not j.supported],
+                         "overlap": j.overlap, "reason": j.reason} for j in judged if not j.supported],
     }
 
 
@@ -126,7 +208,7 @@ def _sentence_spans(text: str) -> List[Tuple[int, int, str]]:
     a sentence is ``text``'s words, whitespace normalised, so its words are searched with any whitespace between."""
     spans: List[Tuple[int, int, str]] = []
     pos = 0
-    for sentence in S.split_sentences(text):
+    for sentence in split_sentences(text):
         found = re.compile(r"\s+".join(re.escape(w) for w in sentence.split())).search(text, pos)
         if found is not None:
             spans.append((found.start(), found.end(), sentence))
@@ -144,7 +226,7 @@ def citing_source(index: int, sentence: str, passages: Sequence[str],
         return judged.source if judged.supported else None
     claim = strip_markers(sentence)
     terms = _terms(claim)
-    if not terms or _REFUSAL.search(claim):
+    if not terms or _refusal(claim, DEFAULT_GROUNDING_RULES):
         return None
     numbers = _numbers(claim)
     return next((i for i, (p, held) in enumerate(zip(passages, passage_terms))
@@ -233,12 +315,13 @@ def _cite(sentence: str, marker: int) -> str:
     """``sentence`` with `` [marker]`` before its end punctuation ("It opened in 1889 [1].", "开幕了[1]。")."""
     body = sentence.rstrip()
     end = len(body)
-    while end > 0 and (body[end - 1] in ".!?。！？" or body[end - 1] in S.CLOSERS):
+    while end > 0 and (body[end - 1] in ".!?。！？" or unicodedata.category(body[end - 1]) in ("Pf", "Pe")
+                       or body[end - 1] in "\"'"):
         end -= 1
-    space = "" if end and not body[end - 1].isascii() else " "
+    space = "" if end and unicodedata.east_asian_width(body[end - 1]) in "WF" else " "
     return f"{body[:end]}{space}[{marker}]{body[end:]}"
 
 
 __all__ = ["METHOD", "MIN_TERMS", "SUPPORT_SHARE", "SentenceCiter", "SentenceSupport", "acited_stream",
-           "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
+           "DEFAULT_GROUNDING_RULES", "GroundingRules", "SupportScorer", "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
            "insert_markers", "judge_sentence", "passage_terms_of"]

@@ -1,94 +1,44 @@
 """Pure helpers of the ``extractive`` mode: split text into sentences, pick the best ones, write the answer.
 
-Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a word that does not start in lower case (so
-"e.g. the", "Nov. 12", "3.5", the initial in "Richard M. Stallman" and "U.S. Open" do not split), at ``。``, ``！``, ``？`` (Chinese and Japanese, no space needed), each with any
-closing quotes or brackets, and at blank lines. Single line breaks are read as spaces (hard-wrapped text), except
-that a Markdown table row, a heading, a list item and a man page's section heading start a sentence of their own.
+Sentences, words and terms come from the package's text layer (:mod:`llama_index_convrag.text`: NLTK's Punkt in the
+text's language, full-width terminals, Markdown and man-page blocks on their own; Snowball stems and NLTK stop lists;
+jieba's words for Chinese). A language the rules do not support (:func:`~llama_index_convrag.text.rules_on`) has no
+answer-type rules: its sentences are ranked by the question's words they share, the embedding and their passage's
+rank only.
 """
 
 from __future__ import annotations
 
 import math
-import re
+import regex as re
+import unicodedata
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from llama_index_convrag._words import CJK_RUN, stem
-
-#: Closing quotes and brackets that stay with the sentence they end.
-CLOSERS = "\"'”’)]」』）》"
-_CLOSE = "[" + re.escape(CLOSERS) + "]*"
-_END = re.compile(rf"(?:[。！？]+|[.!?]+(?={_CLOSE}(?:\s|$))){_CLOSE}")
-_PARAGRAPH = re.compile(r"\n\s*\n")
-_INITIAL = re.compile(r"(?:^|[\s.])[A-Z]\.$")  # "M." in "Richard M. Stallman", "S." in "U.S."
-_CJK_END = frozenset("。！？" + CLOSERS)
+from llama_index_convrag.text import HAN, identify, is_cjk, rules_on, split_sentences, terms
 
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence of chunk ``chunk`` (0-based), ``position`` within that chunk."""
+    """One sentence of chunk ``chunk`` (0-based), ``position`` within that chunk, in ``language`` (its chunk's)."""
 
     chunk: int
     position: int
     text: str
-
-
-def _split_paragraph(paragraph: str) -> List[str]:
-    line = " ".join(paragraph.split())
-    pieces: List[str] = []
-    start = 0
-    for match in _END.finditer(line):
-        rest = line[match.end() :].lstrip()
-        if match.group(0)[0] in ".!?" and (rest[:1].islower() or (match.group(0) == "." and rest[:1].isdigit())):
-            continue  # an abbreviation ("e.g. the", "Nov. 12") or a lower-case continuation
-        if match.group(0) == "." and _INITIAL.search(line, 0, match.end()):
-            continue  # an initial ("Richard M. Stallman") or a dotted acronym ("the U.S. Open")
-        pieces.append(line[start : match.end()].strip())
-        start = match.end()
-    pieces.append(line[start:].strip())
-    return [p for p in pieces if any(ch.isalnum() for ch in p)]
-
-
-#: A line that starts a unit of its own: a Markdown table row, a heading, a bullet or numbered item.
-_BLOCK_START = re.compile(r"^\s*(?:\||#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
-#: A line that is a unit by itself: a table row, a Markdown heading or a man page's section heading ("AUTHOR").
-_BLOCK_WHOLE = re.compile(r"^\s*(?:\||#{1,6}\s)|^[A-Z][A-Z ]{3,}$")
-
-
-def _blocks(paragraph: str) -> List[str]:
-    """``paragraph`` cut before each line that starts a unit of its own (:data:`_BLOCK_START`) and after a table row
-    or a heading (:data:`_BLOCK_WHOLE`)."""
-    blocks: List[str] = []
-    for line in paragraph.splitlines():
-        if not blocks or _BLOCK_START.match(line) or _BLOCK_WHOLE.match(blocks[-1]):
-            blocks.append(line)
-        else:
-            blocks[-1] += "\n" + line
-    return blocks
-
-
-def split_sentences(text: str) -> List[str]:
-    """The sentences of ``text`` in order, whitespace-normalised; fragments without a letter or digit dropped. A
-    Markdown table row, heading or list item starts a sentence of its own (a row is one sentence)."""
-    return [s for paragraph in _PARAGRAPH.split(text) for block in _blocks(paragraph) for s in _split_block(block)]
-
-
-def _split_block(block: str) -> List[str]:
-    if block.lstrip().startswith("|"):
-        row = " ".join(block.split())
-        return [row] if any(ch.isalnum() for ch in row) else []
-    return _split_paragraph(block)
+    language: str = ""
 
 
 def sentences_of(chunks: Sequence[str]) -> List[Sentence]:
-    """Every sentence of every chunk, in document order, each distinct sentence once (first occurrence kept)."""
+    """Every sentence of every chunk, in document order, each distinct sentence once (first occurrence kept); each
+    carries its chunk's language (identified once per chunk)."""
     seen = set()
     out: List[Sentence] = []
     for chunk_index, chunk in enumerate(chunks):
-        for position, text in enumerate(split_sentences(chunk)):
+        language = identify(chunk)
+        for position, text in enumerate(split_sentences(chunk, language)):
             if text not in seen:
                 seen.add(text)
-                out.append(Sentence(chunk_index, position, text))
+                out.append(Sentence(chunk_index, position, text, language))
     return out
 
 
@@ -127,7 +77,7 @@ def select(
 
 
 def _join(left: str, right: str) -> str:
-    return left + right if left[-1:] in _CJK_END and not left[-1:].isascii() else f"{left} {right}"
+    return left + right if left[-1:] and unicodedata.east_asian_width(left[-1]) in "WF" else f"{left} {right}"
 
 
 def compose(sentences: Sequence[Sentence]) -> str:
@@ -149,18 +99,6 @@ def compose(sentences: Sequence[Sentence]) -> str:
 
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]*[A-Za-z0-9]|[A-Za-z]|\d+(?:[.,]\d+)*|-{1,2}[A-Za-z][\w-]*")
-#: English words that say nothing of a question's subject (function words, question words, "tell", "use").
-STOP_WORDS = frozenset(
-    "a an the of to in on at by for with from and or not no is are was were be been being do does did doing done "
-    "i me my we our you your he she it its they them their this that these those there here what which who whom whose "
-    "when where why how many much can could should would will shall may might must has have had having as if then "
-    "than so about into over after before any some all each other more most such only own same too very just also "
-    "tell please know want need get got use using used one ones s t".split()
-)
-#: Question words of Chinese questions and the copula 是 (bigrams holding one are not content terms).
-ZH_QUESTION_TERMS = ("是", "是谁", "什么", "哪里", "哪个", "哪些", "哪一", "哪年", "多少", "几个", "何时", "如何", "怎么",
-                     "怎样", "为什", "么时", "时候", "是多", "是哪", "是什", "在哪", "吗", "呢")
 #: Nouns whose answer is a name ("Which actor won ...", "What movie won ..."): a person, a group or a titled work;
 #: "which/what [one word] NOUN" asks ``who`` (its evidence is a capitalised name).
 _NAMED = ("actor", "actress", "director", "player", "singer", "author", "writer", "person", "team", "company", "band",
@@ -168,8 +106,7 @@ _NAMED = ("actor", "actress", "director", "player", "singer", "author", "writer"
 #: The answer types :func:`answer_type` tells apart.
 WHO, WHEN, WHERE, COUNT, HOW_TO, DEFINITION, OTHER = "who", "when", "where", "count", "how-to", "definition", "other"
 _TYPE_RULES = (  # (answer type, pattern of the question), first match wins ("How do I X when Y" asks how to)
-    (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\b(?:revenue|price|cost|population|budget|"
-                       r"salary|profit|sales|number of)\b|多少|几[个位次年天岁名]|几|收入|价格|人口", re.I)),
+    (COUNT, re.compile(r"\bhow (?:many|much|long|far|old|big|tall|high)\b|\bnumber of\b|多少|几", re.I)),
     (HOW_TO, re.compile(r"\bhow (?:do|can|to|should|would)\b|\bwhich (?:option|flag|command)\b|如何|怎么|怎样", re.I)),
     # "when" asks for a time as the question's word ("When was ...", "and when did ...", "... when is the premiere"),
     # not as a conjunction after another question word ("What happens to X when it fails?")
@@ -190,8 +127,8 @@ _MONTHS = "january|february|march|april|may|june|july|august|september|october|n
 _FEATURES = {
     WHEN: re.compile(rf"\b(?:1[0-9]|20)\d\d\b|\b(?:{_MONTHS})\b|\d+\s*[年月日号]|[一二三四五六七八九十]+月", re.I),
     COUNT: re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion)\b|[一二三四五六七八九十百千万亿]", re.I),
-    WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:公司|集团|队|俱乐部)"),
-    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|[\u4e00-\u9fff]+(?:省|市|县|区|国|州)|位于|坐落|地处"),
+    WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+|\p{Han}{2,}(?:公司|集团|队|俱乐部)"),
+    WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|\p{Han}+(?:省|市|县|区|国|州)|位于|坐落|地处"),
     HOW_TO: re.compile(r"^-{1,2}[A-Za-z]|\s-{1,2}[A-Za-z][\w-]*|\b(?:use|run|type|press|set|add|option)\b", re.I),
     DEFINITION: re.compile(r"\b(?:is|are|means|refers to|stands for)\b|是|指|^-{1,2}[A-Za-z]", re.I),
 }
@@ -210,10 +147,11 @@ EMBED_CHARS, EMBED_CJK_CHARS = 200, 64
 
 @dataclass(frozen=True)
 class Question:
-    """The content terms of a question and the type of answer it asks for."""
+    """The content terms of a question, the type of answer it asks for and its language."""
 
     terms: frozenset
     answer_type: str
+    language: str = "en"
 
 
 #: A Markdown heading, a man-page section heading or a man page's header line opening a sentence ("## How a turn
@@ -223,14 +161,10 @@ _HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s|^[A-Z][A-Z0-9_.-]
 HEADING_PENALTY = 1.0
 
 
-def terms_of(text: str) -> List[str]:
-    """Lower-cased, stemmed (:func:`~llama_index_convrag._words.stem`) content words (stop words dropped) and, for
-    Chinese, character bigrams (single characters of a one-character run)."""
-    out = [w.lower().strip(".") for w in _WORD.findall(text)]
-    out = [stem(w) for w in out if w and w not in STOP_WORDS]
-    for run in CJK_RUN.findall(text):
-        out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    return out
+def terms_of(text: str, language: Optional[str] = None) -> List[str]:
+    """The content terms of ``text`` (:func:`llama_index_convrag.text.terms`: stemmed, stop words dropped, jieba's
+    words for Chinese) in ``language`` (identified when None)."""
+    return terms(text, language)
 
 
 def answer_type(question: str) -> str:
@@ -242,19 +176,22 @@ def answer_type(question: str) -> str:
 
 
 def question_of(text: str) -> Question:
-    """The :class:`Question` of ``text``: its content terms less Chinese question words, and its answer type."""
-    terms = frozenset(t for t in terms_of(text) if not any(q in t for q in ZH_QUESTION_TERMS))
-    return Question(terms, answer_type(text))
+    """The :class:`Question` of ``text``: its content terms, its answer type (``other`` in a language the rules do
+    not support) and its language."""
+    language = identify(text)
+    kind = answer_type(text) if rules_on(language) else OTHER
+    return Question(frozenset(terms_of(text, language)), kind, language)
 
 
-def _without(text: str, terms: frozenset) -> str:
-    """``text`` less its words that are question terms in any form (``Awards`` for the term ``award``)."""
-    kept = []
-    for w in text.split():
-        low = w.lower().strip(".,;:!?()\"'“”‘’")
-        if low not in terms and stem(low) not in terms:
-            kept.append(w)
-    return " ".join(kept)
+def _without(text: str, question: "Question") -> str:
+    """``text`` less its words that are question terms in any form (``Awards`` for the term ``award``), and less the
+    question's Chinese terms (not written between spaces)."""
+    kept = [w for w in text.split() if HAN.search(w) or not set(terms_of(w, question.language)) & question.terms]
+    rest = " ".join(kept)
+    for term in question.terms:
+        if HAN.search(term):
+            rest = rest.replace(term, " ")
+    return rest
 
 
 def type_evidence(question: Question, text: str) -> bool:
@@ -263,11 +200,7 @@ def type_evidence(question: Question, text: str) -> bool:
     pattern = _FEATURES.get(question.answer_type)
     if pattern is None:
         return False
-    rest = _without(text, question.terms)
-    for term in question.terms:  # Chinese terms are not space-separated
-        if not term.isascii():
-            rest = rest.replace(term, " ")
-    return pattern.search(rest) is not None
+    return pattern.search(_without(text, question)) is not None
 
 
 #: Their short forms ("Oct", "Aug."), a month of :data:`_DATE_PARTS` as the full names are.
@@ -285,7 +218,7 @@ _DATE_PARTS = (
 _CAPITALISED = "[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+"
 #: A person's or an organisation's name of two or more capitalised words ("Justin Kurzel", "Peter Handke"), or a
 #: Chinese name with a middle dot ("詹姆斯·卡梅隆").
-_FULL_NAME = re.compile(rf"\b{_CAPITALISED}(?:\s+[A-Z]\.)?\s+{_CAPITALISED}|[\u4e00-\u9fff]+·[\u4e00-\u9fff]+")
+_FULL_NAME = re.compile(rf"\b{_CAPITALISED}(?:\s+[A-Z]\.)?\s+{_CAPITALISED}|\p{{Han}}+·\p{{Han}}+")
 #: The ``who`` evidence of a single capitalised word (not a full name).
 WHO_SINGLE = 0.5
 
@@ -297,7 +230,7 @@ def type_strength(question: Question, text: str) -> float:
     word and 1 for a full name; for the other types 1 when :func:`type_evidence` finds some."""
     if not type_evidence(question, text):
         return 0.0
-    rest = _without(text, question.terms)
+    rest = _without(text, question)
     if question.answer_type == WHO:
         return 1.0 if _FULL_NAME.search(rest) else WHO_SINGLE
     if question.answer_type != WHEN:
@@ -310,35 +243,18 @@ def type_strength(question: Question, text: str) -> float:
 CONTEXT_SHARE = 0.5
 
 
-#: A question term and a sentence word that share their first this many letters (``presidential`` / ``president``,
-#: ``french`` / ``france``: one word, derived) count as :data:`RELATED_CREDIT` of a match.
-RELATED_PREFIX = 5
-RELATED_CREDIT = 0.5
-
-
-def _heads(words: frozenset) -> frozenset:
-    return frozenset(w[:RELATED_PREFIX] for w in words if len(w) >= RELATED_PREFIX)
-
-
 def term_overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
-    """Per sentence: the IDF-weighted share (0 to 1) of the question's terms it holds, a term whose word it holds
-    only in another form (:data:`RELATED_PREFIX`) counting :data:`RELATED_CREDIT`."""
-    sets = [frozenset(terms_of(s.text)) for s in candidates]
+    """Per sentence: the IDF-weighted share (0 to 1) of the question's terms it holds (a Chinese term also where it
+    is written inside a longer word)."""
+    sets = [frozenset(terms_of(s.text, s.language or None)) for s in candidates]
     n = len(candidates)
     weight = {t: math.log(1 + n / (1 + sum(t in s for s in sets))) for t in question.terms}
     total = sum(weight.values())
     if not total:
         return [0.0] * n
-    related = {t: t[:RELATED_PREFIX] for t in weight if len(t) >= RELATED_PREFIX and t.isascii()}
     out = []
-    for s, terms in zip(candidates, sets):
-        heads = _heads(terms) if related else frozenset()
-        got = 0.0
-        for t, w in weight.items():
-            if t in terms or (not t.isascii() and t in s.text):
-                got += w
-            elif t in related and related[t] in heads:
-                got += RELATED_CREDIT * w
+    for s, held in zip(candidates, sets):
+        got = sum(w for t, w in weight.items() if t in held or (HAN.search(t) and t in s.text))
         out.append(got / total)
     return out
 
@@ -372,7 +288,7 @@ def cheap_scores(question: Question, candidates: Sequence[Sentence],
 
 def embed_text(text: str) -> str:
     """The start of ``text`` that is embedded: :data:`EMBED_CHARS` characters, :data:`EMBED_CJK_CHARS` for CJK."""
-    cjk = sum(1 for ch in text[:EMBED_CHARS] if "\u3400" <= ch <= "\u9fff")
+    cjk = sum(1 for ch in text[:EMBED_CHARS] if is_cjk(ch))
     return text[: EMBED_CJK_CHARS if cjk * 4 > len(text[:EMBED_CHARS]) else EMBED_CHARS]
 
 
