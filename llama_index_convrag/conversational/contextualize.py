@@ -43,15 +43,15 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
 
 from __future__ import annotations
 
-import re
+import regex as re
 from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from llama_index_convrag._words import CJK_RUN, fold
 from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.text import HAN, identify, rules_on, stop_words, words
 
 EN_STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before being below
@@ -72,16 +72,9 @@ use used using important main different differences difference specific specific
 details else another however still even back around actually maybe go going went take took come came see seem
 whatever again first last next new old kinds lot also happened happen happens did does doing done known
 """.split())
-# Function characters and words that never carry a Chinese topic (split points for CJK runs).
-ZH_STOP_WORDS = (
-    "什么", "怎么", "怎样", "为什么", "哪里", "哪个", "哪些", "多少", "是不是", "有没有", "可以", "可能", "知道", "告诉",
-    "一下", "一个", "一些", "这个", "那个", "这些", "那些", "它们", "他们", "她们", "我们", "你们", "前者", "后者",
-    "还有", "就是", "但是", "因为", "所以", "如果", "然后", "还是", "或者", "觉得", "喜欢", "现在", "时候", "应该",
-    "没有", "不是", "刚才", "之前", "上面", "上述", "同样",
-)
-ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到吗么个些里上下中"
-                          "哪谁啥几又再才更最太真好")
-_EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+#: A word of a language written with spaces (any script but CJK), with its inner apostrophes and hyphens.
+_EN_WORD = re.compile(r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])[\p{L}\p{N}])"
+                      r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])[\p{L}\p{N}\p{M}'’\-])*")
 # "how long", "how many": the word after "how" asks for a quantity, it names no topic.
 _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small|tall|high|deep|wide|soon|late|"
                            r"early|fast|quickly|easy|hard|well|bad|good)\s*$", re.IGNORECASE)
@@ -250,12 +243,35 @@ class _Term:
     order: int = field(default=0)
 
 
+def fold(word: str) -> str:
+    """``word`` lower-cased, without a possessive ``'s`` or edge quotes and hyphens, a plural made singular (``-ies``
+    -> ``-y`` past four letters; ``-s`` past three, not ``-ss``, ``-us``, ``-is``): the key a term is compared by,
+    and what :func:`mentions` searches for in any of those forms."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.strip("'-")
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def _stops(text: str) -> frozenset:
+    """The stop list of ``text``'s words: :data:`EN_STOPWORDS` for English (and text whose language the rules do
+    not support), else NLTK's list of its language (:func:`~llama_index_convrag.text.stop_words`)."""
+    language = identify(text)
+    return stop_words(language) if rules_on(language) and language not in ("en", "zh") else EN_STOPWORDS
+
+
 def _en_terms(text: str) -> List[_Term]:
     out = []
+    stops = _stops(text)
     for m in _EN_WORD.finditer(text):
         word = m.group(0).strip("'’-")
         low = word.lower().replace("’", "'")
-        if len(word) < 2 or low in EN_STOPWORDS or fold(word) in EN_STOPWORDS:
+        if len(word) < 2 or low in stops or fold(word) in stops:
             continue
         if _HOW_MODIFIER.search(text[max(0, m.start() - 12):m.end()]):
             continue
@@ -272,16 +288,29 @@ def _en_terms(text: str) -> List[_Term]:
 
 
 def _zh_terms(text: str) -> List[_Term]:
+    """Chinese words: jieba's words of each run of Han characters (the words that tile it), less NLTK's Chinese
+    stop words and one-character words; longer words weigh a little more."""
     out = []
-    for run in CJK_RUN.finditer(text):
-        chunk = run.group(0)
-        for word in ZH_STOP_WORDS:
-            chunk = chunk.replace(word, " ")
-        chunk = "".join(" " if ch in ZH_STOP_CHARS else ch for ch in chunk)
-        offset = run.start()
-        for piece in chunk.split():
-            if len(piece) >= 2:
-                out.append(_Term(piece, piece, 1.0 + 0.1 * min(len(piece), 5), "content phrase", offset))
+    stops = stop_words("zh")
+    for run in _HAN_RUN.finditer(text):
+        pos = run.start()
+        for word in _exact_words(run.group(0)):
+            if word not in stops and len(word) >= 2:
+                out.append(_Term(word, word, 1.0 + 0.1 * min(len(word), 5), "content phrase", pos))
+            pos += len(word)
+    return out
+
+
+_HAN_RUN = re.compile(r"\p{Han}+")
+
+
+def _exact_words(run: str) -> List[str]:
+    """jieba's words of ``run`` that tile it (search mode's extra sub-words left out)."""
+    out, pos = [], 0
+    for word in words(run):
+        if run.startswith(word, pos):
+            out.append(word)
+            pos += len(word)
     return out
 
 
@@ -296,7 +325,7 @@ def extract_terms(text: str) -> Tuple[_Term, ...]:
 
 
 def _covered(term: _Term, question: str, question_keys: frozenset) -> bool:
-    return term.key in question_keys or (term.key[0] >= "\u3400" and term.key in question)
+    return term.key in question_keys or (HAN.match(term.key) is not None and term.key in question)
 
 
 def _keys(turn: HistoryTurn) -> set:
@@ -322,7 +351,7 @@ def _repeats(terms: Sequence[_Term], cap: int, names_only: bool = True) -> Dict[
 def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
     """Whether ``terms`` name a subject of their own (pure): a name (:data:`_NAMES`), a Chinese phrase (no capitals
     tell a Chinese name apart) or at least ``min_terms`` distinct content words."""
-    return any(t.label in _NAMES or t.key[0] >= "\u3400" for t in terms) or \
+    return any(t.label in _NAMES or HAN.match(t.key) is not None for t in terms) or \
         len({t.key for t in terms}) >= min_terms
 
 
@@ -353,6 +382,10 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
     """Expand ``question`` with salient, recent history terms under ``rules`` (pure; see the module docstring)."""
     if not isinstance(rules, ContextRules):
         raise ArgumentTypeError(f"rules must be a ContextRules, got {type(rules).__name__}")
+    language = identify(question)
+    if not rules_on(language):
+        return Contextualized(question, question, (), False, False,
+                              f"rules off: language {language!r} not supported (the follow-up as written)", rules=rules)
     decision = needs_rewrite(question)
     if not history:
         return Contextualized(question, question, (), False, False, "no history", rules=rules)
@@ -440,17 +473,20 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
             if chosen:
                 # a one-character Chinese item ("狗") holds no two-character phrase: the item itself
                 terms = [t for item in chosen for t in (extract_terms(item) or (
-                    (_Term(item, item, 1.0, "list item"),) if item[0] >= "\u3400" else ()))]
+                    (_Term(item, item, 1.0, "list item"),) if HAN.match(item) is not None else ()))]
                 fresh = [t for t in terms if t.key not in question_keys]
                 return [(t, rules.list_item_weight * t.salience) for t in fresh], \
                     Referent("list item", " / ".join(chosen))
-    if rules.answer_subject_weight <= 0 or not trigger.startswith(_REFERRING) or \
-            not refers_to_answer(question, last.question):
+    # in a language without reference lists (German, French ...), a short follow-up stands for its pronoun
+    listed = identify(question) in ("en", "zh")
+    referring = trigger.startswith(_REFERRING) or (not listed and trigger.startswith("short follow-up"))
+    if rules.answer_subject_weight <= 0 or not referring or \
+            not refers_to_answer(question, last.question, any_pronoun=not listed):
         return [], None
     # names, and capitalised words at a sentence's start ("Galileo discovered them."); the referent is new to the
     # questions, the most repeated, then the first (an answer names its subject first)
     said = extract_terms(last.answer)
-    names = [t for t in said if t.label in _NAMES or t.surface[0].isupper() or t.key[0] >= "\u3400"]
+    names = [t for t in said if t.label in _NAMES or t.surface[0].isupper() or HAN.match(t.key) is not None]
     fresh = [t for t in names if t.key not in asked and not _covered(t, question, question_keys)]
     if not fresh:
         return [], None
@@ -463,7 +499,7 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
 
 def _run_around(top: _Term, names: Sequence[_Term], text: str) -> List[_Term]:
     """``top`` with the names written right before and after it in ``text`` ("Edwin Hubble", "Moto G7 Power")."""
-    if top.key[0] >= "\u3400":
+    if HAN.match(top.key) is not None:
         return [top]
     run = [top]
     at = names.index(top)
@@ -507,10 +543,10 @@ def _context_weight(question: str, trigger: str, own_terms: int, rules: ContextR
 def mentions(text: str, terms: Sequence[str]) -> bool:
     """Whether ``text`` holds one of ``terms`` (English: as a word, case-, plural- and possessive-folded; Chinese:
     as a substring)."""
-    cjk = [t for t in terms if t and t[0] >= "\u3400"]
+    cjk = [t for t in terms if t and HAN.match(t) is not None]
     if any(t in text for t in cjk):
         return True
-    keys = {fold(t) for t in terms if t and t[0] < "\u3400"}
+    keys = {fold(t) for t in terms if t and not HAN.match(t)}
     lower = text.lower()
     # every folded form holds its key, less a final 'y' ('companies' -> 'company'): the regex runs on a substring hit
     if not any((k[:-1] if k.endswith("y") else k) in lower for k in keys if k):
@@ -521,7 +557,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1024)
 def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
-    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive,
+    """One regex for the words :func:`fold` folds onto ``keys`` (plural, possessive,
     -ies), case-insensitive."""
     forms = []
     for k in keys:
@@ -550,4 +586,4 @@ def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
 
 
 def _key_of(term: AddedTerm) -> str:
-    return term.term if term.term and term.term[0] >= "\u3400" else fold(term.term)
+    return term.term if term.term and HAN.match(term.term) else fold(term.term)

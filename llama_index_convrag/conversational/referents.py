@@ -123,12 +123,15 @@ def pick(items: Tuple[str, ...], positions: Tuple[int, ...]) -> Tuple[str, ...]:
         return ()
 
 
-def refers_to_answer(question: str, previous: str) -> bool:
+def refers_to_answer(question: str, previous: str, any_pronoun: bool = False) -> bool:
     """Whether a pronoun of ``question`` can mean the name the answer to ``previous`` gave (pure): ``previous`` asked
     for a person (who / whom / whose, 谁 / 哪位 / 什么人) and ``question`` says he / she / they / 他 / 她, or it asked
     for a thing (which, 哪个 / 哪家 / ...) and ``question`` says it / they / that / 它 / 这 / 那. "Who directed
-    Inception?" -> "When was it released?": 'it' is still the film."""
+    Inception?" -> "When was it released?": 'it' is still the film. With ``any_pronoun`` (a follow-up in a language
+    without these pronoun lists, short enough to need the conversation) only ``previous`` is read."""
     words = set(_WORDS.findall(question.lower()))
+    if any_pronoun:
+        words |= _PERSON_PRONOUNS | _THING_PRONOUNS
     if _PERSON_WH.search(previous) or any(w in previous for w in ("谁", "哪位", "什么人")):
         return bool(words & _PERSON_PRONOUNS) or any(w in question for w in ("他", "她"))
     if _WH_ENTITY.search(previous) or any(w in previous for w in _ZH_WH_ENTITY):

@@ -16,7 +16,8 @@ NAMES = {"en": "english", "de": "german", "fr": "french", "es": "spanish", "ru":
          "pt": "portuguese", "nl": "dutch", "zh": "chinese"}
 """ISO 639-1 code -> the name NLTK's stop lists and the Snowball stemmers go by."""
 REQUEST_WORDS = {"en": frozenset("tell know want need please explain describe give show get got use using used "
-                                 "also many much one ones".split())}
+                                 "also many much one ones".split()),
+                 "zh": frozenset("喜欢 觉得 告诉 可以 可能 想 请 介绍 一下".split())}
 """Words of a request rather than of its subject ("Tell me ...", "I want to know ...", "one of"), beyond NLTK's list:
 question terms of the extractive answer and the LLM-free rewrite (``bench/conversational_retrieval.py``: without
 them CAsT 2021 loses the gap it closes)."""
