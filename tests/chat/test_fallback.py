@@ -119,7 +119,7 @@ def test_the_turn_record_flags_the_sentence_no_passage_supports(store, embed_mod
         "method": "lexical", "support_share": 0.5, "judged": 2,
         # terms film, moon, 1950: only "film" is in a passage (1: "science fiction film")
         "unsupported": [{"sentence": 1, "text": "He filmed it on the Moon in 1950 [2].", "best_source": 1,
-                         "overlap": 0.333}],
+                         "overlap": 0.333, "reason": "overlap"}],
     }
     assert store.get_turn_record(response.metadata["message_id"])["grounding"]["unsupported"][0]["sentence"] == 1
 

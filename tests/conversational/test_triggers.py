@@ -7,7 +7,7 @@ from llama_index_convrag.conversational.triggers import needs_rewrite
 
 @pytest.mark.parametrize("question, reason", [
     ("When was it released?", "pronoun 'it'"),
-    ("Who starred in that one?", "pronoun 'that'"),
+    ("Who starred in that one?", "pronoun 'one'"),
     ("What did they find?", "pronoun 'they'"),
     ("Is the latter faster than BM25 on long queries?", "pronoun 'latter'"),
     ("What about Germany?", "ellipsis"),
