@@ -6,19 +6,22 @@ user typed it): an answer counted here would be replaced by the extractive answe
 half (dialogues or questions in file order: first half, second half); the replaced answers are printed.
 
     PYTHONPATH=$PWD python bench/real_answers_replaced.py
+    PYTHONPATH=$PWD python bench/real_answers_replaced.py --echo-rules   # also each echo rule off or set otherwise
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._data import shared_data  # noqa: E402
-from llama_index_convrag.chat.fallback import no_answer  # noqa: E402
+from llama_index_convrag.chat.fallback import DEFAULT_ECHO_RULES, EchoRules, no_answer  # noqa: E402
 from llama_index_convrag.evaluation.datasets import load_canard, load_cast_turns  # noqa: E402
 
 Pair = Tuple[str, str]  # (question, answer)
@@ -43,12 +46,30 @@ def collect() -> Dict[str, List[Pair]]:
     return sets
 
 
+#: name -> the echo rules checked under (``--echo-rules``).
+VARIANTS: Dict[str, EchoRules] = {
+    "default": DEFAULT_ECHO_RULES,
+    "cover 0.5": replace(DEFAULT_ECHO_RULES, cover=0.5),
+    "no yes/no cues": replace(DEFAULT_ECHO_RULES, yes_no=()),
+}
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--echo-rules", action="store_true", help="every variant of VARIANTS, not only the default")
+    args = parser.parse_args()
+    sets = collect()
+    for variant in (VARIANTS if args.echo_rules else ["default"]):
+        print(f"\n{variant}:")
+        report(sets, VARIANTS[variant])
+
+
+def report(sets: Dict[str, List[Pair]], rules: EchoRules) -> None:
     total = replaced_total = 0
     print("| set | answers | replaced: all | first half | second half |\n|---|---|---|---|---|")
     shown: List[str] = []
-    for name, pairs in collect().items():
-        flags = [no_answer(answer, question) for question, answer in pairs]
+    for name, pairs in sets.items():
+        flags = [no_answer(answer, question, rules) for question, answer in pairs]
         half = len(pairs) // 2
         count = sum(f is not None for f in flags)
         first, second = sum(f is not None for f in flags[:half]), sum(f is not None for f in flags[half:])

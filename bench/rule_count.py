@@ -7,12 +7,14 @@ not exist in the tree counted is skipped, a folder counts every module in it):
 * **regular expressions**: each call of ``re`` / ``regex`` (``compile``, ``search``, ``match``, ``fullmatch``,
   ``sub``, ``split``, ``findall``, ``finditer``) whose pattern is written in the code (a string, an f-string or a
   concatenation of them);
-* **named constants**: module-level names in capitals (``SHORT_WORDS``, ``_MONTH``), less ``__all__`` and the
-  names bound to a compiled regular expression (counted above);
+* **named constants**: module-level names in capitals (``SHORT_WORDS``, ``_MONTH``), less ``__all__``, the
+  names bound to a compiled regular expression (counted above) and the names bound to an instance of a rules class
+  (``DEFAULT_ANSWER_RULES = AnswerRules()``: its fields are counted below). Identifiers and messages in capitals
+  (``ECHO = "echo"``, a warning's text) count too: the count does not judge what a constant is for;
 * **list words**: the string items of module-level tuples, lists, sets and dicts, and the words of a
-  ``"...".split()`` (the hand-kept word lists);
-* **rules fields**: the fields of frozen dataclasses whose name ends in ``Rules`` (typed, validated tunables, each
-  with a docstring giving its reason).
+  ``"...".split()`` (the hand-kept word lists), the default values of rules fields included;
+* **rules fields**: the fields of frozen dataclasses whose name ends in ``Rules`` (typed, validated tunables), and of
+  those, how many have a docstring naming a measurement (a ``bench/`` command or a ``tests/`` file: its reason).
 
     PYTHONPATH=$PWD python bench/rule_count.py                 # this checkout
     PYTHONPATH=$PWD python bench/rule_count.py --root /other/checkout
@@ -27,6 +29,7 @@ from typing import Dict, Iterable, List
 
 MODULES = (
     "llama_index_convrag/synthesizers/sentences.py",
+    "llama_index_convrag/synthesizers/answer_rules.py",
     "llama_index_convrag/synthesizers/completion.py",
     "llama_index_convrag/synthesizers/grounding.py",
     "llama_index_convrag/chat/fallback.py",
@@ -99,12 +102,25 @@ def count_module(path: Path) -> Dict[str, int]:
         words += _list_words(value)
         if id(value) in regex_nodes:
             continue  # a compiled pattern is counted as a regular expression
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id.endswith("Rules"):
+            continue  # a rules object: its fields are counted below
         constants += sum(1 for n in names if _is_const_name(n))
-    fields = 0
+    fields = reasoned = 0
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name.endswith("Rules"):
-            fields += sum(1 for item in node.body if isinstance(item, ast.AnnAssign))
-    return {"regex": len(regex_nodes), "constants": constants, "list_words": words, "rules_fields": fields}
+            body = node.body
+            for i, item in enumerate(body):
+                if not isinstance(item, ast.AnnAssign):
+                    continue
+                fields += 1
+                if item.value is not None:
+                    words += _list_words(item.value)
+                doc = body[i + 1] if i + 1 < len(body) else None
+                text = doc.value.value if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) \
+                    and isinstance(doc.value.value, str) else ""
+                reasoned += "bench/" in text or "tests/" in text
+    return {"regex": len(regex_nodes), "constants": constants, "list_words": words, "rules_fields": fields,
+            "reasoned": reasoned}
 
 
 def modules(root: Path, names: Iterable[str] = MODULES) -> List[Path]:
@@ -123,16 +139,17 @@ def main() -> None:
     parser.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
     args = parser.parse_args()
     root = Path(args.root)
-    total = {"regex": 0, "constants": 0, "list_words": 0, "rules_fields": 0}
-    print(f"| module | regular expressions | named constants | list words | rules fields |\n|---|---|---|---|---|")
+    total = {"regex": 0, "constants": 0, "list_words": 0, "rules_fields": 0, "reasoned": 0}
+    print("| module | regular expressions | named constants | list words | rules fields (naming a measurement) |\n"
+          "|---|---|---|---|---|")
     for path in modules(root):
         counts = count_module(path)
         for key, value in counts.items():
             total[key] += value
         print(f"| {path.relative_to(root)} | {counts['regex']} | {counts['constants']} | {counts['list_words']} | "
-              f"{counts['rules_fields']} |")
+              f"{counts['rules_fields']} ({counts['reasoned']}) |")
     print(f"| **total** | **{total['regex']}** | **{total['constants']}** | **{total['list_words']}** | "
-          f"**{total['rules_fields']}** |")
+          f"**{total['rules_fields']} ({total['reasoned']})** |")
     print(f"regular expressions + named constants: {total['regex'] + total['constants']}")
 
 

@@ -22,22 +22,21 @@ stream that ends with nothing else shows the recovered answer as its one delta, 
 
 from __future__ import annotations
 
-import regex as re
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_convrag.errors import ArgumentTypeError
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
 from llama_index_convrag.synthesizers.citations import ALIGNED, citation_metadata, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
-from llama_index_convrag.synthesizers.grounding import cite_sentences
+from llama_index_convrag.synthesizers.grounding import SupportScorer, cite_sentences
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
 from llama_index_convrag.synthesizers.uncited import without_citations
-from llama_index_convrag.text import HAN, terms
+from llama_index_convrag.text import HAN, holds_phrase, is_cjk, terms
 
 LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM = "llm", "llm_retry_without_citations", "extractive_fallback", "no_llm"
 ANSWER_SOURCES = (LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM)
@@ -77,18 +76,43 @@ def is_empty_answer(text: str) -> bool:
 
 EMPTY, ECHO = "empty", "echo"
 """Why an answer is recovered (:func:`no_answer`): empty or markers only; the question restated."""
-ECHO_COVER = 0.75
-"""An answer restates the question when it adds no content term to it and holds at least this share of its terms:
-a near-verbatim restatement. 0.5 replaced 10 of 3,275 real human answers ("You would stop." to "What do I do about
-stop signs?"); 0.75 replaces none of them (``bench/real_answers_replaced.py``) and still every echo the real models
-gave in ``bench/real_answers.py`` (each holds all of its question's terms)."""
+
+
+@dataclass(frozen=True)
+class EchoRules:
+    """When an answer only restates its question (:func:`is_echo`), each rule with the measurement that chose it."""
+
+    cover: float = 0.75
+    """An answer restates the question when it adds no content term to it and holds at least this share of its
+    terms: a near-verbatim restatement. ``bench/real_answers_replaced.py``: 0 of 3,418 human answers replaced at
+    0.75 (both halves of each set), 10 of 3,275 at 0.5 ("You would stop." to "What do I do about stop signs?"); every
+    echo the real models gave in ``bench/real_answers.py`` holds all of its question's terms."""
+    yes_no: Tuple[str, ...] = ("^is", "^are", "^was", "^were", "^do", "^does", "^did", "^can", "^could", "^will",
+                               "^would", "^should", "^shall", "^may", "^might", "^must", "^has", "^have", "^had",
+                               "吗$", "是否", "是不是", "有没有", "能不能", "可不可以")
+    """Cues of a question answered by yes or no, whose answer may well restate it ("Is Paris the capital?" "Paris
+    is the capital."): never an echo (``bench/real_answers_replaced.py --echo-rules``: without them, the human
+    answers replaced)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cover, bool) or not isinstance(self.cover, (int, float)) or not 0 < self.cover <= 1:
+            raise ConfigurationError(f"cover must be a number in (0, 1], got {self.cover!r}")
+        if isinstance(self.yes_no, str) or not all(isinstance(c, str) for c in self.yes_no):
+            raise ConfigurationError(f"yes_no must be a tuple of cue phrases, got {self.yes_no!r}")
+
+
+DEFAULT_ECHO_RULES = EchoRules()
 ECHO_WARNING = ("the model's answer only restated the question ({answer!r}); shown: the passages' sentences closest "
                 "to the question")
-#: A question answered by yes or no, whose answer may well restate it ("Is Paris the capital?" "Paris is the capital.")
-_YES_NO = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|shall|may|might|must|has|have|"
-                     r"had)\b|[吗么][？?]?\s*$|是否|是不是|有没有|能不能|可不可以", re.IGNORECASE)
-#: A word the next delta may continue (a CJK run is not: its words are cut by the dictionary, not by spaces).
-_TRAILING_WORD = re.compile(r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])\w)+$")
+
+
+def _without_trailing_word(text: str) -> str:
+    """``text`` less a word at its end the next delta may continue (a CJK run is not one: its words are cut by the
+    dictionary, not by spaces)."""
+    end = len(text)
+    while end and (text[end - 1].isalnum() or text[end - 1] == "_") and not is_cjk(text[end - 1]):
+        end -= 1
+    return text[:end]
 
 
 def _content(text: str) -> FrozenSet[str]:
@@ -109,8 +133,8 @@ class _Question:
     yes_no: bool
 
     @classmethod
-    def of(cls, question: str) -> "_Question":
-        return cls(frozenset(_kept(_content(question))), _YES_NO.search(question) is not None)
+    def of(cls, question: str, rules: EchoRules = DEFAULT_ECHO_RULES) -> "_Question":
+        return cls(frozenset(_kept(_content(question))), any(holds_phrase(question, c) for c in rules.yes_no))
 
     def held(self, text: str) -> Optional[int]:
         """How many of the question's content terms ``text`` holds, when it adds none of its own (a Chinese term
@@ -121,22 +145,22 @@ class _Question:
         return None
 
 
-def is_echo(text: str, question: str) -> bool:
-    """Whether ``text`` only restates ``question``: it adds no content term to it and holds at least
-    :data:`ECHO_COVER` of the question's (a yes/no question's answer may restate it: never an echo)."""
-    target = _Question.of(question)
+def is_echo(text: str, question: str, rules: EchoRules = DEFAULT_ECHO_RULES) -> bool:
+    """Whether ``text`` only restates ``question``: it adds no content term to it and holds at least ``rules.cover``
+    of the question's (a yes/no question's answer may restate it: never an echo)."""
+    target = _Question.of(question, rules)
     if target.yes_no or not target.terms:
         return False
     held = target.held(text)
-    return held is not None and held / len(target.terms) >= ECHO_COVER
+    return held is not None and held / len(target.terms) >= rules.cover
 
 
-def no_answer(text: str, question: Optional[str]) -> Optional[str]:
+def no_answer(text: str, question: Optional[str], rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[str]:
     """Why ``text`` is no answer to ``question``: :data:`EMPTY` (:func:`is_empty_answer`), :data:`ECHO`
-    (:func:`is_echo`), or None (it is one)."""
+    (:func:`is_echo` under ``rules``), or None (it is one)."""
     if is_empty_answer(text):
         return EMPTY
-    if question is not None and is_echo(text, question):
+    if question is not None and is_echo(text, question, rules):
         return ECHO
     return None
 
@@ -152,12 +176,13 @@ def cites(synthesizer: Any) -> bool:
     return getattr(synthesizer, "citation_mode", ALIGNED) is not None
 
 
-def cited_retry(text: str, nodes: Sequence[NodeWithScore], cite: bool = True) -> Optional[Recovered]:
-    """A retry's uncited ``text`` with its sentences cited (pure; left uncited when not ``cite``); None when it is
-    empty or markers only too."""
+def cited_retry(text: str, nodes: Sequence[NodeWithScore], cite: bool = True,
+                scorer: Optional[SupportScorer] = None) -> Optional[Recovered]:
+    """A retry's uncited ``text`` with its sentences cited (pure; ``scorer`` judging support when given; left
+    uncited when not ``cite``); None when it is empty or markers only too."""
     if is_empty_answer(text):
         return None
-    cited = cite_sentences(text, passages_of(nodes)) if cite else text
+    cited = cite_sentences(text, passages_of(nodes), scorer) if cite else text
     metadata = {**citation_metadata(cited, nodes), "citation_mode": ALIGNED if cite else None}
     return Recovered(cited, Response(cited, source_nodes=list(nodes), metadata=metadata), RETRY)
 
@@ -176,17 +201,25 @@ class AnswerFallback:
     """Recovers an empty or marker-only answer, or one that only restates the question (see the module docstring).
     ``retry=False`` goes straight to the extractive answer; ``echo=False`` shows an answer that restates the question
     as it is; ``extractive`` is the synthesizer of the last resort (default: :class:`Extractive` with the local
-    embedding model, loaded on first use)."""
+    embedding model, loaded on first use); ``scorer`` judges which passage supports a retry's sentence (default: the
+    lexical check, :mod:`~llama_index_convrag.synthesizers.grounding`); ``echo_rules`` tell an echo."""
 
-    def __init__(self, *, retry: bool = True, echo: bool = True, extractive: Optional[BaseSynthesizer] = None) -> None:
+    def __init__(self, *, retry: bool = True, echo: bool = True, extractive: Optional[BaseSynthesizer] = None,
+                 scorer: Optional[SupportScorer] = None, echo_rules: EchoRules = DEFAULT_ECHO_RULES) -> None:
         if not isinstance(retry, bool):
             raise ArgumentTypeError(f"retry must be a bool, got {retry!r}")
         if not isinstance(echo, bool):
             raise ArgumentTypeError(f"echo must be a bool, got {echo!r}")
         if extractive is not None and not isinstance(extractive, BaseSynthesizer):
             raise ArgumentTypeError(f"extractive must be a synthesizer (BaseSynthesizer), got {extractive!r}")
+        if scorer is not None and not callable(scorer):
+            raise ArgumentTypeError(f"scorer must be a callable (claim, passages) -> scores or None, got {scorer!r}")
+        if not isinstance(echo_rules, EchoRules):
+            raise ArgumentTypeError(f"echo_rules must be an EchoRules, got {type(echo_rules).__name__}")
         self.retry = retry
         self.echo = echo
+        self.scorer = scorer
+        self.echo_rules = echo_rules
         self._extractive = extractive
 
     @property
@@ -206,7 +239,7 @@ class AnswerFallback:
         """The answer shown instead of one that is no answer for ``reason`` (:func:`no_answer`)."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
-            found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes, cites(synthesizer))
+            found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes, cites(synthesizer), self.scorer)
             if found is not None:
                 return found
         return extractive_result(self.extractive.synthesize(query, list(nodes)), cites(synthesizer))
@@ -216,7 +249,8 @@ class AnswerFallback:
         """Async twin of :meth:`recover`."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
-            found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes, cites(synthesizer))
+            found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes, cites(synthesizer),
+                                self.scorer)
             if found is not None:
                 return found
         return extractive_result(await self.extractive.asynthesize(query, list(nodes)), cites(synthesizer))
@@ -250,7 +284,7 @@ class MarkerHold:
 
     def _could_echo(self, head: str) -> bool:
         target = self._target
-        return target is not None and not target.yes_no and target.held(_TRAILING_WORD.sub("", head)) is not None
+        return target is not None and not target.yes_no and target.held(_without_trailing_word(head)) is not None
 
     def end(self) -> str:
         """At the end of the stream: the held text (:func:`no_answer` says whether it is an answer)."""
@@ -301,6 +335,6 @@ async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[str], Awai
         yield held if no_answer(held, question) is None else await recover(held)
 
 
-__all__ = ["ANSWER_SOURCES", "ECHO", "ECHO_COVER", "EMPTY", "AnswerFallback", "MarkerHold", "Recovered",
+__all__ = ["ANSWER_SOURCES", "DEFAULT_ECHO_RULES", "ECHO", "EMPTY", "EchoRules", "AnswerFallback", "MarkerHold", "Recovered",
            "aheld_stream", "cited_retry", "cites", "held_stream", "is_echo", "is_empty_answer", "no_answer", "passages_of",
            "undecided", "writes_with_llm"]

@@ -72,7 +72,7 @@ from llama_index_convrag.synthesizers.completion import (
     complete_answer,
     completed_stream,
 )
-from llama_index_convrag.synthesizers.grounding import acited_stream, cite_sentences, cited_stream
+from llama_index_convrag.synthesizers.grounding import SupportScorer, acited_stream, cite_sentences, cited_stream
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
     CallRequest,
@@ -174,6 +174,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         use_async: bool = False,
         structured_answer_filtering: bool = False,
         program_factory: Optional[ProgramFactory] = None,
+        support_scorer: Optional[SupportScorer] = None,
         **templates: Optional[BasePromptTemplate],
     ) -> None:
         # Core's __init__ reads Settings.llm, whose getter builds a default OpenAI; ours takes the LLM it is given,
@@ -181,6 +182,10 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         # given program_factory, needs none.
         if self.requires_llm and program_factory is None:
             llm = require_llm(llm, type(self).__name__)
+        if support_scorer is not None and not callable(support_scorer):
+            raise ArgumentTypeError(f"support_scorer must be a callable (claim, passages) -> scores or None, "
+                                    f"got {support_scorer!r}")
+        self._support_scorer = support_scorer
         if not isinstance(empty_response, str):
             raise ConfigurationError(f"empty_response must be a str, got {empty_response!r}")
         if multimodal and (llm is None or not is_chat_model(llm)):
@@ -642,17 +647,19 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 result, done = complete_answer(result, passages, question)
                 if done is not None:
                     metadata[COMPLETION_KEY] = done.to_dict()
-                result = cite_sentences(result, passages)
+                result = cite_sentences(result, passages, scorer=self._support_scorer)
             if citing:
                 metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, Generator):
-            gen = cited_stream(completed_stream(result, passages, question, metadata), passages) if self._aligned \
+            gen = cited_stream(completed_stream(result, passages, question, metadata), passages,
+                               self._support_scorer) if self._aligned \
                 else result
             gen = cite_when_done(gen, metadata, numbered) if citing else gen
             return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
         if isinstance(result, AsyncGenerator):
-            agen = acited_stream(acompleted_stream(result, passages, question, metadata), passages) \
+            agen = acited_stream(acompleted_stream(result, passages, question, metadata), passages,
+                                 self._support_scorer) \
                 if self._aligned else result
             agen = acite_when_done(agen, metadata, numbered) if citing else agen
             return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)

@@ -6,11 +6,11 @@ each sentence, its ``[n]`` markers removed, is compared with every passage by it
 :class:`GroundingRules`:
 
 * **overlap** with a passage: the share of the sentence's distinct terms the passage holds;
-* a passage **supports** the sentence when the overlap is at least :data:`SUPPORT_SHARE` and every number the
+* a passage **supports** the sentence when the overlap is at least ``support_share`` and every number the
   sentence states ("1889", "12") appears in the passage (a right topic with a wrong figure is not support) and the
   passage's sentence closest to it says "not" exactly when it does (``negations``: "was not completed in 1889" is
   not supported by "was completed in 1889");
-* a sentence with fewer than :data:`MIN_TERMS` terms ("Yes.") or one that says the passages do not answer ("The
+* a sentence with fewer than ``min_terms`` terms ("Yes.") or one that says the passages do not answer ("The
   context does not mention it.", "没有提到") is not judged.
 
 :func:`check_grounding` gives one :class:`SentenceSupport` per judged sentence; :func:`grounding_record` the turn
@@ -23,7 +23,6 @@ flows (:class:`SentenceCiter`).
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
@@ -32,10 +31,9 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.citations import MARKER_RE, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
-from llama_index_convrag.text import HAN, identify, split_sentences, words
+from llama_index_convrag.text import HAN, identify, may_end_sentence, sentence_spans, split_sentences, words
 
 METHOD = "lexical"
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,9 @@ class GroundingRules:
     """A passage supports a sentence holding at least this share of its distinct content terms (and its numbers):
     RGB answers of the real-LLM runs (``bench/real_answers.py``) flag 0.00-0.08 sentences per answer at 0.5."""
     min_terms: int = 2
-    """Sentences with fewer content terms ("Yes.") are not judged (nothing to compare)."""
+    """Sentences with fewer content terms ("Yes.") are not judged (nothing to compare). Measured:
+    ``tests/synthesizers/test_grounding.py`` ("Yes." is not judged) and ``bench/real_answers.py`` (unsupported
+    sentences per answer)."""
     negations: Tuple[str, ...] = ("not", "no", "never", "n't", "cannot", "nicht", "kein", "keine", "nie", "pas", "jamais",
                                   "nunca", "не", "нет", "никогда", "不", "没", "没有", "未", "无")
     """Words that turn a claim round: a sentence and its best passage sentence that differ in them do not support
@@ -67,8 +67,6 @@ class GroundingRules:
 
 
 DEFAULT_GROUNDING_RULES = GroundingRules()
-SUPPORT_SHARE = DEFAULT_GROUNDING_RULES.support_share
-MIN_TERMS = DEFAULT_GROUNDING_RULES.min_terms
 
 SupportScorer = Callable[[str, Sequence[str]], Sequence[float]]
 """A model that scores how well each passage supports a claim, 0 to 1 (an NLI or cross-encoder model wrapped as
@@ -92,7 +90,9 @@ class SentenceSupport:
 
 
 def _numbers(text: str) -> List[str]:
-    return [n.replace(",", "") for n in _NUMBER.findall(text)]
+    """The numbers ``text`` states ("1889", "12", "3.5"; thousands separators off), as the text layer cuts them."""
+    plain = (w.replace(",", "") for w in words(text))
+    return [n for n in plain if n[:1].isdigit() and n.replace(".", "").isdigit()]
 
 
 def _terms(text: str) -> FrozenSet[str]:
@@ -139,9 +139,10 @@ def _verdict(claim: str, terms: FrozenSet[str], numbers: Sequence[str], passage:
     return ""
 
 
-def _supports(numbers: Sequence[str], passage: str, overlap: float) -> bool:
+def _supports(numbers: Sequence[str], passage: str, overlap: float,
+              rules: GroundingRules = DEFAULT_GROUNDING_RULES) -> bool:
     plain = passage.replace(",", "")
-    return overlap >= SUPPORT_SHARE and all(n in plain for n in numbers)
+    return overlap >= rules.support_share and all(n in plain for n in numbers)
 
 
 def judge_sentence(index: int, sentence: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]],
@@ -198,49 +199,33 @@ def passage_terms_of(passages: Sequence[str]) -> List[FrozenSet[str]]:
     return [_terms(p) for p in passages]
 
 
-#: Characters without which a text is one sentence (``sentences.split_sentences`` ends a sentence at end punctuation
-#: or at a line break: a blank line, a table row, a heading or a list item).
-_MAY_END = re.compile(r"[.!?。！？\n]")
-
-
-def _sentence_spans(text: str) -> List[Tuple[int, int, str]]:
-    """``(start, end, sentence)`` of each sentence of ``text`` (``sentences.split_sentences``) in ``text`` itself:
-    a sentence is ``text``'s words, whitespace normalised, so its words are searched with any whitespace between."""
-    spans: List[Tuple[int, int, str]] = []
-    pos = 0
-    for sentence in split_sentences(text):
-        found = re.compile(r"\s+".join(re.escape(w) for w in sentence.split())).search(text, pos)
-        if found is not None:
-            spans.append((found.start(), found.end(), sentence))
-            pos = found.end()
-    return spans
-
-
-def citing_source(index: int, sentence: str, passages: Sequence[str],
-                  passage_terms: Sequence[FrozenSet[str]]) -> Optional[int]:
+def citing_source(index: int, sentence: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]],
+                  scorer: Optional[SupportScorer] = None,
+                  rules: GroundingRules = DEFAULT_GROUNDING_RULES) -> Optional[int]:
     """The passage (0-based) a sentence is cited with: the best supporting one (:func:`judge_sentence`); for a short
     answer too small to judge ("70", "Tampa Bay."), the first passage holding all of its terms and numbers; else
     None."""
-    judged = judge_sentence(index, sentence, passages, passage_terms)
+    judged = judge_sentence(index, sentence, passages, passage_terms, rules, scorer)
     if judged is not None:
         return judged.source if judged.supported else None
     claim = strip_markers(sentence)
     terms = _terms(claim)
-    if not terms or _refusal(claim, DEFAULT_GROUNDING_RULES):
+    if not terms or _refusal(claim, rules):
         return None
     numbers = _numbers(claim)
     return next((i for i, (p, held) in enumerate(zip(passages, passage_terms))
-                 if _overlap(terms, p, held) == 1.0 and _supports(numbers, p, 1.0)), None)
+                 if _overlap(terms, p, held) == 1.0 and _supports(numbers, p, 1.0, rules)), None)
 
 
-def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]]) -> str:
+def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]],
+                   scorer: Optional[SupportScorer] = None) -> str:
     """``text`` as written (its line breaks and spacing kept), `` [n]`` inserted before the end punctuation of each
     sentence a passage supports (``n``: :func:`citing_source`, 1-based); a sentence that holds a marker already
     (the model wrote one anyway) is left as it is."""
     out: List[str] = []
     pos = 0
-    for i, (start, end, sentence) in enumerate(_sentence_spans(text)):
-        source = None if MARKER_RE.search(sentence) else citing_source(i, sentence, passages, passage_terms)
+    for i, (start, end, sentence) in enumerate(sentence_spans(text)):
+        source = None if MARKER_RE.search(sentence) else citing_source(i, sentence, passages, passage_terms, scorer)
         if source is not None:
             out.append(text[pos:start] + _cite(text[start:end], source + 1))
             pos = end
@@ -248,11 +233,11 @@ def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[F
     return "".join(out)
 
 
-def cite_sentences(answer: str, passages: Sequence[str]) -> str:
+def cite_sentences(answer: str, passages: Sequence[str], scorer: Optional[SupportScorer] = None) -> str:
     """``answer`` (written without markers) with each sentence that a passage supports followed by `` [n]``
-    (:func:`citing_source`; 1-based, as ``citations=True`` numbers them); the other sentences stay uncited. Nothing
-    else of the answer changes (:func:`insert_markers`)."""
-    return insert_markers(answer, passages, passage_terms_of(passages))
+    (:func:`citing_source`, ``scorer`` judging support when given; 1-based, as ``citations=True`` numbers them); the
+    other sentences stay uncited. Nothing else of the answer changes (:func:`insert_markers`)."""
+    return insert_markers(answer, passages, passage_terms_of(passages), scorer)
 
 
 class SentenceCiter:
@@ -262,8 +247,9 @@ class SentenceCiter:
     at the end); its marker is then passed on with them. The text is split into sentences only once it holds a
     character a sentence can end at."""
 
-    def __init__(self, passages: Sequence[str]) -> None:
+    def __init__(self, passages: Sequence[str], scorer: Optional[SupportScorer] = None) -> None:
         self.passages = list(passages)
+        self.scorer = scorer
         self._terms = passage_terms_of(self.passages)
         self._pending = ""  # the current sentence (and the start of the next)
         self._shown = 0  # characters of ``_pending`` already passed on
@@ -272,14 +258,14 @@ class SentenceCiter:
     def feed(self, delta: str) -> str:
         """What can be shown after ``delta`` (possibly ``""``)."""
         self._pending += delta
-        self._may_end = self._may_end or _MAY_END.search(delta) is not None
+        self._may_end = self._may_end or may_end_sentence(delta)
         out = ""
-        spans = _sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
+        spans = sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
         if len(spans) >= 2:
             cut = spans[-2][1]
-            out = insert_markers(self._pending[:cut], self.passages, self._terms)[self._shown:]
+            out = insert_markers(self._pending[:cut], self.passages, self._terms, self.scorer)[self._shown:]
             self._pending, self._shown = self._pending[cut:], 0
-            self._may_end = _MAY_END.search(self._pending) is not None
+            self._may_end = may_end_sentence(self._pending)
         safe = _body_end(self._pending, self._shown)
         if safe > self._shown:
             out, self._shown = out + self._pending[self._shown:safe], safe
@@ -288,17 +274,19 @@ class SentenceCiter:
     def flush(self) -> str:
         """The rest, cited (the stream ended)."""
         rest, shown, self._pending, self._shown = self._pending, self._shown, "", 0
-        return insert_markers(rest, self.passages, self._terms)[shown:]
+        return insert_markers(rest, self.passages, self._terms, self.scorer)[shown:]
 
 
-def cited_stream(deltas: Iterator[str], passages: Sequence[str]) -> Iterator[str]:
+def cited_stream(deltas: Iterator[str], passages: Sequence[str],
+                 scorer: Optional[SupportScorer] = None) -> Iterator[str]:
     """``deltas`` cited sentence by sentence (:class:`SentenceCiter`)."""
-    return filtered_stream(deltas, SentenceCiter(passages))
+    return filtered_stream(deltas, SentenceCiter(passages, scorer))
 
 
-def acited_stream(deltas: AsyncIterator[str], passages: Sequence[str]) -> AsyncIterator[str]:
+def acited_stream(deltas: AsyncIterator[str], passages: Sequence[str],
+                  scorer: Optional[SupportScorer] = None) -> AsyncIterator[str]:
     """Async twin of :func:`cited_stream`."""
-    return afiltered_stream(deltas, SentenceCiter(passages))
+    return afiltered_stream(deltas, SentenceCiter(passages, scorer))
 
 
 def _body_end(text: str, start: int) -> int:
@@ -322,6 +310,6 @@ def _cite(sentence: str, marker: int) -> str:
     return f"{body[:end]}{space}[{marker}]{body[end:]}"
 
 
-__all__ = ["METHOD", "MIN_TERMS", "SUPPORT_SHARE", "SentenceCiter", "SentenceSupport", "acited_stream",
+__all__ = ["METHOD", "SentenceCiter", "SentenceSupport", "acited_stream",
            "DEFAULT_GROUNDING_RULES", "GroundingRules", "SupportScorer", "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
            "insert_markers", "judge_sentence", "passage_terms_of"]

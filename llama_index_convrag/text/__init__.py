@@ -6,10 +6,10 @@ everywhere, and the stems match what Milvus' BM25 analyzers index. Models and wo
 """
 
 from llama_index_convrag.text.language import SUPPORTED, UNDETERMINED, identify, rules_on
-from llama_index_convrag.text.lexicon import stemmer, stop_words
-from llama_index_convrag.text.scripts import CJK, CJK_RUN, HAN, has_cjk, is_cjk
-from llama_index_convrag.text.sentences import split_sentences
-from llama_index_convrag.text.words import stem, terms, words
+from llama_index_convrag.text.lexicon import month_names, stemmer, stop_words
+from llama_index_convrag.text.scripts import CJK, HAN, has_cjk, is_cjk
+from llama_index_convrag.text.sentences import may_end_sentence, sentence_spans, split_sentences
+from llama_index_convrag.text.words import holds_phrase, stem, terms, words
 
-__all__ = ["CJK", "CJK_RUN", "HAN", "SUPPORTED", "UNDETERMINED", "has_cjk", "identify", "is_cjk", "rules_on",
+__all__ = ["CJK", "HAN", "SUPPORTED", "UNDETERMINED", "has_cjk", "holds_phrase", "identify", "is_cjk", "may_end_sentence", "month_names", "rules_on", "sentence_spans",
            "split_sentences", "stem", "stemmer", "stop_words", "terms", "words"]

@@ -12,12 +12,11 @@ other language they are off, and the rule that would have applied says so instea
 
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any
 
-import regex
-
-from llama_index_convrag.text.scripts import HAN
+from llama_index_convrag.text.scripts import letters_by_script
 
 SUPPORTED = ("en", "de", "fr", "es", "ru", "zh")
 """The languages the rules support: a Snowball stemmer, a stop list and a sentence model each (jieba for Chinese),
@@ -27,37 +26,45 @@ CANDIDATES = SUPPORTED + ("it", "pt", "nl", "pl", "uk", "ja", "ko")
 questions in en / de / fr / es / ru against 36 unrestricted); those outside :data:`SUPPORTED` turn the rules off."""
 UNDETERMINED = "und"
 """The code of a text without letters (ISO 639-2's "undetermined")."""
-_KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
-_HANGUL = regex.compile(r"\p{Hangul}")
-_LETTER = regex.compile(r"\p{L}")
-
-_IDENTIFIER: Optional[Any] = None
 
 
+@lru_cache(maxsize=1)
 def _identifier() -> Any:
-    global _IDENTIFIER
-    if _IDENTIFIER is None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier  # the model loads once, on first use
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier  # the model loads once, on first use
 
-        ident = LanguageIdentifier.from_model_file(MODEL_FILE)
-        ident.set_languages(list(CANDIDATES))
-        _IDENTIFIER = ident
-    return _IDENTIFIER
+    ident = LanguageIdentifier.from_model_file(MODEL_FILE)
+    ident.set_languages(list(CANDIDATES))
+    return ident
 
 
 @lru_cache(maxsize=8192)
 def identify(text: str) -> str:
     """The ISO 639-1 code of ``text``'s language (:data:`CANDIDATES`), or :data:`UNDETERMINED`."""
-    letters = len(_LETTER.findall(text))
+    counts = letters_by_script(text)
+    letters = sum(counts.values())
     if not letters:
         return UNDETERMINED
-    if _HANGUL.search(text) and len(_HANGUL.findall(text)) * 4 >= letters:
+    if counts.get("hangul", 0) * 4 >= letters:
         return "ko"
-    if _KANA.search(text):
+    if counts.get("kana"):
         return "ja"
-    if len(HAN.findall(text)) * 4 >= letters:  # a Chinese sentence with a few Latin names is Chinese
+    if counts.get("han", 0) * 4 >= letters:  # a Chinese sentence with a few Latin names is Chinese
         return "zh"
-    return str(_identifier().classify(text)[0])
+    guess = str(_identifier().classify(text)[0])
+    return _by_stop_words(text, guess)
+
+
+def _by_stop_words(text: str, guess: str) -> str:
+    """``guess``, unless another language's stop list holds more of ``text``'s words than ``guess``'s and than any
+    other's: a short question is mostly names and stop words ("Who was Albert Einstein?" is read as German by the
+    model; "who" is an English stop word, "was" a German and an English one)."""
+    from llama_index_convrag.text.lexicon import NAMES, stop_words
+
+    plain = ["".join(ch for ch in w if not unicodedata.category(ch).startswith("P")) for w in text.lower().split()]
+    votes = {lang: sum(w in stop_words(lang) for w in plain) for lang in CANDIDATES if lang in NAMES and lang != "zh"}
+    best = max(votes.values(), default=0)
+    leaders = [lang for lang, v in votes.items() if v == best]
+    return leaders[0] if len(leaders) == 1 and best > votes.get(guess, 0) else guess
 
 
 def rules_on(language: str) -> bool:

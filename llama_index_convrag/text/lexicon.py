@@ -10,35 +10,40 @@ from __future__ import annotations
 import logging
 import threading
 from functools import lru_cache
-from typing import Any, Callable, FrozenSet, List, Optional
+from typing import Any, Callable, FrozenSet, List, Optional, Tuple
 
 NAMES = {"en": "english", "de": "german", "fr": "french", "es": "spanish", "ru": "russian", "it": "italian",
          "pt": "portuguese", "nl": "dutch", "zh": "chinese"}
 """ISO 639-1 code -> the name NLTK's stop lists and the Snowball stemmers go by."""
-REQUEST_WORDS = {"en": frozenset("tell know want need please explain describe give show get got use using used "
-                                 "also many much one ones".split()),
-                 "zh": frozenset("喜欢 觉得 告诉 可以 可能 想 请 介绍 一下".split())}
-"""Words of a request rather than of its subject ("Tell me ...", "I want to know ...", "one of"), beyond NLTK's list:
-question terms of the extractive answer and the LLM-free rewrite (``bench/conversational_retrieval.py``: without
-them CAsT 2021 loses the gap it closes)."""
 
-_LOCK = threading.Lock()
+LOCK = threading.Lock()
+"""Held while NLTK loads a list or a model (its lazy loaders are not thread-safe)."""
 
 
 @lru_cache(maxsize=None)
 def stop_words(language: str) -> FrozenSet[str]:
-    """NLTK's stop list of ``language`` (ISO 639-1) plus its :data:`REQUEST_WORDS`, lower case; empty for a
-    language NLTK has none for."""
+    """NLTK's stop list of ``language`` (ISO 639-1), lower case; empty for a language NLTK has none for."""
     name = NAMES.get(language)
     if name is None:
         return frozenset()
     from llama_index.core.utils import globals_helper  # points NLTK at the stop lists core ships
     from nltk.corpus import stopwords
 
-    with _LOCK:
+    with LOCK:
         globals_helper.wait_for_nltk_check()
         words = stopwords.words(name)
-    return frozenset(w.lower() for w in words) | REQUEST_WORDS.get(language, frozenset())
+    return frozenset(w.lower() for w in words)
+
+
+@lru_cache(maxsize=None)
+def month_names(language: str = "en") -> Tuple[str, ...]:
+    """The month names of ``language`` with their short forms, lower case, longest first ("september", "sept",
+    "sep"): ``dateutil``'s table for English; ``()`` for another language."""
+    if language != "en":
+        return ()
+    from dateutil.parser import parserinfo
+
+    return tuple(sorted({n.lower() for names in parserinfo.MONTHS for n in names}, key=lambda n: (-len(n), n)))
 
 
 @lru_cache(maxsize=None)
@@ -52,22 +57,20 @@ def stemmer(language: str) -> Optional[Callable[[str], str]]:
     return Stemmer.Stemmer(name).stemWord
 
 
-_JIEBA: Optional[Any] = None
+@lru_cache(maxsize=1)
+def _jieba() -> Any:
+    import jieba
+
+    with LOCK:
+        jieba.setLogLevel(logging.WARNING)
+        jieba.initialize()
+    return jieba
 
 
 def chinese_words(run: str) -> List[str]:
     """jieba's words of a run of Chinese characters, in its search mode with HMM (as Milvus' ``chinese`` analyzer
     cuts): a long word is given with the shorter dictionary words inside it."""
-    global _JIEBA
-    if _JIEBA is None:
-        with _LOCK:
-            if _JIEBA is None:
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
-                _JIEBA = jieba
-    return _JIEBA.lcut_for_search(run, HMM=True)
+    return _jieba().lcut_for_search(run, HMM=True)
 
 
-__all__ = ["NAMES", "REQUEST_WORDS", "chinese_words", "stemmer", "stop_words"]
+__all__ = ["LOCK", "NAMES", "chinese_words", "month_names", "stemmer", "stop_words"]

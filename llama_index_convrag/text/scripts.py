@@ -7,6 +7,9 @@ Hangul syllables and jamo.
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Dict
+
 import regex
 
 HAN = regex.compile(r"\p{Han}")
@@ -14,8 +17,7 @@ HAN = regex.compile(r"\p{Han}")
 CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 """One CJK character: Han, kana or Hangul (text written without spaces between words, or, for Korean, with words
 that carry their particles)."""
-CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
-"""A run of CJK characters."""
+_SCRIPT = regex.compile(r"(?P<han>\p{Han})|(?P<kana>[\p{Hiragana}\p{Katakana}])|(?P<hangul>\p{Hangul})|(?P<other>\p{L})")
 
 
 def is_cjk(ch: str) -> bool:
@@ -28,4 +30,9 @@ def has_cjk(text: str) -> bool:
     return CJK.search(text) is not None
 
 
-__all__ = ["CJK", "CJK_RUN", "HAN", "has_cjk", "is_cjk"]
+def letters_by_script(text: str) -> Dict[str, int]:
+    """How many of ``text``'s letters are ``han``, ``kana``, ``hangul`` or ``other`` (any other script)."""
+    return dict(Counter(m.lastgroup for m in _SCRIPT.finditer(text)))
+
+
+__all__ = ["CJK", "HAN", "has_cjk", "is_cjk", "letters_by_script"]

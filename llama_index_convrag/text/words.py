@@ -17,6 +17,7 @@ import regex
 
 from llama_index_convrag.text import lexicon
 from llama_index_convrag.text.language import identify
+from llama_index_convrag.text.scripts import has_cjk
 
 _TOKEN = regex.compile(
     r"(?P<han>\p{Han}+)|(?P<pairs>[\p{Hiragana}\p{Katakana}ー\p{Hangul}]+)"
@@ -62,6 +63,31 @@ def terms(text: str, language: Optional[str] = None) -> List[str]:
     return list(_terms(text, identify(text) if language is None else language))
 
 
+@lru_cache(maxsize=16384)
+def _lower_words(text: str) -> Tuple[str, ...]:
+    return tuple(words(text.lower()))
+
+
+def holds_phrase(text: str, phrase: str) -> bool:
+    """Whether ``text`` holds ``phrase`` (a cue written as words): its words in a row, in any case; a CJK phrase
+    where ``text`` holds it. ``"^how"``: at the start of ``text``; ``"吗$"``: at its end (end punctuation aside)."""
+    opening, closing = phrase.startswith("^"), phrase.endswith("$")
+    bare = phrase.strip("^$").lower()
+    if closing:
+        end = len(text)
+        while end and not text[end - 1].isalnum():
+            end -= 1
+        text = text[:end]
+    if has_cjk(bare):
+        return text.startswith(bare) if opening else text.endswith(bare) if closing else bare in text
+    parts = bare.split()
+    tokens = _lower_words(text)
+    n = len(parts)
+    if opening or closing:
+        return list(tokens[:n] if opening else tokens[-n:]) == parts
+    return any(list(tokens[i : i + n]) == parts for i in range(len(tokens) - n + 1))
+
+
 def stem(word: str, language: str = "en") -> str:
     """``word`` lower-cased and stemmed by ``language``'s Snowball stemmer (lower-cased only without one)."""
     fn = lexicon.stemmer(language)
@@ -69,4 +95,4 @@ def stem(word: str, language: str = "en") -> str:
     return fn(low) if fn is not None else low
 
 
-__all__ = ["stem", "terms", "words"]
+__all__ = ["holds_phrase", "stem", "terms", "words"]

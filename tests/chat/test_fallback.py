@@ -156,3 +156,26 @@ def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model)
 def test_held_stream_shows_a_held_answer_that_only_began_like_the_example() -> None:
     assert list(held_stream(iter(["The ", "bridge"]), lambda held: "recovered")) == ["The bridge"]
     assert list(held_stream(iter(["The ", "tower."]), lambda held: "recovered")) == ["The tower."]
+
+
+def test_a_scenario_answer_stays_the_models_and_citations_false_adds_no_marker(store, embed_model) -> None:
+    """LangChain's scenario answer "I know the answer!" is an answer (it adds words the question lacks): shown as the
+    model wrote it, with no ``[n]`` and no citation, when ``citations=False``."""
+    llm = ScriptedLLM.fixed("I know the answer!")
+    eng = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
+                                          conversation_id="c", citations=False,
+                                          answer_fallback=AnswerFallback(extractive=Extractive(embed_model)))
+    response = eng.chat("What is the answer?")
+    assert (response.response, response.metadata["turn"].answer_source) == ("I know the answer!", "llm")
+    assert "[" not in response.response and not response.metadata.get("citations")
+
+
+def test_the_support_scorer_and_echo_rules_are_checked() -> None:
+    from llama_index_convrag.chat.fallback import EchoRules
+
+    with pytest.raises(ArgumentTypeError, match="scorer must be a callable"):
+        AnswerFallback(scorer="nli")
+    with pytest.raises(ArgumentTypeError, match="echo_rules must be an EchoRules, got dict"):
+        AnswerFallback(echo_rules={})
+    with pytest.raises(ValueError, match=r"cover must be a number in \(0, 1\], got 0"):
+        EchoRules(cover=0)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from llama_index_convrag.synthesizers.grounding import (SUPPORT_SHARE, SentenceSupport, check_grounding,
+from llama_index_convrag.synthesizers.grounding import (DEFAULT_GROUNDING_RULES, SentenceSupport, check_grounding,
                                                         cite_sentences, grounding_record)
 
 PASSAGES = [
@@ -27,7 +27,7 @@ def test_the_right_topic_with_a_wrong_number_is_not_support():
 
 def test_overlap_below_the_share_is_unsupported():
     # terms: eiffel, tower, paint, purple (stemmed, stop words dropped): 2 of 4 in passage 1 -> exactly the share
-    assert SUPPORT_SHARE == 0.5
+    assert DEFAULT_GROUNDING_RULES.support_share == 0.5
     assert check_grounding("The Eiffel Tower is painted purple.", PASSAGES)[0].supported is True
     # eiffel, tower, paint, purple, napoleon: 2 of 5
     judged = check_grounding("Napoleon painted the Eiffel Tower purple.", PASSAGES)

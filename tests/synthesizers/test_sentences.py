@@ -187,7 +187,10 @@ def test_near_best_keeps_scores_within_the_share_of_the_best():
 
 
 def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps():
-    from llama_index_convrag.synthesizers.sentences import KEEP_SHARE, OPEN_SHARE, keep_share, type_strength
+    from llama_index_convrag.synthesizers.answer_rules import DEFAULT_ANSWER_RULES
+    from llama_index_convrag.synthesizers.sentences import keep_share, type_strength
+
+    KEEP_SHARE, OPEN_SHARE = DEFAULT_ANSWER_RULES.keep_share, DEFAULT_ANSWER_RULES.open_share
 
     assert answer_type("What is the release date of Cyberpunk 2077?") == "when"
     assert answer_type("What was Tesla's revenue in Q2 2020?") == "other"  # a noun is no cue: "revenue model"
