@@ -16,8 +16,6 @@ import pytest
 from llama_index_convrag.cli import main
 from llama_index_convrag.text import terms
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-
 #: (question, a file that states the fact, the fact as the docs write it)
 QUESTIONS: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
     ("Which address does convrag serve bind by default?", ("SERVE.md", "WEB.md"), "127.0.0.1:8000"),
@@ -32,14 +30,14 @@ QUESTIONS: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
 
 
 @pytest.fixture(scope="module")
-def answers(tmp_path_factory: pytest.TempPathFactory) -> List[Dict[str, Any]]:
-    """Each question asked once, in its own conversation, over one collection of ``docs/``."""
-    uri = str(tmp_path_factory.mktemp("docs") / "docs.db")
+def answers(repository_docs: Tuple[Path, str]) -> List[Dict[str, Any]]:
+    """Each question asked once, in its own conversation, over the collection of ``docs/``."""
+    docs, uri = repository_docs
     out = []
     for question, _, _ in QUESTIONS:
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
-            code = main(["ask", str(DOCS), question, "--uri", uri, "--json"])
+            code = main(["ask", str(docs), question, "--uri", uri, "--json"])
         assert code == 0, buffer.getvalue()[-2000:]
         out.append(json.loads(buffer.getvalue())["turns"][0])
     return out
