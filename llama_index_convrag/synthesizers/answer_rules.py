@@ -57,8 +57,8 @@ class AnswerRules:
         (AnswerType.WHERE, ("where", "location", "which city", "which country", "which place", "which state",
                             "哪里", "在哪", "哪个城市", "哪个国家", "哪个地方", "地点")),
     )
-    """Per answer type, in order (the first type with a cue in the question wins), its cue phrases. Measured: with no
-    cues (every question ``other``) RGB English contains 73 (35 / 38) instead of 78 (37 / 41); the how-to and
+    """Per answer type, in order (the first type with a cue in the question wins), its cue phrases. Measured:
+    ``bench/answer_rules.py`` with no cues (every question ``other``), RGB English contains 73 (35 / 38) instead of 78 (37 / 41); the how-to and
     definition types, the opening "when" and "which actor" asking ``who`` moved no figure and are gone."""
     w_terms: float = 1.0
     """Weight of the question's terms a sentence holds (IDF-weighted share). Measured: the unit the other weights of
@@ -107,7 +107,7 @@ class AnswerRules:
     other sets the same."""
     embed_cjk_chars: int = 128
     """Characters of a CJK sentence embedded (a CJK character is about one word piece). Measured: with
-    ``embed_chars``."""
+    ``embed_chars`` (``bench/answer_rules.py``)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
