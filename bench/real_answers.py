@@ -53,12 +53,12 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate  # noqa:
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
-from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine  # noqa: E402
 from llama_index_convrag.chat.fallback import AnswerFallback  # noqa: E402
 from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.evaluation.answers import exact_match, token_f1  # noqa: E402
-from llama_index_convrag.synthesizers import Extractive  # noqa: E402
+from llama_index_convrag.synthesizers import Extractive, get_response_synthesizer  # noqa: E402
 from llama_index_convrag.synthesizers.citations import has_answer_text, parse_markers, strip_markers  # noqa: E402
 from llama_index_convrag.testing.real_llm import MODELS, locate, start_server, weights_of  # noqa: E402
 
@@ -116,7 +116,8 @@ EVIDENCE = "_evidence_sentences"
 """A setting keyword (not the engine's): the model reads only the extractive answer's best N sentences, not the
 passages (the ``(evidence)`` setting)."""
 
-#: name -> chat engine keywords (``None``: the extractive answer, no LLM).
+#: name -> chat engine settings: ``AnswerOptions`` fields, ``chat_mode``, a ``text_qa_template`` (given to the
+#: synthesizer, ``synthesizer=``) and the bench's own evidence keys (``None``: the extractive answer, no LLM).
 SETTINGS: Dict[str, Optional[Dict[str, Any]]] = {
     "compact+cite (old prompt)": {"response_mode": "compact", "citations": True,
                                   "text_qa_template": PromptTemplate(OLD_CITATION_QA_TMPL)},
@@ -206,10 +207,17 @@ def answerer(name: str, kwargs: Optional[Dict[str, Any]], llm: Any, embed: Any) 
             found = evidence_of(question, passages, Extractive(embed, max_sentences=first))
             passages = [" ".join(found), *passages] if found != passages else passages
         echo = kw.pop("answer_fallback", True)  # False: the setting without the echo check
-        engine = ConvRAGChatEngine.from_defaults(
-            Passages(passages), llm if kwargs is not None else None,
-            embed_model=embed if kwargs is None else None,
-            answer_fallback=AnswerFallback(echo=echo, extractive=Extractive(embed)), **kw)
+        fallback = AnswerFallback(echo=echo, extractive=Extractive(embed))
+        chat_mode = kw.pop("chat_mode", "condense_question")
+        template = kw.pop("text_qa_template", None)
+        if template is not None:  # a prompt of the synthesizer's own: synthesizer=
+            synthesizer = get_response_synthesizer(llm=llm, text_qa_template=template, **kw)
+            engine = ConvRAGChatEngine.from_defaults(Passages(passages), llm, synthesizer=synthesizer,
+                                                     answer=AnswerOptions(fallback=fallback))
+        else:
+            engine = ConvRAGChatEngine.from_defaults(
+                Passages(passages), llm if kwargs is not None else None, chat_mode=chat_mode,
+                answer=AnswerOptions(fallback=fallback, embed_model=embed if kwargs is None else None, **kw))
         return engine.chat(question).metadata["turn"]
     return answer
 

@@ -47,7 +47,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import OUT, shared_data  # noqa: E402
 
-from llama_index_convrag.chat import ConvRAGChatEngine  # noqa: E402
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine  # noqa: E402
 from llama_index_convrag.conversational import QuestionRewriter  # noqa: E402
 from llama_index_convrag.config import OpenAICompatible  # noqa: E402
 from llama_index_convrag.evaluation import (cast_passage_corpus, concat_history, contextual_strategy,  # noqa: E402
@@ -305,7 +305,7 @@ def bench_latency(llm: Any, embed: Any, client: Any, target: Any, conversations:
     ttft, total, rewrite = [], [], []
     for dialogue in dialogues[:conversations]:
         engine = ConvRAGChatEngine.from_defaults(index.as_retriever(similarity_top_k=3), llm,
-                                                 response_mode="compact")
+                                                 answer=AnswerOptions(response_mode="compact", citations=False))
         for turn in dialogue.turns[:3]:
             started = time.perf_counter()
             response = engine.stream_chat(turn.utterance)

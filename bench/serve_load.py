@@ -178,8 +178,27 @@ async def http_load(url: str, indices: List[int], turns: int, keys: List[str], p
 
 # --- the in-process baseline (its own process: --role inproc, one request per stdin line) --------------------------
 async def inprocess_load(state: Any, n: int, turns: int) -> Run:
-    """The same engine parts and store kind, called directly with the same concurrency (no disconnects)."""
-    from llama_index_convrag.serve.turn_store import TurnStore
+    """The same engine parts and store kind, called directly with the same concurrency (no disconnects); the store
+    calls on the event loop, as the server makes a SQLite store's."""
+    from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcome, TurnRequest
+
+    class LoopPort(StoreTurnPort):
+        """The engine's port over the server's store, its calls on the loop; notes when the turn is stored."""
+
+        def __init__(self, store: Any, began: Dict[str, float]) -> None:
+            super().__init__(store)
+            self.began = began
+
+        def load(self, request: TurnRequest) -> TurnContext:
+            context = super().load(request)
+            self.began.setdefault("at", time.perf_counter())
+            return context
+
+        async def aload(self, request: TurnRequest) -> TurnContext:
+            return self.load(request)
+
+        async def acommit(self, outcome: TurnOutcome) -> None:
+            self.commit(outcome)
 
     run = Run()
 
@@ -188,8 +207,8 @@ async def inprocess_load(state: Any, n: int, turns: int) -> Run:
         for t in range(turns):
             began: Dict[str, float] = {}
             start = time.perf_counter()
-            store = TurnStore(state.store, lambda u, p: began.setdefault("at", time.perf_counter()))
-            response = await state.engine_for(cid, store).astream_chat(QUESTIONS[t % len(QUESTIONS)])
+            response = await state.engine_for(cid, LoopPort(state.store, began)).astream_chat(
+                QUESTIONS[t % len(QUESTIONS)])
             async for _ in response.async_response_gen():
                 pass
             run.sent += 1

@@ -1,8 +1,9 @@
 """Two parts of a served turn alone, without HTTP: the store calls of one turn and the SSE coalescing of one answer.
 
 1. Store calls: a SQLite conversation store on a temporary file, ``--turns`` turns of one conversation, each made of
-   the calls ``convrag serve`` makes (the key check, the owner check, the claim, ``TurnStore.prepare``, the held
-   ``finish_turn`` written by ``TurnStore.flush``, the release); milliseconds per call and per turn (mean).
+   the calls ``convrag serve`` makes (the key check, the owner check, the turn port's ``load``: the claim, the history
+   window, the user message and the placeholder; its ``commit``: the answer, its record, the release); milliseconds
+   per call and per turn (mean).
 2. Coalescing: ``serve.sse.coalesced`` over ``--tokens`` deltas that arrive every ``--token-ms`` ms between a
    ``start`` and a ``done`` event, with the server's default window (``ServeState.stream_window_s``); how many events
    go out, on an idle event loop.
@@ -27,7 +28,8 @@ from llama_index_convrag.serve.access import owned_conversation  # noqa: E402
 from llama_index_convrag.serve.auth import resolve_user  # noqa: E402
 from llama_index_convrag.serve.sse import coalesced  # noqa: E402
 from llama_index_convrag.serve.state import ServeState  # noqa: E402
-from llama_index_convrag.serve.turn_store import TurnStore  # noqa: E402
+from llama_index_convrag.chat.port import TurnOutcome, TurnRequest  # noqa: E402
+from llama_index_convrag.serve.turn_store import ServedTurn  # noqa: E402
 from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
 
 ANSWER_CHARS = 360  # about the load bench's scripted answer
@@ -41,7 +43,7 @@ def store_calls(turns: int) -> Dict[str, float]:
         _, key = store.create_key("bench")
         state = ServeState(store=store, engine_for=lambda cid, s: None)
         cid = store.create_conversation("bench").id
-        spent = dict.fromkeys(("key", "owner", "claim", "prepare", "flush", "release"), 0.0)
+        spent = dict.fromkeys(("key", "owner", "load", "commit"), 0.0)
 
         def timed(name: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
             began = time.perf_counter()
@@ -52,13 +54,10 @@ def store_calls(turns: int) -> Dict[str, float]:
         for _ in range(turns):
             user = timed("key", resolve_user, store, key)
             timed("owner", owned_conversation, state, cid, user)
-            timed("claim", store.claim_turn, cid, 600.0)
-            turn = TurnStore(store)
-            _, placeholder = timed("prepare", turn.prepare, cid, "What is BM25?")
-            turn.finish_turn(cid, placeholder.id, content="a" * ANSWER_CHARS, status="complete", error=None,
-                             citations=[], record=RECORD)
-            timed("flush", turn.flush)
-            timed("release", store.release_turn, cid)
+            port = ServedTurn(state)
+            context = timed("load", port.load, TurnRequest(cid, "What is BM25?", window=3))
+            timed("commit", port.commit, TurnOutcome(cid, context.placeholder.id, "a" * ANSWER_CHARS, "complete",
+                                                     None, (), RECORD))
         store.close()
     out = {name: 1000 * s / turns for name, s in spent.items()}
     out["turn"] = sum(out.values())

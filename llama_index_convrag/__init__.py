@@ -24,6 +24,9 @@ _ERRORS = (
 _EXPORTS: Dict[str, str] = {
     "ConvRAGIndex": "llama_index_convrag.indices",
     "ConvRAGChatEngine": "llama_index_convrag.chat",
+    "RewriteOptions": "llama_index_convrag.chat",
+    "AnswerOptions": "llama_index_convrag.chat",
+    "BudgetOptions": "llama_index_convrag.chat",
     "MilvusHybridRetriever": "llama_index_convrag.retrievers",
     "ingest_files": "llama_index_convrag.ingest.pipeline:ingest",
     "IngestReport": "llama_index_convrag.ingest",

@@ -6,8 +6,9 @@ Usage::
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
 
     engine = ConvRAGChatEngine.from_defaults(
-        retriever, llm, condense_llm=cheap_llm, conversation_store=SQLiteConversationStore("chats.db"),
-        conversation_id="user-42", return_generated_question=True, response_if_no_docs_found="No idea.",
+        retriever, llm, conversation_store=SQLiteConversationStore("chats.db"), conversation_id="user-42",
+        rewrite=RewriteOptions(llm=cheap_llm),
+        answer=AnswerOptions(return_generated_question=True, no_docs_reply="No idea."),
     )
     response = engine.chat("Who directed Inception?")
     response.metadata["generated_question"], response.metadata["message_id"], response.metadata["trim_report"]
@@ -16,7 +17,8 @@ Usage::
     for delta in stream.response_gen: ...
     engine.store.get_citations(stream.message_id)
 
-Or ``index.as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=5, ...)`` on a ``ConvRAGIndex``.
+Or ``index.as_chat_engine(chat_mode="condense_question", llm=llm, retriever_kwargs={"similarity_top_k": 5}, ...)``
+on a ``ConvRAGIndex``. Every turn's storage goes through the engine's port (``chat.port.TurnPort``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from llama_index_convrag._lazy import lazy_exports
 _EXPORTS: Dict[str, str] = {
     "ConvRAGChatEngine": "engine",
     "ConvRAGStreamingResponse": "streaming",
+    "RewriteOptions": "options",
+    "AnswerOptions": "options",
+    "BudgetOptions": "options",
+    "TurnPort": "port",
+    "StoreTurnPort": "port",
+    "TurnRequest": "port",
+    "TurnContext": "port",
+    "TurnOutcome": "port",
     "message_fit_in": "budget",
     "TrimReport": "budget",
     "TurnRecord": "records",
@@ -40,5 +50,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.chat.budget import TrimReport, message_fit_in
     from llama_index_convrag.chat.engine import ConvRAGChatEngine
+    from llama_index_convrag.chat.options import AnswerOptions, BudgetOptions, RewriteOptions
+    from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcome, TurnPort, TurnRequest
     from llama_index_convrag.chat.records import TurnRecord
     from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse

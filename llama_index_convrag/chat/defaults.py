@@ -1,8 +1,9 @@
-"""The rules ``ConvRAGChatEngine.from_defaults`` applies to the arguments users pass to LlamaIndex core's chat engines
-(pure functions; the engine module derives its accepted names from signatures)."""
+"""The rules ``ConvRAGChatEngine.from_defaults`` applies to its arguments (pure functions; the accepted names are
+written down in ``chat/options.py``)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Optional, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -11,6 +12,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.response_synthesizers import BaseSynthesizer
+from llama_index.core.response_synthesizers.base import BaseSynthesizer as CoreBaseSynthesizer
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.conversational.rewrite import STRATEGIES, QuestionRewriter
@@ -63,21 +65,6 @@ def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, con
     return mode
 
 
-def alias(name: str, value: Any, canonical: str, options: Dict[str, Any]) -> Dict[str, Any]:
-    """``{canonical: value}`` for an alias that was given; TypeError when both names disagree."""
-    if value is None:
-        return {}
-    if canonical in options and options[canonical] != value:
-        raise ArgumentTypeError(f"{name}={value!r} contradicts {canonical}={options[canonical]!r}; pass one of them")
-    return {canonical: value}
-
-
-def pick_one(name: str, value: Any, other: str, other_value: Any) -> Any:
-    if value is not None and other_value is not None:
-        raise ArgumentTypeError(f"pass {name}= or {other}= (the same prompt), not both")
-    return value if value is not None else other_value
-
-
 def seed_messages(chat_history: Optional[List[ChatMessage]], memory: Optional[BaseMemory]) -> List[ChatMessage]:
     """The messages that seed a new conversation: ``chat_history``, or everything a core ``memory`` holds."""
     if chat_history is not None and memory is not None:
@@ -87,16 +74,18 @@ def seed_messages(chat_history: Optional[List[ChatMessage]], memory: Optional[Ba
     return list(chat_history) if chat_history is not None else []
 
 
-def rewrite_strategy_for(strategy: Optional[str], skip_condense: bool, condense_llm: Optional[LLM]) -> str:
-    """The rewrite strategy: as given; ``none`` for ``skip_condense``; ``auto`` / ``None``: ``llm`` with an LLM,
-    else :data:`NO_LLM_REWRITE_STRATEGY`. ValueError naming the accepted ones for anything else."""
-    if strategy is not None and strategy not in REWRITE_STRATEGIES:
-        raise ConfigurationError(f"rewrite_strategy must be one of {list(REWRITE_STRATEGIES)}, got {strategy!r}")
-    if skip_condense:
-        if strategy not in (None, AUTO_REWRITE_STRATEGY, "none"):
-            raise ConfigurationError(f"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy={strategy!r}")
+def rewrite_strategy_for(strategy: str, no_rewrite: bool, condense_llm: Optional[LLM]) -> str:
+    """The rewrite strategy: ``none`` for a mode that never rewrites (``no_rewrite``: chat mode ``context``; another
+    strategy given there is refused); ``auto``: ``llm`` with a (condense) LLM, else :data:`NO_LLM_REWRITE_STRATEGY`;
+    any other as given."""
+    if strategy not in REWRITE_STRATEGIES:
+        raise ConfigurationError(f"rewrite strategy must be one of {list(REWRITE_STRATEGIES)}, got {strategy!r}")
+    if no_rewrite:
+        if strategy not in (AUTO_REWRITE_STRATEGY, "none"):
+            raise ConfigurationError(f"chat_mode 'context' retrieves with the question as written (strategy 'none'), "
+                                     f"got RewriteOptions(strategy={strategy!r})")
         return "none"
-    if strategy not in (None, AUTO_REWRITE_STRATEGY):
+    if strategy != AUTO_REWRITE_STRATEGY:
         return strategy
     return "llm" if condense_llm is not None else NO_LLM_REWRITE_STRATEGY
 
@@ -110,13 +99,33 @@ def fusing_retriever(retriever: Optional[BaseRetriever], rewriter: QuestionRewri
     return ConversationalRetriever.deepened(retriever)
 
 
-def default_synthesizers(llm: Optional[LLM], embed_model: Optional[BaseEmbedding], synth_kw: Dict[str, Any],
-                         streaming: Optional[BaseSynthesizer]) -> Tuple[BaseSynthesizer, BaseSynthesizer]:
-    """Our synthesizers (plain, streaming) for ``synth_kw``; ``llm=None``: :data:`NO_LLM_RESPONSE_MODE`."""
-    kw = dict(synth_kw)
-    if llm is None:
-        kw.setdefault("response_mode", NO_LLM_RESPONSE_MODE)
+def synthesizer_kwargs(response_mode: Optional[str], citations: bool, citation_mode: str,
+                       embed_model: Optional[BaseEmbedding], llm: Optional[LLM]) -> Dict[str, Any]:
+    """``get_response_synthesizer`` arguments of the synthesizers the engine builds (``llm=None``: the
+    :data:`NO_LLM_RESPONSE_MODE` unless a mode is given)."""
+    kw: Dict[str, Any] = {"citations": citations, "citation_mode": citation_mode}
+    mode = response_mode if response_mode is not None else (NO_LLM_RESPONSE_MODE if llm is None else None)
+    if mode is not None:
+        kw["response_mode"] = mode
     if embed_model is not None:
         kw["embed_model"] = embed_model
-    plain = get_response_synthesizer(llm=llm, streaming=False, **kw)
-    return plain, streaming if streaming is not None else get_response_synthesizer(llm=llm, streaming=True, **kw)
+    return kw
+
+
+def default_synthesizers(llm: Optional[LLM], synth_kw: Dict[str, Any]) -> Tuple[BaseSynthesizer, BaseSynthesizer]:
+    """Our synthesizers (plain, streaming) for ``synth_kw`` (:func:`synthesizer_kwargs`)."""
+    return (get_response_synthesizer(llm=llm, streaming=False, **synth_kw),
+            get_response_synthesizer(llm=llm, streaming=True, **synth_kw))
+
+
+def streaming_twin(synthesizer: Any) -> Optional[Any]:
+    """A copy of ``synthesizer`` (a core-style synthesizer: ours or core's) that streams, sharing every part; the
+    synthesizer itself when it streams already; None for anything else (or structured output), which answers
+    streamed turns in one piece."""
+    if not isinstance(synthesizer, CoreBaseSynthesizer) or getattr(synthesizer, "_output_cls", None) is not None:
+        return None
+    if getattr(synthesizer, "_streaming", False):
+        return synthesizer
+    twin = copy.copy(synthesizer)
+    twin._streaming = True
+    return twin

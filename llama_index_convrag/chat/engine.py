@@ -10,20 +10,24 @@ sees the context, the conversation and the user's words; ``context_chat.py``), `
 ``query_engine=``: it answers the retrieval query. No LLM (none given, none assigned to ``Settings.llm``): no-LLM
 rewrite, extractive answers.
 
+Storage: every turn makes two calls through the engine's port (:mod:`~.port`): ``load`` before retrieval (the
+user message and the placeholder stored, the history read) and ``commit`` after the answer. ``chat_turn`` /
+``achat_turn`` / ``stream_turn`` / ``astream_turn`` answer a turn whose context was loaded already (a service loads it
+with its own claim first). A streamed answer passes one pipeline (:mod:`~.stream_pipeline`) and one hold.
+
 ``response.metadata`` (streamed responses too): see :meth:`~.turn.Turn.metadata`.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import uuid
-from contextlib import contextmanager
-from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
+from typing import Any, AsyncIterator, Iterator, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.instrumentation import get_dispatcher
@@ -38,25 +42,26 @@ from llama_index.core.schema import MetadataMode, QueryBundle
 from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, CachedTokenCounter, TokenCounter, message_fit_in
-from llama_index_convrag.chat.context_chat import ContextChat, PromptLike
-from llama_index_convrag.chat.defaults import (ENGINE_CITATION_MODE, alias, check_chat_mode, check_parts,
-                                               default_synthesizers, fusing_retriever, pick_one, rewrite_strategy_for,
-                                               seed_messages)
-from llama_index_convrag.conversational.rewrite import HistoryFormatter, QuestionRewriter
-from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer, astream_lifecycle, stream_lifecycle
-from llama_index_convrag.conversational.triggers import needs_rewrite
-from llama_index_convrag.chat.turn import (Stages, Turn, aiter_one, aread_text, async_deltas, group_turns, read_text,
-                                           stage_names, sync_deltas, system_text)
+from llama_index_convrag.chat.budget import CachedTokenCounter, message_fit_in
+from llama_index_convrag.chat.context_chat import ContextChat
+from llama_index_convrag.chat.defaults import (check_chat_mode, check_parts, default_synthesizers, fusing_retriever,
+                                               rewrite_strategy_for, seed_messages, streaming_twin,
+                                               synthesizer_kwargs)
+from llama_index_convrag.chat.options import (FROM_DEFAULTS_NAMES, AnswerOptions, BudgetOptions, RewriteOptions,
+                                              options_of, refuse_names)
+from llama_index_convrag.chat.port import TurnContext, TurnPort, TurnRequest, turn_port
+from llama_index_convrag.chat.stream_pipeline import TurnStream, stream_parts
+from llama_index_convrag.conversational.rewrite import QuestionRewriter
+from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
+from llama_index_convrag.chat.turn import Stages, Turn, aread_text, group_turns, read_text, stage_names, system_text
 from llama_index_convrag.instrumentation import span_when_observed
-from llama_index_convrag.chat.hooks import AnswerHook, hooks_scope
-from llama_index_convrag.chat.fallback import AnswerFallback, aheld_stream, held_stream, writes_with_llm
-from llama_index_convrag.judge.options import JudgeArg, JudgeHook, judge_options, refuse_old_keywords
+from llama_index_convrag.chat.hooks import hooks_scope
+from llama_index_convrag.chat.fallback import writes_with_llm
+from llama_index_convrag.judge.options import JudgeHook, judge_options
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_PROMPT
 from llama_index_convrag.storage.conversation.base import ConversationStore
-from llama_index_convrag.storage.conversation.sqlite import SQLiteConversationStore
-from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers.stream_hold import StreamHold
 
 dispatcher = get_dispatcher(__name__)
 
@@ -78,7 +83,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         self,
         *,
         rewriter: QuestionRewriter,
-        store: ConversationStore,
+        port: TurnPort,
         conversation_id: str,
         llm: Optional[LLM] = None,
         retriever: Optional[BaseRetriever] = None,
@@ -87,53 +92,31 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         query_engine: Optional[BaseQueryEngine] = None,
         context_chat: Optional[ContextChat] = None,
         node_postprocessors: Sequence[BaseNodePostprocessor] = (),
-        rephrase_question: bool = True,
-        return_generated_question: bool = False,
-        return_source_nodes: bool = True,
-        response_if_no_docs_found: Optional[str] = None,
-        max_tokens_limit: Optional[int] = None,
-        get_chat_history: Optional[HistoryFormatter] = None,
-        answer_query_prompt: Optional[BasePromptTemplate] = None,
-        budget_ratio: float = DEFAULT_BUDGET_RATIO,
-        reserved_output_tokens: Optional[int] = None,
-        count_tokens: Optional[TokenCounter] = None,
-        answer_hooks: Sequence[AnswerHook] = (),
-        answer_fallback: Optional[AnswerFallback] = None,
+        answer: Optional[AnswerOptions] = None,
+        budget: Optional[BudgetOptions] = None,
     ) -> None:
         check_parts(retriever, synthesizer, query_engine, context_chat)
-        bad = [h for h in answer_hooks if not isinstance(h, AnswerHook)]
-        if bad:
-            raise ArgumentTypeError(f"answer_hooks must provide scope() and record_fields() (AnswerHook), got {bad!r}")
-        if max_tokens_limit is not None and max_tokens_limit < 0:
-            raise ConfigurationError(f"max_tokens_limit must be >= 0, got {max_tokens_limit!r}")
-        if reserved_output_tokens is not None and reserved_output_tokens < 0:
-            raise ConfigurationError(f"reserved_output_tokens must be >= 0, got {reserved_output_tokens!r}")
-        if not 0 < budget_ratio <= 1:
-            raise ConfigurationError(f"budget_ratio must be in (0, 1], got {budget_ratio!r}")
+        if not isinstance(port, TurnPort):
+            raise ArgumentTypeError(f"port must be a TurnPort, got {type(port).__name__}: {port!r}")
         self._retriever, self._query_engine, self._context_chat = retriever, query_engine, context_chat
         self._synthesizer, self._streaming_synthesizer = synthesizer, streaming_synthesizer
-        self._llm, self._rewriter, self._store = llm, rewriter, store
+        self._llm, self._rewriter, self._port = llm, rewriter, port
         self.conversation_id = conversation_id
         self._postprocessors = list(node_postprocessors)
-        self._answer_hooks = tuple(answer_hooks)
-        if answer_fallback is not None and not isinstance(answer_fallback, AnswerFallback):
-            raise ArgumentTypeError(f"answer_fallback must be an AnswerFallback, got {answer_fallback!r}")
+        self.answer = options_of(AnswerOptions, answer, "answer")
+        self.budget = options_of(BudgetOptions, budget, "budget")
         # an empty or marker-only LLM answer is never shown (chat/fallback.py)
-        self._fallback = answer_fallback if answer_fallback is not None else AnswerFallback()
-        self.rephrase_question = rephrase_question and context_chat is None
-        self.return_generated_question = return_generated_question
-        self.return_source_nodes = return_source_nodes
-        self.response_if_no_docs_found = response_if_no_docs_found
-        self.max_tokens_limit = max_tokens_limit
-        self._get_chat_history = get_chat_history if get_chat_history is not None else rewriter.get_chat_history
-        self._answer_prompt = answer_query_prompt if answer_query_prompt is not None else DEFAULT_ANSWER_QUERY_PROMPT
-        self.budget_ratio = budget_ratio
+        self._fallback = self.answer.fallback_or_default
+        self._answer_hooks = self.answer.hooks
+        self.rephrase_question = self.answer.rephrase_question and context_chat is None
+        self._answer_prompt = (self.answer.answer_query_prompt if self.answer.answer_query_prompt is not None
+                               else DEFAULT_ANSWER_QUERY_PROMPT)
         num_output = llm.metadata.num_output if llm is not None else 0
-        self.reserved_output_tokens = (
-            reserved_output_tokens if reserved_output_tokens is not None else (num_output if num_output > 0 else 256)
-        )
+        reserved = self.budget.reserved_output_tokens
+        self.reserved_output_tokens = reserved if reserved is not None else (num_output if num_output > 0 else 256)
         # cached: each history turn is counted once, not on every later turn
-        self._count_tokens = CachedTokenCounter(count_tokens if count_tokens is not None else rewriter.count_tokens)
+        counter = self.budget.count_tokens
+        self._count_tokens = CachedTokenCounter(counter if counter is not None else rewriter.count_tokens)
 
     @classmethod
     def from_defaults(
@@ -142,116 +125,101 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         llm: Optional[LLM] = None,
         *,
         query_engine: Optional[BaseQueryEngine] = None,
-        chat_mode: str = "condense_question",
-        condense_llm: Optional[LLM] = None,
         synthesizer: Optional[BaseSynthesizer] = None,
-        streaming_synthesizer: Optional[BaseSynthesizer] = None,
-        embed_model: Optional[BaseEmbedding] = None,
         node_postprocessors: Optional[Sequence[BaseNodePostprocessor]] = None,
-        conversation_store: Optional[ConversationStore] = None,
-        conversation_id: Optional[str] = None,
+        chat_mode: str = "condense_question",
+        system_prompt: Optional[str] = None,
+        condense_question_prompt: Optional[BasePromptTemplate] = None,
         chat_history: Optional[List[ChatMessage]] = None,
         memory: Optional[BaseMemory] = None,
-        system_prompt: Optional[str] = None,
-        context_prompt: Optional[PromptLike] = None,
-        context_refine_prompt: Optional[PromptLike] = None,
-        rewrite_strategy: Optional[str] = None,
-        contextual_fusion: bool = True,
-        skip_condense: bool = False,
-        rewrite_trigger: bool = True,
-        last_n_turns: int = 3,
-        max_rewrite_history_tokens: int = 1024,
-        condense_prompt: Optional[BasePromptTemplate] = None,
-        condense_question_prompt: Optional[BasePromptTemplate] = None,
-        get_chat_history: Optional[HistoryFormatter] = None,
-        count_tokens: Optional[TokenCounter] = None,
-        return_source_documents: Optional[bool] = None,
-        judge: JudgeArg = None,
-        **kwargs: Any,
+        conversation_store: Union[None, ConversationStore, TurnPort] = None,
+        conversation_id: Optional[str] = None,
+        rewrite: Optional[RewriteOptions] = None,
+        answer: Optional[AnswerOptions] = None,
+        budget: Optional[BudgetOptions] = None,
+        **removed: Any,
     ) -> "ConvRAGChatEngine":
-        """Build the rewriter, our synthesizers and an in-memory SQLite store where not given.
+        """Build the rewriter, our synthesizers and the port (an in-memory SQLite store where none is given).
 
-        ``kwargs`` are :data:`ENGINE_OPTIONS` (``__init__``'s options: ``rephrase_question``, ...) and
-        ``get_response_synthesizer``'s arguments (``response_mode``, ``citations``, ``citation_mode``: default
-        :data:`~.defaults.ENGINE_CITATION_MODE`, templates, ...). Core's names are
-        accepted: ``query_engine`` (condense-question over any query engine), ``condense_question_prompt``,
-        ``memory`` (its messages seed the conversation, as ``chat_history`` does), ``skip_condense`` (rewrite
-        strategy ``none``), LangChain's ``return_source_documents`` (``return_source_nodes``). ``llm``: the one given,
-        else the one assigned to ``Settings.llm`` (never core's default-building getter; the synthesizer factory's rule,
-        ``synthesizers/resolve.py``); with neither, answers are :data:`~.defaults.NO_LLM_RESPONSE_MODE`.
-        ``rewrite_strategy``: one of :data:`~.defaults.REWRITE_STRATEGIES`; ``None`` or ``"auto"`` is ``llm`` when a
-        (condense) LLM is resolved and ``contextual`` (:data:`~.defaults.NO_LLM_REWRITE_STRATEGY`) otherwise. With
-        ``contextual`` and a retriever, a follow-up is searched as typed and as expanded and the two lists fused
-        (:class:`~llama_index_convrag.conversational.retriever.ConversationalRetriever`;
-        ``contextual_fusion=False`` searches the expanded query alone).
-        ``judge``: ``True``, a ``BaseJudge`` or a :class:`~llama_index_convrag.judge.options.JudgeOptions` (the judge,
-        its LLM and prompt, the search limits): judge-guided answers (:mod:`llama_index_convrag.judge`,
-        condense_question mode with a retriever), hooked in as an :class:`~.hooks.AnswerHook`; the search tree is
-        stored in the turn record (``judge_tree``) and returned in the metadata.
+        The names are core's chat engines' (:data:`~.options.FROM_DEFAULTS_NAMES`): ``retriever`` (we retrieve and
+        answer) or ``query_engine`` (it answers the retrieval query); ``llm``: the one given, else the one assigned
+        to ``Settings.llm`` (never core's default-building getter); with neither, answers are
+        :data:`~.defaults.NO_LLM_RESPONSE_MODE`. ``synthesizer``: answers instead of ours (its streaming twin serves
+        streamed turns; its own settings are its own: ``get_response_synthesizer(...)``). ``chat_mode``: one of
+        :data:`~.defaults.CHAT_MODES`; ``system_prompt`` shapes the context modes' answers;
+        ``condense_question_prompt`` the ``llm`` rewrite. ``chat_history`` or ``memory`` (a core memory: every
+        message it holds) seed a new conversation. ``conversation_store``: a ``ConversationStore`` (or a built
+        :class:`~.port.TurnPort`); ``conversation_id``: the conversation (default: a new one). ``rewrite``,
+        ``answer``, ``budget``: :class:`~.options.RewriteOptions`, :class:`~.options.AnswerOptions`,
+        :class:`~.options.BudgetOptions`. A name this method took before is refused with its place now.
         """
+        refuse_names(removed, "ConvRAGChatEngine.from_defaults", FROM_DEFAULTS_NAMES)
+        rewrite = options_of(RewriteOptions, rewrite, "rewrite")
+        answer = options_of(AnswerOptions, answer, "answer")
+        budget = options_of(BudgetOptions, budget, "budget")
         llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
-        count_tokens = count_tokens if count_tokens is not None else token_counter(llm)  # the served model's count
-        refuse_old_keywords(kwargs)
-        judging = judge_options(judge)
-        options, synth_kw = split_engine_kwargs(kwargs)
-        if synthesizer is None and query_engine is None:  # the synthesizers built here cite aligned unless told
-            synth_kw.setdefault("citation_mode", ENGINE_CITATION_MODE)
-        mode = check_chat_mode(chat_mode, system_prompt, context_prompt, context_refine_prompt, llm)
-        options.update(alias("return_source_documents", return_source_documents, "return_source_nodes", options))
-        condense = pick_one("condense_prompt", condense_prompt, "condense_question_prompt", condense_question_prompt)
+        count_tokens = budget.count_tokens if budget.count_tokens is not None else token_counter(llm)
+        judging = judge_options(answer.judge)
+        mode = check_chat_mode(chat_mode, system_prompt, answer.context_prompt, answer.context_refine_prompt, llm)
         seed = seed_messages(chat_history, memory)
+        condense_llm = rewrite.llm if rewrite.llm is not None else llm
         rewriter = QuestionRewriter(
-            strategy=rewrite_strategy_for(rewrite_strategy, skip_condense or mode == "context",
-                                          llm if condense_llm is None else condense_llm),
-            llm=condense_llm if condense_llm is not None else llm, condense_prompt=condense,
-            last_n_turns=last_n_turns, max_history_tokens=max_rewrite_history_tokens,
-            trigger=needs_rewrite if rewrite_trigger else None, get_chat_history=get_chat_history,
-            count_tokens=count_tokens,
+            strategy=rewrite_strategy_for(rewrite.strategy, mode == "context", condense_llm), llm=condense_llm,
+            condense_prompt=condense_question_prompt, last_n_turns=rewrite.last_n_turns,
+            max_history_tokens=rewrite.max_history_tokens, trigger=rewrite.trigger,
+            get_chat_history=rewrite.get_chat_history, count_tokens=count_tokens, context_rules=rewrite.context_rules,
         )
-        retriever = fusing_retriever(retriever, rewriter, contextual_fusion)
+        retriever = fusing_retriever(retriever, rewriter, rewrite.fusion)
+        synth_kw = synthesizer_kwargs(answer.response_mode, answer.citations, answer.citation_mode,
+                                      answer.embed_model, llm)
         context_chat = None
         if mode != "condense_question" and llm is not None:
-            context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=context_prompt,
-                                       context_refine_prompt=context_refine_prompt, synth_kwargs=synth_kw)
-        hooks: List[AnswerHook] = []
+            context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=answer.context_prompt,
+                                       context_refine_prompt=answer.context_refine_prompt, synth_kwargs=synth_kw)
+        streaming_synthesizer: Optional[BaseSynthesizer] = None
+        if synthesizer is not None or query_engine is not None:
+            given = built_synthesizer_options(answer)
+            if given or judging is not None:
+                raise ArgumentTypeError(f"AnswerOptions {[*given, *(['judge'] if judging else [])]} configure the "
+                                        "synthesizer this engine builds; not with synthesizer= or query_engine= (set "
+                                        "them on your own: get_response_synthesizer(...))")
         if judging is not None:
-            if context_chat is not None or synthesizer is not None or query_engine is not None or retriever is None:
-                raise ArgumentTypeError("judge= needs chat_mode='condense_question' with a retriever and no synthesizer= or "
-                                "query_engine= (the judge builds its own synthesizers)")
+            if context_chat is not None or retriever is None:
+                raise ArgumentTypeError("AnswerOptions(judge=...) needs chat_mode='condense_question' with a "
+                                        "retriever (the judge builds its own synthesizers)")
             synthesizer = build_judge_synthesizer(retriever, llm=llm, options=judging, **synth_kw)
             streaming_synthesizer = build_judge_synthesizer(retriever, llm=llm, options=judging,
                                                             **{**synth_kw, "streaming": True})
-            hooks.append(JudgeHook())
+            answer = replace(answer, hooks=(*answer.hooks, JudgeHook()))
         elif context_chat is not None:
             pass  # the context modes build their synthesizer per turn
         elif synthesizer is None and query_engine is None:
-            synthesizer, streaming_synthesizer = default_synthesizers(llm, embed_model, synth_kw, streaming_synthesizer)
-        elif synth_kw or embed_model is not None:
-            given = sorted([*synth_kw, *(["embed_model"] if embed_model is not None else [])])
-            raise ArgumentTypeError(f"{given} configure the synthesizer this engine builds; not with synthesizer= or "
-                            "query_engine=")
-        store = conversation_store if conversation_store is not None else SQLiteConversationStore(":memory:")
+            synthesizer, streaming_synthesizer = default_synthesizers(llm, synth_kw)
+        elif synthesizer is not None:
+            streaming_synthesizer = streaming_twin(synthesizer)
+        port = turn_port(conversation_store)
         cid = conversation_id if conversation_id is not None else uuid.uuid4().hex
         for message in seed:
-            store.add_message(cid, message)
+            port.store.add_message(cid, message)
         return cls(
             retriever=retriever, query_engine=query_engine, synthesizer=synthesizer, context_chat=context_chat,
-            streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, store=store, conversation_id=cid,
+            streaming_synthesizer=streaming_synthesizer, llm=llm, rewriter=rewriter, port=port, conversation_id=cid,
             node_postprocessors=node_postprocessors if node_postprocessors is not None else (),
-            get_chat_history=get_chat_history, count_tokens=count_tokens, answer_hooks=hooks, **options,
+            answer=answer, budget=replace(budget, count_tokens=count_tokens),
         )
 
-    def for_conversation(self, conversation_id: str, store: Optional[ConversationStore] = None) -> "ConvRAGChatEngine":
+    def for_conversation(self, conversation_id: str,
+                         port: Union[None, ConversationStore, TurnPort] = None) -> "ConvRAGChatEngine":
         """An engine for another conversation that shares every built part of this one (retriever, rewriter,
-        synthesizers, LLM, postprocessors, options; the store unless ``store`` is given). A turn's state travels with
-        the turn (:class:`~.turn.Turn`, the query's plan), so one set of parts serves many conversations at once: a
-        service makes one of these per request."""
+        synthesizers, LLM, postprocessors, options; the port unless ``port`` is given: a ``TurnPort`` or a
+        ``ConversationStore``). A turn's state travels with the turn (:class:`~.turn.Turn`, the query's plan), so one
+        set of parts serves many conversations at once: a service makes one of these per request."""
         if not isinstance(conversation_id, str) or not conversation_id:
             raise ConfigurationError(f"conversation_id must be a non-empty string, got {conversation_id!r}")
         twin = copy.copy(self)
         twin.conversation_id = conversation_id
-        if store is not None:
-            twin._store = store
+        if port is not None:
+            twin._port = turn_port(port)
         return twin
 
     # --- PromptMixin ---------------------------------------------------------------------------------------------
@@ -269,89 +237,136 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
 
     # --- state ---------------------------------------------------------------------------------------------------
     @property
+    def port(self) -> TurnPort:
+        """The turn port: where every turn is loaded and committed."""
+        return self._port
+
+    @property
     def store(self) -> ConversationStore:
-        return self._store
+        return self._port.store
 
     @property
     def chat_history(self) -> List[ChatMessage]:
         """The messages the next turn conditions on: user messages as written, complete answers, and the partial
         text of answers whose stream the reader stopped (``cancelled``, non-empty)."""
-        return [m.to_chat_message() for m in self._store.history(self.conversation_id)]
+        return [m.to_chat_message() for m in self.store.history(self.conversation_id)]
 
     def reset(self) -> None:
         """Start a new conversation. The previous one stays in the store (nothing is deleted)."""
         self.conversation_id = uuid.uuid4().hex
 
-    # --- one turn, four ways -------------------------------------------------------------------------------------
+    def turn_request(self, message: Any, chat_history: Optional[List[ChatMessage]] = None, *,
+                     streaming: bool = False) -> TurnRequest:
+        """What a turn of this engine asks its port to load for ``message`` (the history window it reads)."""
+        window = self._rewriter.history_window if self.rephrase_question else None
+        return TurnRequest(self.conversation_id, message_text(message), window=window, chat_history=chat_history,
+                           streaming=streaming)
+
+    # --- one turn, four ways: load through the port, then answer the loaded turn --------------------------------
     @span_when_observed(dispatcher)
     def chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
-        turn = self._begin(message, chat_history, streaming=False)
+        return self.chat_turn(self._port.load(self.turn_request(message, chat_history)))
+
+    @span_when_observed(dispatcher)
+    async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
+        return await self.achat_turn(await self._port.aload(self.turn_request(message, chat_history)))
+
+    @span_when_observed(dispatcher)
+    def stream_chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> ConvRAGStreamingResponse:
+        return self.stream_turn(self._port.load(self.turn_request(message, chat_history, streaming=True)))
+
+    @span_when_observed(dispatcher)
+    async def astream_chat(
+        self, message: str, chat_history: Optional[List[ChatMessage]] = None
+    ) -> ConvRAGStreamingResponse:
+        return await self.astream_turn(await self._port.aload(self.turn_request(message, chat_history,
+                                                                                 streaming=True)))
+
+    def chat_turn(self, context: TurnContext) -> AgentChatResponse:
+        """Answer a turn the port loaded (``port.load(engine.turn_request(...))``: a service loads it first)."""
+        turn = Turn.start(context)
         with self._failing(turn):
             self._apply_rewrite(turn)
             self._apply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else self._recovered(turn, query, read_text(response))
-        turn.finish(self._store, "complete", text, None, response)
+        self._commit(turn, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
-    @span_when_observed(dispatcher)
-    async def achat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> AgentChatResponse:
-        turn = self._begin(message, chat_history, streaming=False)
-        with self._failing(turn):
+    async def achat_turn(self, context: TurnContext) -> AgentChatResponse:
+        """Async twin of :meth:`chat_turn`."""
+        turn = Turn.start(context)
+        async with self._afailing(turn):
             await self._aapply_rewrite(turn)
             await self._aapply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else await self._arecovered(
                 turn, query, await aread_text(response))
-        turn.finish(self._store, "complete", text, None, response)
+        await self._acommit(turn, "complete", text, None, response)
         return self._chat_response(turn, text, response)
 
-    @span_when_observed(dispatcher)
-    def stream_chat(self, message: str, chat_history: Optional[List[ChatMessage]] = None) -> ConvRAGStreamingResponse:
-        turn = self._begin(message, chat_history, streaming=True)
+    def stream_turn(self, context: TurnContext) -> ConvRAGStreamingResponse:
+        """The streamed twin of :meth:`chat_turn` (the turn's pipeline: :class:`~.stream_pipeline.TurnStream`)."""
+        turn = Turn.start(context)
         with self._failing(turn):
             self._apply_rewrite(turn)
             self._apply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=True)
-        deltas = iter([self._no_docs_reply()]) if response is None else held_stream(
-            sync_deltas(response), lambda held: self._recovered(turn, query, held),
-            self._fallback.judged_question(query))
-        finalizer = self._finalizer(turn, response)
-        return self._stream_response(turn, finalizer, sync_stream=stream_lifecycle(deltas, finalizer))
+        raw, hold = self._stream_parts(turn, query, response, is_async=False)
+        stream = TurnStream(hold, deltas=raw, recover=lambda held: self._recovered(turn, query, held, hold.verdict),
+                            commit=lambda status, text, error: self._commit(turn, status, text, error, response))
+        return self._stream_response(turn, stream, is_async=False)
 
-    @span_when_observed(dispatcher)
-    async def astream_chat(
-        self, message: str, chat_history: Optional[List[ChatMessage]] = None
-    ) -> ConvRAGStreamingResponse:
-        turn = self._begin(message, chat_history, streaming=True)
-        with self._failing(turn):
+    async def astream_turn(self, context: TurnContext) -> ConvRAGStreamingResponse:
+        """Async twin of :meth:`stream_turn`."""
+        turn = Turn.start(context)
+        async with self._afailing(turn):
             await self._aapply_rewrite(turn)
             await self._aapply_retrieval(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=True)
-        deltas = aiter_one(self._no_docs_reply()) if response is None else aheld_stream(
-            async_deltas(response), lambda held: self._arecovered(turn, query, held),
-            self._fallback.judged_question(query))
-        finalizer = self._finalizer(turn, response)
-        return self._stream_response(turn, finalizer, async_stream=astream_lifecycle(deltas, finalizer))
+        raw, hold = self._stream_parts(turn, query, response, is_async=True)
+
+        async def arecover(held: str) -> str:
+            return await self._arecovered(turn, query, held, hold.verdict)  # type: ignore[arg-type]
+
+        async def acommit(status: str, text: str, error: Optional[BaseException]) -> None:
+            await self._acommit(turn, status, text, error, response)
+
+        stream = TurnStream(hold, adeltas=raw, arecover=arecover, acommit=acommit,
+                            commit=lambda status, text, error: self._commit(turn, status, text, error, response))
+        return self._stream_response(turn, stream, is_async=True)
 
     # --- the steps -----------------------------------------------------------------------------------------------
-    def _begin(self, message: str, chat_history: Optional[List[ChatMessage]], streaming: bool) -> Turn:
-        window = self._rewriter.history_window if self.rephrase_question else None
-        return Turn.begin(self._store, self.conversation_id, message_text(message), chat_history=chat_history, window=window,
-                          streaming=streaming)
-
     @contextmanager
     def _failing(self, turn: Turn) -> Iterator[None]:
-        """A step that raises finalises the placeholder as ``error`` (the user message stays) and re-raises."""
+        """A step that raises commits the turn as ``error`` (the user message stays) and re-raises."""
         try:
             yield
         except Exception as e:
-            turn.finish(self._store, "error", "", e, None)
+            self._commit(turn, "error", "", e, None)
             raise
+
+    @asynccontextmanager
+    async def _afailing(self, turn: Turn) -> AsyncIterator[None]:
+        """Async twin of :meth:`_failing`."""
+        try:
+            yield
+        except Exception as e:
+            await self._acommit(turn, "error", "", e, None)
+            raise
+
+    def _commit(self, turn: Turn, status: str, text: str, error: Optional[BaseException], response: Any) -> None:
+        self._port.commit(turn.outcome(status, text, error, response))
+        turn.ended()
+
+    async def _acommit(self, turn: Turn, status: str, text: str, error: Optional[BaseException],
+                       response: Any) -> None:
+        await self._port.acommit(turn.outcome(status, text, error, response))
+        turn.ended()
 
     def _apply_rewrite(self, turn: Turn) -> None:
         turn.apply_rewrite(self._rewriter.rewrite(turn.question, turn.history, history_ids=turn.history_ids,
@@ -386,7 +401,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     def _fit(self, turn: Turn) -> Optional[str]:
         """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed
         reply is configured. Without an LLM (or with a query engine) nothing is trimmed."""
-        if self.response_if_no_docs_found is not None and self._retriever is not None and not turn.nodes:
+        if self.answer.no_docs_reply is not None and self._retriever is not None and not turn.nodes:
             turn.record.status = "no_docs"
             return None
         if self._llm is None or self._query_engine is not None:
@@ -396,19 +411,20 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             return turn.record.synthesis_query
         question = turn.retrieval_query if self.rephrase_question else turn.question
         turns = [] if self.rephrase_question else group_turns(turn.history)
+        format_history = self._rewriter.get_chat_history
         report = message_fit_in(
-            question=question, history=[self._get_chat_history(t) for t in turns],
+            question=question, history=[format_history(t) for t in turns],
             chunks=[n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes],
             system=self._context_chat.system_text() if self._context_chat is not None
             else system_text(self._synthesizer, self._llm),
             count_tokens=self._count_tokens, context_window=self._llm.metadata.context_window,
-            reserved_output=self.reserved_output_tokens, budget_ratio=self.budget_ratio,
-            max_context_tokens=self.max_tokens_limit,
+            reserved_output=self.reserved_output_tokens, budget_ratio=self.budget.ratio,
+            max_context_tokens=self.budget.max_tokens_limit,
         )
         turn.apply_trim(report)
         turn.answer_history = [m for i in report.kept_history for m in turns[i]]
         if turn.answer_history and self._context_chat is None and not self.rephrase_question:
-            question = self._answer_prompt.format(chat_history=self._get_chat_history(turn.answer_history),
+            question = self._answer_prompt.format(chat_history=format_history(turn.answer_history),
                                                   question=question)
         turn.record.synthesis_query = question
         return question
@@ -442,19 +458,34 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn.apply_hooks(self._answer_hooks, response)
         return response
 
-    def _recovered(self, turn: Turn, query: str, text: str) -> str:
+    def _stream_parts(self, turn: Turn, query: Optional[str], response: Any, is_async: bool) -> Tuple[Any, StreamHold]:
+        """The streamed answer's raw deltas and its one hold, with this turn's :class:`~.fallback.AnswerRule` (the
+        fixed no-docs reply: one delta, nothing held)."""
+        if response is None:
+            reply = self._no_docs_reply()
+            return (_aiter_one(reply) if is_async else iter([reply])), StreamHold()
+        raw, hold = stream_parts(response, is_async)
+        fallback = self._fallback
+        rule = turn.answer_rule(fallback.judged_question(query), fallback.echo_rules) if query is not None else None
+        if rule is not None:
+            hold.add_rule(rule)
+        return raw, hold
+
+    def _recovered(self, turn: Turn, query: str, text: str, reason: Optional[str] = None) -> str:
         """``text``, or the answer shown instead when it is empty, only citation markers or ``query`` restated
-        (chat/fallback.py)."""
-        reason = turn.recovery_reason(text, self._fallback.judged_question(query))
+        (chat/fallback.py; ``reason``: why, when the stream's hold has judged it already)."""
+        if reason is None:
+            reason = turn.recovery_reason(text, self._fallback.judged_question(query), self._fallback.echo_rules)
         if reason is None:
             return text
         with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
             recovered = self._fallback.recover(self._synthesizer_for(turn, False), query, turn.nodes, reason)
         return turn.apply_recovered(recovered, reason, text)
 
-    async def _arecovered(self, turn: Turn, query: str, text: str) -> str:
+    async def _arecovered(self, turn: Turn, query: str, text: str, reason: Optional[str] = None) -> str:
         """Async twin of :meth:`_recovered`."""
-        reason = turn.recovery_reason(text, self._fallback.judged_question(query))
+        if reason is None:
+            reason = turn.recovery_reason(text, self._fallback.judged_question(query), self._fallback.echo_rules)
         if reason is None:
             return text
         with watching(turn.output):
@@ -462,45 +493,26 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         return turn.apply_recovered(recovered, reason, text)
 
     def _no_docs_reply(self) -> str:
-        """The fixed reply when nothing was retrieved (only asked for when ``response_if_no_docs_found`` is set)."""
-        return self.response_if_no_docs_found if self.response_if_no_docs_found is not None else ""
-
-    def _finalizer(self, turn: Turn, response: Any) -> Finalizer:
-        return Finalizer(lambda status, text, error: turn.finish(self._store, status, text, error, response))
+        """The fixed reply when nothing was retrieved (only asked for when ``no_docs_reply`` is set)."""
+        reply = self.answer.no_docs_reply
+        return reply if reply is not None else ""
 
     def _chat_response(self, turn: Turn, text: str, response: Any) -> AgentChatResponse:
-        return turn.chat_response(text, response, sources=self.return_source_nodes,
-                                  generated_question=self.return_generated_question)
+        return turn.chat_response(text, response, sources=self.answer.return_source_nodes,
+                                  generated_question=self.answer.return_generated_question)
 
-    def _stream_response(self, turn: Turn, finalizer: Finalizer, **streams: Any) -> ConvRAGStreamingResponse:
-        return turn.stream_response(finalizer, sources=self.return_source_nodes,
-                                    generated_question=self.return_generated_question, **streams)
-
-
-# --- construction helpers (pure) ---------------------------------------------------------------------------------
-BUILT_PARTS = frozenset({"self", "rewriter", "store", "conversation_id", "llm", "retriever", "synthesizer",
-                         "streaming_synthesizer", "query_engine", "context_chat", "node_postprocessors",
-                         "get_chat_history", "count_tokens"})
-ENGINE_OPTIONS: FrozenSet[str] = frozenset(inspect.signature(ConvRAGChatEngine.__init__).parameters) - BUILT_PARTS
-"""``__init__``'s options that ``from_defaults`` passes through (derived from the signature)."""
-SYNTH_KWARGS: FrozenSet[str] = frozenset(inspect.signature(get_response_synthesizer).parameters) - {
-    "llm", "streaming", "callback_manager"}
-"""``get_response_synthesizer``'s arguments that ``from_defaults`` forwards (derived from the signature)."""
+    def _stream_response(self, turn: Turn, stream: TurnStream, is_async: bool) -> ConvRAGStreamingResponse:
+        return turn.stream_response(stream, is_async=is_async, sources=self.answer.return_source_nodes,
+                                    generated_question=self.answer.return_generated_question)
 
 
-def split_engine_kwargs(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """``(engine options, synthesizer kwargs)``; TypeError naming unknown names and the accepted ones."""
-    unknown = sorted(set(kwargs) - ENGINE_OPTIONS - SYNTH_KWARGS)
-    if unknown:
-        accepted = sorted(ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names())
-        raise ArgumentTypeError(f"unknown ConvRAGChatEngine options {unknown}; accepted: {accepted}")
-    return ({k: v for k, v in kwargs.items() if k in ENGINE_OPTIONS},
-            {k: v for k, v in kwargs.items() if k in SYNTH_KWARGS})
+async def _aiter_one(text: str) -> AsyncIterator[str]:
+    yield text
 
 
-def from_defaults_names() -> FrozenSet[str]:
-    """Every keyword ``from_defaults`` takes by name (its signature, without ``cls`` and ``**kwargs``)."""
-    params = inspect.signature(ConvRAGChatEngine.from_defaults).parameters.values()
-    return frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD)
-
-
+def built_synthesizer_options(answer: AnswerOptions) -> List[str]:
+    """The :class:`~.options.AnswerOptions` fields that configure the synthesizers the engine builds and differ
+    from their defaults (refused beside ``synthesizer=`` / ``query_engine=``)."""
+    default = AnswerOptions()
+    return [name for name in ("response_mode", "citations", "citation_mode", "embed_model")
+            if getattr(answer, name) != getattr(default, name)]

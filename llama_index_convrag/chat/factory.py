@@ -1,10 +1,9 @@
-"""``build_chat_engine(index, **kwargs)``: the engine behind ``ConvRAGIndex.as_chat_engine``.
+"""``build_chat_engine(index, ...)``: the engine behind ``ConvRAGIndex.as_chat_engine``.
 
-One kwargs namespace: retriever kwargs (``MilvusHybridRetriever.KWARGS``: ``similarity_top_k``, ``search_type``,
-``ranker_type``, ...) go to ``index.as_retriever``; the rest to :meth:`ConvRAGChatEngine.from_defaults` (its own
-keywords, ``__init__``'s options and ``get_response_synthesizer``'s arguments, all read from their signatures).
-Anything else is rejected, naming it and the accepted names. ``streaming`` is accepted for LlamaIndex compatibility:
-the engine streams whenever ``stream_chat``/``astream_chat`` is called, so it only needs to be a bool.
+It takes the engine's own names (:data:`~.options.AS_CHAT_ENGINE_NAMES`: ``from_defaults``'s, less the parts the index
+builds) and the retriever's parameters as one mapping, ``retriever_kwargs`` (the arguments of ``index.as_retriever``:
+``similarity_top_k``, ``search_type``, ``ranker_type``, ...), so the two are never mixed. A retriever parameter given
+on its own, or any name the engine took before, is refused with its place now.
 
 The LLM: the one passed, else the one assigned to ``Settings.llm`` (``synthesizers/resolve.py``), else one configured by
 the environment (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``). ``llm=None`` means no LLM: retrieval-only turns with
@@ -14,30 +13,26 @@ response mode builds an engine.
 
 from __future__ import annotations
 
-from typing import Any, Dict, FrozenSet, Tuple
+from dataclasses import replace
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 
 from llama_index_convrag.config.llm import configured_llm, resolve_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.defaults import CHAT_MODES
-from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine, from_defaults_names
-from llama_index_convrag.judge.options import refuse_old_keywords
+from llama_index_convrag.chat.defaults import CHAT_MODES, NO_LLM_RESPONSE_MODE
+from llama_index_convrag.chat.engine import ConvRAGChatEngine
+from llama_index_convrag.chat.options import AS_CHAT_ENGINE_NAMES, AnswerOptions, options_of, refuse_names
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.synthesizers.registry import lookup_mode
 
-OWN_KWARGS: FrozenSet[str] = frozenset({"llm", "streaming", "chat_mode"})
-"""Taken here: ``llm`` (else ``Settings.llm`` if assigned, else from the environment), ``streaming``, ``chat_mode``."""
-ENGINE_KWARGS: FrozenSet[str] = (ENGINE_OPTIONS | SYNTH_KWARGS | from_defaults_names()) - OWN_KWARGS - frozenset(
-    {"cls", "retriever", "query_engine", "embed_model"})
-"""What goes to ``from_defaults`` (the retriever and the embedding model come from the index)."""
-
-
 INDEX_CHAT_MODES: Tuple[str, ...] = (*CHAT_MODES, "best", "simple")
 """``as_chat_engine``'s modes: ours, plus core's ``best`` (as core: ``condense_plus_context``) and ``simple``."""
-SIMPLE_KWARGS: FrozenSet[str] = frozenset({"llm", "system_prompt", "chat_history", "memory", "prefix_messages"})
+SIMPLE_NAMES = ("llm", "system_prompt", "chat_history", "memory")
 """``chat_mode="simple"``: core's ``SimpleChatEngine.from_defaults`` arguments (no retrieval, nothing else applies)."""
+UNSET: Any = object()
+"""``llm`` not given (find one) as opposed to ``llm=None`` (no LLM)."""
 
 
 def index_chat_mode(chat_mode: Any) -> str:
@@ -52,54 +47,49 @@ def index_chat_mode(chat_mode: Any) -> str:
     return "condense_plus_context" if mode == "best" else mode
 
 
-def build_simple_chat_engine(**kwargs: Any) -> SimpleChatEngine:
+def retriever_moves(names: Any) -> Dict[str, str]:
+    """Where each retriever parameter in ``names`` goes instead (``retriever_kwargs``)."""
+    return {k: f"retriever_kwargs={{{k!r}: ...}}" for k in names if k in MilvusHybridRetriever.KWARGS}
+
+
+def build_simple_chat_engine(llm: Any, given: Dict[str, Any]) -> SimpleChatEngine:
     """``chat_mode="simple"``: core's ``SimpleChatEngine`` (the LLM alone, no retrieval), as core's index builds it."""
-    unknown = sorted(set(kwargs) - SIMPLE_KWARGS)
-    if unknown:
-        raise ArgumentTypeError(f"chat_mode='simple' got unknown kwargs {unknown}; accepted: {sorted(SIMPLE_KWARGS)}")
-    llm = resolve_llm(configured_llm(kwargs.pop("llm", None)))
+    others = sorted(k for k, v in given.items() if v is not None and k not in SIMPLE_NAMES)
+    if others:
+        raise ArgumentTypeError(f"chat_mode='simple' (core's SimpleChatEngine: the LLM alone) does not take {others}; "
+                                f"accepted: {list(SIMPLE_NAMES)}")
+    llm = resolve_llm(configured_llm(None if llm is UNSET else llm))
     if llm is None:
         raise ConfigurationError("chat_mode='simple' needs an LLM: pass llm=..., or set OPENAI_API_KEY / "
                                  "OPENAI_BASE_URL")
-    return SimpleChatEngine.from_defaults(llm=llm, **kwargs)
+    kw = {k: v for k, v in given.items() if k in SIMPLE_NAMES and v is not None}
+    return SimpleChatEngine.from_defaults(llm=llm, **kw)
 
 
-def split_chat_kwargs(
-    kwargs: Dict[str, Any], retriever_kwargs: FrozenSet[str]
-) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
-    """``(retriever, engine, own)`` kwargs; raises TypeError naming unknown ones (pure)."""
-    accepted = retriever_kwargs | ENGINE_KWARGS | OWN_KWARGS
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise ArgumentTypeError(f"as_chat_engine got unknown kwargs {unknown}; accepted: {sorted(accepted)}")
-    pick = lambda names: {k: v for k, v in kwargs.items() if k in names}  # noqa: E731
-    own = pick(OWN_KWARGS)
-    if "streaming" in own and not isinstance(own["streaming"], bool):
-        raise ArgumentTypeError(f"streaming must be a bool, got {own['streaming']!r}")
-    return pick(retriever_kwargs), pick(ENGINE_KWARGS - retriever_kwargs), own
-
-
-def build_chat_engine(index: Any, **kwargs: Any) -> BaseChatEngine:
+def build_chat_engine(index: Any, chat_mode: Any = None, llm: Any = UNSET, *,
+                      retriever_kwargs: Optional[Mapping[str, Any]] = None, **engine: Any) -> BaseChatEngine:
     """Our chat engine over ``index`` (a ``ConvRAGIndex``) with hybrid retrieval and our synthesizers (citing);
-    ``chat_mode="simple"``: core's ``SimpleChatEngine``."""
-    refuse_old_keywords(kwargs)
-    chat_mode = index_chat_mode(kwargs.pop("chat_mode", None))
-    if chat_mode == "simple":
-        return build_simple_chat_engine(**kwargs)
-    retriever_kw, engine_kw, own = split_chat_kwargs(kwargs, frozenset(MilvusHybridRetriever.KWARGS))
-    no_llm = "llm" in own and own["llm"] is None  # llm=None said: no LLM, not "find one"
-    llm = None if no_llm else resolve_llm(configured_llm(own.get("llm")))
-    mode = engine_kw.get("response_mode")
-    if llm is None and (lookup_mode(mode).requires_llm if mode is not None else not no_llm):
+    ``chat_mode="simple"``: core's ``SimpleChatEngine``. ``engine``: the names of
+    :data:`~.options.AS_CHAT_ENGINE_NAMES` (checked here)."""
+    unknown = {k: v for k, v in engine.items() if k not in AS_CHAT_ENGINE_NAMES}
+    refuse_names(unknown, "as_chat_engine", AS_CHAT_ENGINE_NAMES, retriever_moves(unknown))
+    mode = index_chat_mode(chat_mode)
+    if mode == "simple":
+        return build_simple_chat_engine(llm, {**engine, "retriever_kwargs": retriever_kwargs})
+    if retriever_kwargs is not None and not isinstance(retriever_kwargs, Mapping):
+        raise ArgumentTypeError(f"retriever_kwargs must be a mapping of as_retriever's arguments, got "
+                                f"{retriever_kwargs!r}")
+    answer = options_of(AnswerOptions, engine.pop("answer", None), "answer")
+    no_llm = llm is None  # llm=None said: no LLM, not "find one"
+    resolved = None if no_llm else resolve_llm(configured_llm(None if llm is UNSET else llm))
+    response_mode = answer.response_mode
+    if resolved is None and (lookup_mode(response_mode).requires_llm if response_mode is not None else not no_llm):
         raise ConfigurationError(
             "as_chat_engine needs an LLM: pass llm=..., or set OPENAI_API_KEY / OPENAI_BASE_URL; for retrieval-only "
-            f"turns pass llm=None (extractive answers) or a response_mode that needs none (response_mode="
-            f"{'extractive'!r}); got response_mode={mode!r}")
-    if no_llm:
-        engine_kw.setdefault("response_mode", "extractive")
-    engine_kw.setdefault("citations", True)
-    # without an LLM the index's embedding model scores sentences, for the modes that use one (extractive)
-    uses_embed_model = llm is None and lookup_mode(mode if mode is not None else "extractive").uses_embed_model
-    return ConvRAGChatEngine.from_defaults(
-        index.as_retriever(**retriever_kw), llm, embed_model=index.embed_model if uses_embed_model else None,
-        chat_mode=chat_mode, **engine_kw)
+            f"turns pass llm=None (extractive answers) or AnswerOptions(response_mode=...) of a mode that needs none "
+            f"({NO_LLM_RESPONSE_MODE!r}); got response_mode={response_mode!r}")
+    if resolved is None and answer.embed_model is None and \
+            lookup_mode(response_mode if response_mode is not None else NO_LLM_RESPONSE_MODE).uses_embed_model:
+        answer = replace(answer, embed_model=index.embed_model)  # without an LLM the index's model scores sentences
+    retriever = index.as_retriever(**dict(retriever_kwargs if retriever_kwargs is not None else {}))
+    return ConvRAGChatEngine.from_defaults(retriever, resolved, chat_mode=mode, answer=answer, **engine)

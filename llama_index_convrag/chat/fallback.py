@@ -16,14 +16,16 @@ the same question again would restate it again. The turn record's ``warnings`` s
 
 The turn record's ``answer_source`` says which answer is shown (:data:`ANSWER_SOURCES`). A streamed answer is held
 back while it is only markers and whitespace, or could still be the question restated (no content term the question
-lacks yet: :class:`MarkerHold`), and flows on from the first delta that decides; a
-stream that ends with nothing else shows the recovered answer as its one delta, so nothing wrong was ever shown.
+lacks yet): :class:`AnswerRule` is that rule of the stream's one hold
+(:class:`~llama_index_convrag.synthesizers.stream_hold.StreamHold`); the answer flows on from the first delta that
+decides, and a stream that ends still held shows the recovered answer as its one delta, so nothing wrong was ever
+shown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, FrozenSet, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
@@ -256,40 +258,28 @@ class AnswerFallback:
         return extractive_result(await self.extractive.asynthesize(query, list(nodes)), cites(synthesizer))
 
 
-class MarkerHold:
-    """Holds a stream's first deltas back while together they are only markers and whitespace, could still be the
-    citation prompt's example repeated, or could still be ``question`` restated (:func:`is_echo`: adding no content
-    term to it; a word the next delta may continue is not judged yet); passes everything through from the first
-    delta that decides."""
+class AnswerRule:
+    """The stream hold's rule for an LLM answer (a :class:`~llama_index_convrag.synthesizers.stream_hold.HeadRule`):
+    holds the start while together it is only markers and whitespace or could still be the citation prompt's example
+    repeated (:data:`EMPTY`), or could still be ``question`` restated (:data:`ECHO`, :func:`is_echo` under ``rules``:
+    adding no content term to it; a word the next delta may continue is not judged yet). At the end,
+    :func:`no_answer` is its verdict on a start still held."""
 
-    def __init__(self, question: Optional[str] = None) -> None:
-        self.head: Optional[str] = ""
+    def __init__(self, question: Optional[str] = None, rules: EchoRules = DEFAULT_ECHO_RULES) -> None:
         self.question = question
-        self._target = None if question is None else _Question.of(question)  # once, not per delta
+        self.rules = rules
+        self._target = None if question is None else _Question.of(question, rules)  # once, not per delta
 
-    @property
-    def holding(self) -> bool:
-        """True until the head was decided (then the stream flows)."""
-        return self.head is not None
-
-    def feed(self, delta: str) -> str:
-        if self.head is None:
-            return delta
-        head = self.head + delta
-        if undecided(head) or self._could_echo(head):
-            self.head = head
-            return ""
-        self.head = None
-        return head
-
-    def _could_echo(self, head: str) -> bool:
+    def holding(self, head: str) -> Optional[str]:
+        if undecided(head):
+            return EMPTY
         target = self._target
-        return target is not None and not target.yes_no and target.held(_without_trailing_word(head)) is not None
+        if target is not None and not target.yes_no and target.held(_without_trailing_word(head)) is not None:
+            return ECHO
+        return None
 
-    def end(self) -> str:
-        """At the end of the stream: the held text (:func:`no_answer` says whether it is an answer)."""
-        head, self.head = self.head, None
-        return "" if head is None else head
+    def verdict(self, text: str) -> Optional[str]:
+        return no_answer(text, self.question, self.rules)
 
 
 def undecided(head: str) -> bool:
@@ -298,43 +288,6 @@ def undecided(head: str) -> bool:
     return not has_answer_text(head) or EXAMPLE_WORDS.startswith(rest) or is_empty_answer(rest)
 
 
-def held_stream(deltas: Iterator[str], recover: Callable[[str], str], question: Optional[str] = None) -> Iterator[str]:
-    """``deltas`` through a :class:`MarkerHold`; when they end still held, the held text when it is an answer
-    (:func:`no_answer`), else ``recover(held text)``: the answer shown instead. When ``deltas`` fail, the held text
-    is passed on before the error (a stream cut mid-answer keeps its partial text)."""
-    hold = MarkerHold(question)
-    try:
-        for delta in deltas:
-            out = hold.feed(delta)
-            if out:
-                yield out
-    except Exception:
-        if held_text := hold.end():  # a stream cut mid-answer keeps its partial text
-            yield held_text
-        raise
-    if hold.holding:
-        held = hold.end()
-        yield held if no_answer(held, question) is None else recover(held)
-
-
-async def aheld_stream(deltas: AsyncIterator[str], recover: Callable[[str], Awaitable[str]],
-                       question: Optional[str] = None) -> AsyncIterator[str]:
-    """Async twin of :func:`held_stream`."""
-    hold = MarkerHold(question)
-    try:
-        async for delta in deltas:
-            out = hold.feed(delta)
-            if out:
-                yield out
-    except Exception:
-        if held_text := hold.end():
-            yield held_text
-        raise
-    if hold.holding:
-        held = hold.end()
-        yield held if no_answer(held, question) is None else await recover(held)
-
-
-__all__ = ["ANSWER_SOURCES", "DEFAULT_ECHO_RULES", "ECHO", "EMPTY", "EchoRules", "AnswerFallback", "MarkerHold", "Recovered",
-           "aheld_stream", "cited_retry", "cites", "held_stream", "is_echo", "is_empty_answer", "no_answer", "passages_of",
-           "undecided", "writes_with_llm"]
+__all__ = ["ANSWER_SOURCES", "AnswerFallback", "AnswerRule", "DEFAULT_ECHO_RULES", "ECHO", "EMPTY", "EchoRules",
+           "Recovered", "cited_retry", "cites", "is_echo", "is_empty_answer", "no_answer", "passages_of", "undecided",
+           "writes_with_llm"]

@@ -3,7 +3,7 @@
 A hook wraps the answer step of every turn (``scope``: a context manager entered with the turn's assistant message id,
 so events raised while answering can carry it) and then names the turn-record fields the answer sets
 (``record_fields``). The judge plugs in this way (:class:`~llama_index_convrag.judge.options.JudgeHook`); so can a
-user's own step (tracing, a grounding check), through ``ConvRAGChatEngine(answer_hooks=[...])``.
+user's own step (tracing, a grounding check), through ``AnswerOptions(hooks=[...])``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
@@ -23,20 +23,23 @@ from llama_index.core.tools import ToolOutput
 from llama_index_convrag.config.output_watch import IncompleteAnswer, OutputWatch
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.budget import TrimReport
-from llama_index_convrag.chat.fallback import (ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM, RETRY, Recovered,
-                                               no_answer, passages_of)
+from llama_index_convrag.chat.fallback import (DEFAULT_ECHO_RULES, ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM,
+                                               RETRY, AnswerRule, EchoRules, Recovered, no_answer, passages_of)
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
-from llama_index_convrag.conversational.rewrite import RewriteResult, select_history
-from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse, Finalizer
+from llama_index_convrag.conversational.rewrite import RewriteResult
+from llama_index_convrag.chat.port import TurnContext, TurnOutcome
+from llama_index_convrag.chat.stream_pipeline import TurnStream
+from llama_index_convrag.chat.streaming import ConvRAGStreamingResponse
 from llama_index_convrag.instrumentation import emit
 from llama_index_convrag.postprocessors.model_rerank import FALLBACK_KEY
 from llama_index_convrag.rank_trail import get_trail
-from llama_index_convrag.storage.conversation.base import Citation, ConversationStore, Message, in_history
+from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.synthesizers.citations import has_answer_text
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY
 from llama_index_convrag.synthesizers.grounding import grounding_record
+from llama_index_convrag.synthesizers.stream_hold import GROUNDING_KEY
 
 dispatcher = get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
@@ -59,25 +62,16 @@ class Turn:
     output: OutputWatch = field(default_factory=OutputWatch)  # how the answer step's LLM calls finished
 
     @classmethod
-    def begin(cls, store: ConversationStore, conversation_id: str, message: str, *,
-              chat_history: Optional[Sequence[ChatMessage]], window: Optional[int], streaming: bool) -> "Turn":
-        """Read the history, then store the user message and an assistant placeholder (``pending``).
-
-        An explicit ``chat_history`` (``[]`` included) replaces the stored one; ``window`` keeps only the last
-        ``window`` user turns of the stored history (None: all of it).
-        """
-        if chat_history is not None:
-            history, ids = list(chat_history), None
-        else:
-            stored = store.history(conversation_id) if window is None else recent_history(store, conversation_id, window)
-            history, ids = [m.to_chat_message() for m in stored], [m.id for m in stored]
-        user, placeholder = store.begin_turn(conversation_id, message)
-        record = TurnRecord(conversation_id=conversation_id, user_message_id=user.id,
-                            assistant_message_id=placeholder.id, original_question=message, streaming=streaming,
-                            started_at=time.time())
-        emit(dispatcher, lambda: ChatTurnStartEvent(conversation_id=conversation_id, user_message_id=user.id,
-                                            assistant_message_id=placeholder.id, question=message))
-        return cls(record=record, history=history, history_ids=ids)
+    def start(cls, context: TurnContext) -> "Turn":
+        """The turn the port loaded (the user message and the ``pending`` placeholder are stored): open its
+        record."""
+        request, user, placeholder = context.request, context.user, context.placeholder
+        record = TurnRecord(conversation_id=request.conversation_id, user_message_id=user.id,
+                            assistant_message_id=placeholder.id, original_question=request.question,
+                            streaming=request.streaming, started_at=time.time())
+        emit(dispatcher, lambda: ChatTurnStartEvent(conversation_id=request.conversation_id, user_message_id=user.id,
+                                                    assistant_message_id=placeholder.id, question=request.question))
+        return cls(record=record, history=context.history, history_ids=context.history_ids)
 
     @property
     def question(self) -> str:
@@ -154,13 +148,21 @@ class Turn:
         """The answer about to be written is the LLM's (``llm``) or not (``no_llm``)."""
         self.record.answer_source = LLM_ANSWER if llm_writes else NO_LLM
 
-    def recovery_reason(self, text: str, query: Optional[str]) -> Optional[str]:
+    def answer_rule(self, question: Optional[str], rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[AnswerRule]:
+        """The stream hold's rule for this turn's answer (:class:`~.fallback.AnswerRule`, checked against
+        ``question`` under ``rules``), or None when the answer is not the LLM's or has no passages (nothing to recover from)."""
+        if self.record.answer_source != LLM_ANSWER or not self.nodes:
+            return None
+        return AnswerRule(question, rules)
+
+    def recovery_reason(self, text: str, query: Optional[str],
+                        rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[str]:
         """Why ``text``, the LLM's answer over this turn's passages to ``query``, is recovered
         (``fallback.no_answer``: empty or only citation markers, or ``query`` restated; None: not checked for that);
         None when it is shown."""
         if self.record.answer_source != LLM_ANSWER or not self.nodes:
             return None
-        return no_answer(text, query)
+        return no_answer(text, query, rules)
 
     def apply_recovered(self, recovered: Recovered, reason: str, text: str) -> str:
         """Show ``recovered`` instead of the LLM's answer ``text`` (its citations become the turn's); its text. An
@@ -171,12 +173,13 @@ class Turn:
             self.record.warnings.append(ECHO_WARNING.format(answer=text.strip()))
         return recovered.text
 
-    def finish(self, store: ConversationStore, status: str, text: str, error: Optional[BaseException],
-               response: Any) -> None:
-        """Persist the answer, its citations, its grounding and the record; finalise the placeholder. An answer the
-        model cut at its output limit, or left empty, is stored as ``error`` with its text kept
+    def outcome(self, status: str, text: str, error: Optional[BaseException], response: Any) -> TurnOutcome:
+        """The turn's final state as the port commits it: the answer, its citations, its grounding and the record.
+        An answer the model cut at its output limit, or left empty, is stored as ``error`` with its text kept
         (:meth:`OutputWatch.problem`): the LLM's answer, or its retry (the last call watched); the extractive answer
-        shown after an empty one (:meth:`apply_recovered`) is no LLM call's, so it is not judged by them."""
+        shown after an empty one (:meth:`apply_recovered`) is no LLM call's, so it is not judged by them. The
+        grounding is the one judged while the answer was cited (``response.metadata["grounding"]``), else judged
+        here, once."""
         rec = self.record
         by_llm = self.recovered is None or self.recovered.source == RETRY
         judged = status == "complete" and response is not None and by_llm
@@ -191,17 +194,22 @@ class Turn:
         rec.finished_at = time.time()
         if self.recovered is not None:
             response = self.recovered.response
-        if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
-            rec.grounding = grounding_record(text, passages_of(self.nodes))
-        citations = build_citations(response, self.nodes) if response is not None else []
         metadata = getattr(response, "metadata", None) or {}
+        if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
+            carried = metadata.get(GROUNDING_KEY)
+            rec.grounding = carried if carried is not None else grounding_record(text, passages_of(self.nodes))
+        citations = build_citations(response, self.nodes) if response is not None else []
         rec.citation_mode = metadata.get("citation_mode")
         rec.answer_completion = metadata.get(COMPLETION_KEY)
         rec.citations[:] = [c.to_dict() for c in citations]  # in place: streamed metadata holds this list
-        store.finish_turn(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
-                          error=rec.error, citations=citations, record=rec.to_dict())
+        return TurnOutcome(rec.conversation_id, rec.assistant_message_id, content=text, status=status,
+                           error=rec.error, citations=tuple(citations), record=rec.to_dict())
+
+    def ended(self) -> None:
+        """The turn is committed: its end event."""
+        rec = self.record
         emit(dispatcher, lambda: ChatTurnEndEvent(assistant_message_id=rec.assistant_message_id, status=rec.status,
-                                          error=rec.error))
+                                                  error=rec.error))
 
     def metadata(self, generated_question: bool) -> Dict[str, Any]:
         """``response.metadata``: ``conversation_id``, ``message_id`` (assistant), ``user_message_id``, ``turn``
@@ -229,14 +237,14 @@ class Turn:
         return AgentChatResponse(response=text, sources=tools, source_nodes=list(self.nodes) if sources else [],
                                  metadata=self.metadata(generated_question))
 
-    def stream_response(self, finalizer: Finalizer, *, sources: bool, generated_question: bool,
-                        **streams: Any) -> ConvRAGStreamingResponse:
-        """The response of ``stream_chat``/``astream_chat`` (``streams``: its sync or async delta stream)."""
+    def stream_response(self, stream: TurnStream, *, is_async: bool, sources: bool,
+                        generated_question: bool) -> ConvRAGStreamingResponse:
+        """The response of ``stream_chat``/``astream_chat`` over the turn's pipeline."""
         rec = self.record
         return ConvRAGStreamingResponse(
             source_nodes=list(self.nodes) if sources else [], message_id=rec.assistant_message_id,
             user_message_id=rec.user_message_id, conversation_id=rec.conversation_id,
-            metadata=self.metadata(generated_question), finalizer=finalizer, **streams)
+            metadata=self.metadata(generated_question), stream=stream, is_async=is_async)
 
 
 # --- pure helpers -------------------------------------------------------------------------------------------------
@@ -244,25 +252,6 @@ def final_doc_id(nws: NodeWithScore) -> str:
     """The document id evaluation scores a context node by: its ``ref_doc_id``, else its node id."""
     ref = nws.node.ref_doc_id
     return ref if ref is not None else nws.node.node_id
-
-
-def recent_history(store: ConversationStore, conversation_id: str, last_n_turns: int) -> List[Message]:
-    """``store.history(conversation_id)`` cut to its last ``last_n_turns`` user turns (as :func:`select_history`
-    cuts), read from the newest message backwards: the cost follows the window, not the length of the history."""
-    if last_n_turns == 0:
-        return []
-    recent: List[Message] = []
-    users = 0
-    for m in reversed(store.get_conversation(conversation_id)):
-        if not in_history(m):
-            continue
-        recent.append(m)
-        if m.role == MessageRole.USER:
-            users += 1
-            if users == last_n_turns:
-                break
-    recent.reverse()
-    return [recent[i] for i in select_history(recent, last_n_turns)]  # type: ignore[arg-type]
 
 
 def stage_names(postprocessors: Sequence[BaseNodePostprocessor]) -> List[Tuple[str, BaseNodePostprocessor]]:
@@ -304,41 +293,18 @@ def system_text(synthesizer: Any, llm: LLM) -> str:
     return ""
 
 
-def sync_deltas(response: Any) -> Iterator[str]:
-    """The text deltas of a (streaming or plain) response."""
-    if isinstance(response, StreamingResponse) and response.response_gen is not None:
-        return response.response_gen
-    return iter([str(response)])
-
-
 def read_text(response: Any) -> str:
     """The whole text of a (streaming or plain) response."""
-    return "".join(sync_deltas(response)) if isinstance(response, StreamingResponse) else str(response)
-
-
-async def aiter_one(text: str) -> AsyncIterator[str]:
-    yield text
-
-
-def async_deltas(response: Any) -> AsyncIterator[str]:
-    """Async twin of :func:`sync_deltas` (sync streams are iterated as they are)."""
-    if isinstance(response, AsyncStreamingResponse):
-        return response.async_response_gen()
     if isinstance(response, StreamingResponse) and response.response_gen is not None:
-        return _aiter_sync(response.response_gen)
-    return aiter_one(str(response))
-
-
-async def _aiter_sync(gen: Iterator[str]) -> AsyncIterator[str]:
-    for delta in gen:
-        yield delta
+        return "".join(response.response_gen)
+    return str(response)
 
 
 async def aread_text(response: Any) -> str:
     """Async twin of :func:`read_text`."""
-    if isinstance(response, (AsyncStreamingResponse, StreamingResponse)):
-        return "".join([d async for d in async_deltas(response)])
-    return str(response)
+    if isinstance(response, AsyncStreamingResponse):
+        return "".join([d async for d in response.async_response_gen()])
+    return read_text(response)
 
 
 def _get(item: Any, name: str) -> Any:
@@ -368,5 +334,5 @@ def _citation(nws: NodeWithScore, index: int, marker: Optional[int]) -> Citation
                     stage_scores=get_trail(nws), text=nws.node.get_content()[:500])
 
 
-__all__ = ["Turn", "aread_text", "async_deltas", "build_citations", "final_doc_id", "group_turns", "read_text",
-           "recent_history", "stage_names", "sync_deltas", "system_text"]
+__all__ = ["Turn", "aread_text", "build_citations", "final_doc_id", "group_turns", "read_text", "stage_names",
+           "system_text"]

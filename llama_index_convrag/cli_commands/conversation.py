@@ -288,7 +288,7 @@ def _session(args: Any, out: Output, path: Optional[str]) -> Any:
                  f"(their questions are kept)")
     try:
         engine = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
-                                      **retriever_kwargs(args, llm, model))
+                                      retriever_kwargs=retriever_kwargs(args, llm, model))
     except (TypeError, ValueError) as exc:  # an option value the engine refuses (its message names the accepted)
         raise CLIError(EXIT_USAGE, str(exc)) from exc
     limits = llm.limits() if llm is not None and hasattr(llm, "limits") else None

@@ -1,17 +1,19 @@
 """The chat-engine options of ``convrag ask`` / ``convrag chat`` turned into ``as_chat_engine`` keyword arguments.
 
-Each CLI option is one of the engine's own keywords, with the library's own choice lists (``cli.py`` repeats them so
-that ``--help`` stays light; ``tests/test_cli.py`` checks they agree):
+Each CLI option maps onto the engine's own surface, the same names and option objects a library user passes, with
+the library's own choice lists (``cli.py`` repeats them so that ``--help`` stays light; ``tests/test_cli.py`` checks
+they agree):
 
-* ``--response-mode`` -> ``response_mode`` (``get_response_synthesizer``'s modes);
-* ``--rewrite-strategy`` -> ``rewrite_strategy`` (``chat.defaults.REWRITE_STRATEGIES``);
+* ``--response-mode`` -> ``AnswerOptions(response_mode=...)`` (``get_response_synthesizer``'s modes);
+* ``--rewrite-strategy`` -> ``RewriteOptions(strategy=...)`` (``chat.defaults.REWRITE_STRATEGIES``);
 * ``--chat-mode`` -> ``chat_mode`` and ``--system-prompt`` -> ``system_prompt`` (context modes only);
-* ``--rerank`` -> ``ranker_type="model"`` with a :class:`ModelRerank` over the fused candidates;
-* ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``filters`` (LlamaIndex ``MetadataFilters``);
+* ``--top-k``, ``--search-type``, ``--ranker``, ``--no-feedback`` -> ``retriever_kwargs`` (``as_retriever``'s);
+* ``--rerank`` -> ``retriever_kwargs`` ``ranker_type="model"`` with a :class:`ModelRerank` over the fused candidates;
+* ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``retriever_kwargs`` ``filters`` (``MetadataFilters``);
 * ``--conversation ID`` -> ``conversation_id`` (resume a stored conversation);
-* ``--no-citations`` -> ``citations=False`` (answers without ``[n]`` markers);
-* ``--citation-mode`` -> ``citation_mode`` (``inline``: the LLM writes the markers; ``aligned``: they are matched
-  to the passages after it answered without them);
+* ``--no-citations`` -> ``AnswerOptions(citations=False)`` (answers without ``[n]`` markers);
+* ``--citation-mode`` -> ``AnswerOptions(citation_mode=...)`` (``inline``: the LLM writes the markers; ``aligned``:
+  they are matched to the passages after it answered without them);
 * ``--context-window``, ``--max-tokens``, ``--llm-timeout`` -> the LLM's limits (:func:`limit_kwargs`; explicit,
   then ``CONVRAG_LLM_CONTEXT_WINDOW`` / ``CONVRAG_LLM_MAX_TOKENS`` / ``CONVRAG_LLM_TIMEOUT``, then what the server
   reports, then the defaults: ``config.model_limits``).
@@ -147,17 +149,25 @@ def retriever_kwargs(args: Any, llm: Any, embed_model: Any) -> Dict[str, Any]:
 
 
 def engine_kwargs(args: Any, llm: Any) -> Dict[str, Any]:
-    """``chat_mode``, ``response_mode``, ``rewrite_strategy``, ``system_prompt`` and ``conversation_id``: only
-    those given, so the engine's defaults apply otherwise."""
+    """``llm`` (None: retrieval-only, extractive answers), ``chat_mode``, ``system_prompt``, ``conversation_id``,
+    ``rewrite`` and ``answer``: only what was given, so the engine's defaults apply otherwise."""
     from llama_index_convrag.chat.defaults import NO_LLM_RESPONSE_MODE
+    from llama_index_convrag.chat.options import AnswerOptions, RewriteOptions
 
-    kw: Dict[str, Any] = {"llm": llm} if llm is not None else {"response_mode": NO_LLM_RESPONSE_MODE}
-    given = {"chat_mode": args.chat_mode, "response_mode": args.response_mode,
-             "rewrite_strategy": args.rewrite_strategy, "system_prompt": args.system_prompt,
-             "conversation_id": args.conversation}
+    kw: Dict[str, Any] = {"llm": llm}
+    given = {"chat_mode": args.chat_mode, "system_prompt": args.system_prompt, "conversation_id": args.conversation}
     kw.update({k: v for k, v in given.items() if v is not None})
+    if args.rewrite_strategy is not None:
+        kw["rewrite"] = RewriteOptions(strategy=args.rewrite_strategy)
+    answer: Dict[str, Any] = {}
+    response_mode = args.response_mode if args.response_mode is not None else (
+        NO_LLM_RESPONSE_MODE if llm is None else None)
+    if response_mode is not None:
+        answer["response_mode"] = response_mode
     if getattr(args, "citations", True) is False:
-        kw["citations"] = False
+        answer["citations"] = False
     if getattr(args, "citation_mode", None) is not None:
-        kw["citation_mode"] = args.citation_mode
+        answer["citation_mode"] = args.citation_mode
+    if answer:
+        kw["answer"] = AnswerOptions(**answer)
     return kw

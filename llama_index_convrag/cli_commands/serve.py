@@ -41,7 +41,7 @@ def build_app(args: Any) -> Any:
     if isinstance(store, SQLiteConversationStore):  # held for the process: turns of a killed run become 'error'
         open_lease(store, Path(store.path))
     template = index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
-                                    **retriever_kwargs(args, llm, model))
+                                    retriever_kwargs=retriever_kwargs(args, llm, model))
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})
     uploads = Path(args.upload_dir) if args.upload_dir is not None else Path("convrag_uploads")
     answering = None if llm is None else str(getattr(llm.metadata, "model_name", type(llm).__name__))

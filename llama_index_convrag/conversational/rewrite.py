@@ -26,7 +26,8 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.conversational.contextualize import Contextualized, contextualize, history_turns
+from llama_index_convrag.conversational.contextualize import (DEFAULT_RULES, ContextRules, Contextualized,
+                                                              contextualize, history_turns)
 from llama_index_convrag.conversational.query import ConversationalQuery
 from llama_index_convrag.conversational.rewrite_output import parse_rewrite
 from llama_index_convrag.conversational.triggers import TriggerDecision, needs_rewrite
@@ -172,17 +173,21 @@ class QuestionRewriter(PromptMixin):
         get_chat_history: Optional[HistoryFormatter] = None,
         count_tokens: Optional[TokenCounter] = None,
         cache_size: int = 1024,
+        context_rules: ContextRules = DEFAULT_RULES,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"rewrite strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
         if strategy == "llm" and llm is None:
-            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass condense_llm= or llm=")
+            raise ConfigurationError("rewrite strategy 'llm' needs a condense llm; pass RewriteOptions(llm=...) or "
+                                     "llm=")
         if last_n_turns < 0:
             raise ConfigurationError(f"last_n_turns must be >= 0, got {last_n_turns!r}")
         if max_history_tokens < 1:
             raise ConfigurationError(f"max_history_tokens must be >= 1, got {max_history_tokens!r}")
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size!r}")
+        if not isinstance(context_rules, ContextRules):
+            raise ConfigurationError(f"context_rules must be a ContextRules, got {context_rules!r}")
         self.strategy = strategy
         self.llm = llm
         self._prompt = condense_prompt if condense_prompt is not None else DEFAULT_CONDENSE_PROMPT
@@ -199,6 +204,7 @@ class QuestionRewriter(PromptMixin):
             count_tokens = lambda text: len(tokenizer(text))  # noqa: E731
         self.count_tokens = count_tokens
         self.cache_size = cache_size
+        self.context_rules = context_rules  # the ``contextual`` strategy's rules
         self._cache: "OrderedDict[CacheKey, str]" = OrderedDict()
         self._cache_lock = threading.Lock()
 
@@ -290,7 +296,7 @@ class QuestionRewriter(PromptMixin):
         turns = history_turns(history)  # recency weighting replaces the turn window
         if len(turns) > CONTEXTUAL_MAX_TURNS:
             turns = turns[:1] + turns[-(CONTEXTUAL_MAX_TURNS - 1):]
-        plan = contextualize(question, turns)
+        plan = contextualize(question, turns, self.context_rules)
         skipped = None if plan.added else plan.reason
         return RewriteResult(plan.query, "contextual", latency_ms=(time.perf_counter() - start) * 1000,
                              skipped_reason=skipped, explanation=plan.explain(), plan=plan)

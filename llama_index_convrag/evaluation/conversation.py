@@ -105,7 +105,7 @@ def _run_query(query: Any, retrieve_fn: RetrieveFn, turn_id: str) -> Tuple[str, 
 
 
 @dataclass
-class TurnOutcome:
+class ScoredTurn:
     """What one strategy sent and got back for one turn."""
 
     turn_id: str
@@ -125,7 +125,7 @@ class StrategyResult:
     """Per-turn outcomes of one strategy with its retrieval metrics and rewrite similarity to the human one."""
 
     name: str
-    outcomes: Dict[str, TurnOutcome]
+    outcomes: Dict[str, ScoredTurn]
     metrics: Optional[RetrievalMetrics]
     rewrite_scores: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
@@ -291,7 +291,7 @@ def _validate_strategies(strategies: Mapping[str, RewriteFn], records: Mapping[s
         raise ArgumentTypeError(f"strategies must be callables (history_turns, utterance) -> query; not callable: {bad}")
 
 
-def _record_outcome(turn: ConversationTurn, record: TurnRecord, name: str) -> TurnOutcome:
+def _record_outcome(turn: ConversationTurn, record: TurnRecord, name: str) -> ScoredTurn:
     missing = [key for key in ("original_question", "retrieval_query", "retrieved_ids") if key not in record]
     if missing:
         raise ConfigurationError(f"{name!r} record for turn {turn.turn_id!r} lacks {missing}")
@@ -305,7 +305,7 @@ def _record_outcome(turn: ConversationTurn, record: TurnRecord, name: str) -> Tu
     if final is None:
         raise ConfigurationError(f"{name!r} record for turn {turn.turn_id!r}: retrieved_ids needs a 'final' list")
     n = len(final)
-    return TurnOutcome(turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position,
+    return ScoredTurn(turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position,
                        query=str(record["retrieval_query"]),
                        retrieved=[(str(doc_id), float(n - i)) for i, doc_id in enumerate(final)])
 
@@ -346,7 +346,7 @@ def strategy_from_records(dialogues: Iterable[Dialogue], records: Mapping[str, T
     return rewrite
 
 
-def _rewrite_scores(outcomes: Mapping[str, TurnOutcome],
+def _rewrite_scores(outcomes: Mapping[str, ScoredTurn],
                     turns: Mapping[str, ConversationTurn]) -> Dict[str, Dict[str, float]]:
     return {
         turn_id: {"rewrite_f1": token_f1(o.query, turns[turn_id].rewrite),
@@ -359,9 +359,9 @@ _PlanFn = Callable[[Sequence[ConversationTurn], ConversationTurn], Optional[str]
 
 
 def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn], plan: Mapping[str, _PlanFn],
-            retrieve_fn: Optional[RetrieveFn]) -> Dict[str, Dict[str, TurnOutcome]]:
+            retrieve_fn: Optional[RetrieveFn]) -> Dict[str, Dict[str, ScoredTurn]]:
     """Turns in dialogue order, every plan entry per turn: build the query, then retrieve it (timed apart)."""
-    outcomes: Dict[str, Dict[str, TurnOutcome]] = {name: {} for name in plan}
+    outcomes: Dict[str, Dict[str, ScoredTurn]] = {name: {} for name in plan}
     for dialogue in dialogues:
         for index, turn in enumerate(dialogue.turns):
             if turn.turn_id not in turns:
@@ -382,7 +382,7 @@ def _replay(dialogues: Sequence[Dialogue], turns: Mapping[str, ConversationTurn]
                     retrieve_s = time.perf_counter() - start
                 elif not isinstance(query, str):
                     query = list(query)[-1][0]
-                outcomes[name][turn.turn_id] = TurnOutcome(
+                outcomes[name][turn.turn_id] = ScoredTurn(
                     turn_id=turn.turn_id, dialogue_id=turn.dialogue_id, position=turn.position, query=query,
                     retrieved=retrieved, rewrite_latency_s=None if name in _RESERVED else rewrite_s,
                     retrieve_latency_s=retrieve_s)

@@ -21,7 +21,7 @@ from pymilvus import MilvusClient
 
 from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
-from llama_index_convrag.chat.factory import build_chat_engine
+from llama_index_convrag.chat.factory import UNSET, build_chat_engine
 from llama_index_convrag.judge.options import judge_options, refuse_old_keywords
 from llama_index_convrag.judge.query_engine import build_judge_synthesizer
 from llama_index_convrag.ingest.chunking import build_splitter
@@ -180,8 +180,13 @@ class ConvRAGIndex(VectorStoreIndex):
         return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth,
                                     node_postprocessors=postprocessors, callback_manager=self._callback_manager)
 
-    def as_chat_engine(self, chat_mode: Optional[str] = None, **kwargs: Any) -> BaseChatEngine:  # type: ignore[override]
+    def as_chat_engine(self, chat_mode: Optional[str] = None, llm: Any = UNSET,  # type: ignore[override]
+                       **kwargs: Any) -> BaseChatEngine:
         """Our chat engine (``llama_index_convrag.chat.factory.build_chat_engine``) for ``chat_mode`` ``None`` /
         ``"condense_question"``, ``"condense_plus_context"`` (also core's ``"best"``) or ``"context"``; ``"simple"``:
-        core's ``SimpleChatEngine``; other modes are refused."""
-        return build_chat_engine(self, chat_mode=chat_mode, **kwargs)
+        core's ``SimpleChatEngine``; other modes are refused. ``kwargs``: the engine's names
+        (``llama_index_convrag.chat.options.AS_CHAT_ENGINE_NAMES``: ``retriever_kwargs`` (the arguments of
+        :meth:`as_retriever`), ``node_postprocessors``, ``system_prompt``, ``condense_question_prompt``,
+        ``chat_history``, ``memory``, ``conversation_store``, ``conversation_id``, ``rewrite``, ``answer``,
+        ``budget``); any other is refused naming its place."""
+        return build_chat_engine(self, chat_mode, llm, **kwargs)

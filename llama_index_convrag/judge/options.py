@@ -1,9 +1,9 @@
 """``JudgeOptions``: every option of judge-guided answers in one value, and the engine hook that carries them.
 
-``as_query_engine(judge=...)``, ``as_chat_engine(judge=...)`` and ``ConvRAGChatEngine.from_defaults(judge=...)`` take
+``as_query_engine(judge=...)`` and the chat engine's ``AnswerOptions(judge=...)`` take
 one ``judge`` argument: ``True`` (an :class:`~.llm_judge.LLMJudge` on the answering LLM, default limits), a
 :class:`~.base.BaseJudge`, or a :class:`JudgeOptions`. :class:`JudgeHook` is what the chat engine runs around each
-answer (the engine's one extension point: ``answer_hooks``): it scopes the judge's events to the turn's assistant
+answer (the engine's one extension point: ``AnswerOptions.hooks``): it scopes the judge's events to the turn's assistant
 message id and puts the search tree on the turn record.
 """
 

@@ -1,111 +1,111 @@
-"""The store a served turn's engine writes through.
+"""The turn port of one served turn: the engine's own port (``chat/port.py``), with the service's work added to the
+same two calls.
 
-A served turn does its database work in two calls the server makes (``ServeState.store_call``), so that the engine,
-running on the event loop, touches no database in between: :meth:`TurnStore.prepare` reads the conversation and
-stores the user message and the assistant placeholder (before retrieval: the ids reach the client at once); the
-engine's ``begin_turn`` then answers with that pair and its history read with that snapshot; the engine's
-``finish_turn`` is held in memory until :meth:`TurnStore.flush` writes it (or, when the engine never got that far,
-finalises the placeholder ``cancelled``).
-For a regeneration the answer becomes the next version of an existing user message instead of a new question.
-
-Without ``prepare`` it delegates as it is (``begin_turn`` reports the pair to ``on_begin``; writes go through).
+:meth:`ServedTurn.load` is the turn's first store call: the route's check (the key, the owner: its 4xx), the turn
+claim (one turn in flight per conversation, else 409), work that needs the claim, then what every turn loads (the
+history window; the user message and the assistant placeholder stored, so the ids reach the client before retrieval).
+For a regeneration the history ends before the regenerated user message and the placeholder is its next answer
+version. :meth:`ServedTurn.commit` is the second: the answer, its citations and its record, and the claim released.
+Both run where ``ServeState.store_call`` says (on the loop for SQLite, in the thread pool otherwise).
+:meth:`ServedTurn.close` finalises a placeholder the engine never committed (the client went away first) as
+``cancelled`` and releases the claim; it makes no store call when the turn was committed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import threading
+from typing import Callable, Optional
 
-from llama_index_convrag.storage.conversation.base import Citation, Message, in_history
-
-OnBegin = Callable[[Message, Message], None]
-
-
-@dataclass(frozen=True)
-class Finished:
-    """The answer the engine finished with (``finish_turn``'s arguments), as written by :meth:`TurnStore.flush`."""
-
-    content: str
-    status: str
-    error: Optional[str]
-    citations: Sequence[Citation]
+from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcome, TurnRequest
+from llama_index_convrag.serve.errors import APIError
+from llama_index_convrag.serve.state import ServeState
+from llama_index_convrag.storage.conversation.base import Message
 
 
-class TurnStore:
-    """Delegates to ``inner``; ``begin_turn`` calls ``on_begin(user, placeholder)``. With ``regenerate`` (a stored
-    user message) the engine sees the conversation up to before that message and the answer becomes its next
-    version. See the module docstring for :meth:`prepare` / :meth:`flush`."""
+class ServedTurn(StoreTurnPort):
+    """The port of one served turn (see the module docstring). ``check`` raises the route's 4xx; ``claimed`` runs
+    holding the claim; ``regenerate``: the stored user message whose answer is regenerated."""
 
-    def __init__(self, inner: Any, on_begin: Optional[OnBegin] = None, regenerate: Optional[Message] = None) -> None:
-        self._inner, self._on_begin, self._regenerate = inner, on_begin, regenerate
-        self._snapshot: Optional[List[Message]] = None
-        self._snapshot_of: Optional[str] = None
-        self._begun: Optional[Tuple[Message, Message]] = None
-        self._prepared = False
-        self._held: Optional[Dict[str, Any]] = None
-        self.finished: Optional[Finished] = None
+    def __init__(self, state: ServeState, *, check: Optional[Callable[[], None]] = None,
+                 claimed: Optional[Callable[[], None]] = None, regenerate: Optional[Message] = None) -> None:
+        super().__init__(state.store)
+        self._state, self._check, self._claimed, self._regenerate = state, check, claimed, regenerate
+        self._lock = threading.Lock()
+        self._conversation_id: Optional[str] = None  # claimed, not yet released
+        #: what the load stored (set once it succeeded)
+        self.context: Optional[TurnContext] = None
+        #: what was written last: the engine's outcome, or ``cancelled`` (:meth:`close`)
+        self.committed: Optional[TurnOutcome] = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def load(self, request: TurnRequest) -> TurnContext:
+        if self._check is not None:
+            self._check()
+        cid = request.conversation_id
+        if not self.store.claim_turn(cid, self._state.limits.turn_timeout_s):
+            raise APIError(409, "turn_in_flight", f"conversation {cid!r} is answering another turn; wait for its "
+                                                  "done/error event (or cancel it) and retry")
+        self._conversation_id = cid
+        try:
+            if self._claimed is not None:
+                self._claimed()
+            self.context = self._regeneration(request) if self._regenerate is not None else super().load(request)
+        except BaseException:
+            self._release()
+            raise
+        return self.context
 
-    # --- the server's two calls (store calls) -----------------------------------------------------------------
-    def prepare(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
-        """Read the conversation, then store the turn (the user message and the placeholder): ``(user,
-        placeholder)``. The engine's next ``begin_turn`` returns this pair and its history read this snapshot."""
-        self._snapshot, self._snapshot_of = self._inner.get_conversation(conversation_id), conversation_id
-        self._begun = self._store_turn(conversation_id, question)
-        self._prepared = True
-        return self._begun
-
-    def flush(self) -> Finished:
-        """Write the held ``finish_turn``, or finalise the placeholder ``cancelled`` (no text) when the engine never
-        finished the turn; what was written. Once: later calls return the same."""
-        if self.finished is not None:
-            return self.finished
-        assert self._begun is not None, "flush() after prepare()"
-        held = self._held
-        if held is None:
-            self._inner.finalize_message(self._begun[1].id, content="", status="cancelled")
-            self.finished = Finished(content="", status="cancelled", error=None, citations=())
-        else:
-            self._inner.finish_turn(**held)
-            self.finished = Finished(content=held["content"], status=held["status"], error=held["error"],
-                                     citations=tuple(held["citations"]))
-        return self.finished
-
-    # --- what the engine calls --------------------------------------------------------------------------------
-    def begin_turn(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
-        if self._prepared and self._snapshot is not None:
-            assert self._begun is not None
-            self._snapshot = None  # later reads see the stored turn
-            return self._begun
-        user, placeholder = self._store_turn(conversation_id, question)
-        if self._on_begin is not None:
-            self._on_begin(user, placeholder)
-        return user, placeholder
-
-    def finish_turn(self, conversation_id: str, message_id: str, *, content: str, status: str,
-                    error: Optional[str], citations: Sequence[Citation], record: Dict[str, Any]) -> None:
-        kwargs = dict(conversation_id=conversation_id, message_id=message_id, content=content, status=status,
-                      error=error, citations=list(citations), record=record)
-        if self._prepared:
-            if self._held is None:
-                self._held = kwargs
-            return
-        self._inner.finish_turn(**kwargs)
-
-    def get_conversation(self, conversation_id: str) -> List[Message]:
-        messages = (self._snapshot if self._snapshot is not None and conversation_id == self._snapshot_of
-                    else self._inner.get_conversation(conversation_id))
-        if self._regenerate is None:
-            return messages
+    def _regeneration(self, request: TurnRequest) -> TurnContext:
+        """The conversation before the regenerated user message as history; the placeholder is its next answer."""
+        user = self._regenerate
+        assert user is not None
+        messages = self.store.get_conversation(request.conversation_id)
         ids = [m.id for m in messages]
-        return messages[:ids.index(self._regenerate.id)] if self._regenerate.id in ids else messages
+        before = messages[:ids.index(user.id)] if user.id in ids else messages
+        history, history_ids = self._history(request, before)
+        return TurnContext(request, user, self.store.begin_regeneration(user), history, history_ids)
 
-    def history(self, conversation_id: str) -> List[Message]:
-        return [m for m in self.get_conversation(conversation_id) if in_history(m)]
+    def commit(self, outcome: TurnOutcome) -> None:
+        with self._lock:
+            if self.committed is not None:
+                return
+            try:
+                super().commit(outcome)
+                self.committed = outcome
+            finally:
+                self._release()
 
-    def _store_turn(self, conversation_id: str, question: str) -> Tuple[Message, Message]:
-        if self._regenerate is None:
-            return self._inner.begin_turn(conversation_id, question)
-        return self._regenerate, self._inner.begin_regeneration(self._regenerate)
+    def close(self) -> Optional[TurnOutcome]:
+        """Finalise the placeholder ``cancelled`` (no text) unless the turn was committed, and release the claim;
+        what was written (None when nothing was loaded). Once: later calls return the same."""
+        with self._lock:
+            if self.committed is None and self.context is not None:
+                placeholder = self.context.placeholder
+                try:
+                    self.store.finalize_message(placeholder.id, content="", status="cancelled")
+                    self.committed = TurnOutcome(placeholder.conversation_id, placeholder.id, "", "cancelled", None,
+                                                 (), {})
+                finally:
+                    self._release()
+            else:
+                self._release()
+            return self.committed
+
+    async def aload(self, request: TurnRequest) -> TurnContext:
+        return await self._state.store_call(self.load, request)
+
+    async def acommit(self, outcome: TurnOutcome) -> None:
+        await self._state.store_call(self.commit, outcome)
+
+    async def aclose(self) -> Optional[TurnOutcome]:
+        """Async twin of :meth:`close` (no store call when the turn was committed)."""
+        if self.committed is not None and self._conversation_id is None:
+            return self.committed
+        return await self._state.store_call(self.close)
+
+    def _release(self) -> None:
+        if self._conversation_id is not None:
+            cid, self._conversation_id = self._conversation_id, None
+            self.store.release_turn(cid)
+
+
+__all__ = ["ServedTurn"]

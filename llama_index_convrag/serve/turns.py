@@ -1,14 +1,15 @@
 """One served turn as a stream of ``(event, data)`` pairs, shared by the conversation API and the OpenAI endpoint.
 
-:func:`open_turn` does the turn's first database work in one store call (``ServeState.store_call``: in the
-thread pool unless ``store_on_loop``): the caller's check (ownership), the turn claim (one turn in flight per
-conversation, else 409) and storing the user message and the assistant placeholder
-(:meth:`~.turn_store.TurnStore.prepare`). :func:`turn_events` then yields ``start`` (the ids, before retrieval),
-``retrieval`` when the engine hands back its stream, ``delta`` per piece of text, and last ``done`` or ``error``,
-after one more store call has written the answer and released the claim. The engine runs on the event loop and
-touches no database in between. When the consumer stops (the client went away: the stream's task is cancelled) the
-engine's stream is closed, which finalises the message ``cancelled`` with the text so far (no text when the engine
-had not answered yet); the claim is released in every case.
+:func:`open_turn` makes the engine for the turn over its port (:class:`~.turn_store.ServedTurn`, the engine's own
+port with the service's work added) and loads the turn through it: one store call (``ServeState.store_call``: in the
+thread pool unless ``store_on_loop``) runs the caller's check (ownership), claims the turn (one turn in flight per
+conversation, else 409) and stores the user message and the assistant placeholder, before the response starts.
+:func:`turn_events` then yields ``start`` (the ids, before retrieval), ``retrieval`` when the engine hands back its
+stream, ``delta`` per piece of text, and last ``done`` or ``error``, once the engine has committed the turn through
+the port: one more store call writes the answer and releases the claim. The engine touches no database in between.
+When the consumer stops (the client went away: the stream's task is cancelled) the engine's stream is closed, which
+commits the message ``cancelled`` with the text so far (no text when the engine had not answered yet); the claim is
+released in every case.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
 
-from llama_index_convrag.serve.errors import APIError, error_body
+from llama_index_convrag.chat.port import TurnContext, TurnOutcome
+from llama_index_convrag.serve.errors import error_body
 from llama_index_convrag.serve.models import citation_view
 from llama_index_convrag.serve.state import ServeState
-from llama_index_convrag.serve.turn_store import Finished, TurnStore
+from llama_index_convrag.serve.turn_store import ServedTurn
 from llama_index_convrag.storage.conversation.base import Message
 
 logger = logging.getLogger(__name__)
@@ -33,58 +35,43 @@ Event = Tuple[str, Dict[str, Any]]
 
 @dataclass(frozen=True)
 class OpenTurn:
-    """A claimed turn whose user message and placeholder are stored."""
+    """A claimed turn whose user message and placeholder are stored: its port, its engine and what was loaded."""
 
-    conversation_id: str
-    question: str
-    store: TurnStore
-    user: Message
-    placeholder: Message
+    port: ServedTurn
+    engine: Any
+    context: TurnContext
     #: ``time.perf_counter()`` when the turn's request arrived (the ``done`` event's ``timings`` count from it)
     began: float
+
+    @property
+    def conversation_id(self) -> str:
+        return self.context.request.conversation_id
+
+    @property
+    def user(self) -> Message:
+        return self.context.user
+
+    @property
+    def placeholder(self) -> Message:
+        return self.context.placeholder
 
 
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
                     check: Optional[Callable[[], None]] = None,
                     claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None) -> OpenTurn:
-    """In one store call (``state.store_call``): run ``check`` (it raises the route's 4xx), claim the conversation (409
-    ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and store the
-    turn. ``began``: when the request arrived (``limits.arrived_at``; None: now)."""
-    opened: List[OpenTurn] = []
+    """Load the turn through its port in one store call: run ``check`` (it raises the route's 4xx), claim the
+    conversation (409 ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and
+    store the turn. ``began``: when the request arrived (``limits.arrived_at``; None: now)."""
     began = began if began is not None else time.perf_counter()
-
-    def work() -> OpenTurn:
-        if check is not None:
-            check()
-        if not state.store.claim_turn(conversation_id, state.limits.turn_timeout_s):
-            raise APIError(409, "turn_in_flight", f"conversation {conversation_id!r} is answering another turn; "
-                                                  "wait for its done/error event (or cancel it) and retry")
-        store = TurnStore(state.store, regenerate=regenerate)
-        try:
-            if claimed is not None:
-                claimed()
-            user, placeholder = store.prepare(conversation_id, question)
-        except BaseException:
-            state.store.release_turn(conversation_id)
-            raise
-        opened.append(OpenTurn(conversation_id, question, store, user, placeholder, began))
-        return opened[0]
-
+    port = ServedTurn(state, check=check, claimed=claimed, regenerate=regenerate)
+    engine = state.engine_for(conversation_id, port)
     try:
-        return await state.store_call(work)
+        context = await port.aload(engine.turn_request(question, streaming=True))
     except asyncio.CancelledError:  # the request went away while the thread ran: undo what it did
-        if opened:
-            with anyio.CancelScope(shield=True):
-                await state.store_call(close_turn, state, opened[0])
+        with anyio.CancelScope(shield=True):
+            await port.aclose()
         raise
-
-
-def close_turn(state: ServeState, turn: OpenTurn) -> Finished:
-    """Write the answer (or ``cancelled``) and release the claim (blocking: ``state.store_call`` it)."""
-    try:
-        return turn.store.flush()
-    finally:
-        state.store.release_turn(turn.conversation_id)
+    return OpenTurn(port, engine, context, began)
 
 
 def references(response: Any) -> List[Dict[str, Any]]:
@@ -112,7 +99,7 @@ def start_data(user: Message, placeholder: Message) -> Dict[str, Any]:
             "assistant_message_id": placeholder.id, "reply_to": placeholder.reply_to, "version": placeholder.version}
 
 
-def done_data(message_id: str, finished: Finished, response: Any, timings: Dict[str, float]) -> Dict[str, Any]:
+def done_data(message_id: str, finished: TurnOutcome, response: Any, timings: Dict[str, float]) -> Dict[str, Any]:
     """The final event: the answer as written, its citations, the trim report and the turn's timings."""
     trim = (getattr(response, "metadata", None) or {}).get("trim_report")
     trim_view = trim.to_dict() if hasattr(trim, "to_dict") else trim if isinstance(trim, dict) else None
@@ -139,24 +126,25 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         failure: Optional[BaseException] = None
         engine_began = time.perf_counter()
         try:
-            response = await state.engine_for(turn.conversation_id, turn.store).astream_chat(turn.question)
+            response = await turn.engine.astream_turn(turn.context)
             yield "retrieval", retrieval_data(response)
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
-        except Exception as e:  # the engine finalised the message as error (when it got that far)
+        except Exception as e:  # the engine committed the message as error (when it got that far)
             logger.info("turn failed in %s: %s", turn.conversation_id, e)
             failure = e
         engine_s = time.perf_counter() - engine_began
         try:
-            finished = await state.store_call(close_turn, state, turn)
+            finished = await turn.port.aclose()  # no store call: the engine committed the turn (else: cancelled)
         except Exception as e:
             logger.exception("could not store the turn of %s", turn.conversation_id)
-            closed = True  # close_turn released the claim
+            closed = True  # close released the claim
             yield "error", _error_data(turn, e)
             return
         closed = True
+        assert finished is not None
         if failure is not None:
             yield "error", _error_data(turn, failure)
         else:
@@ -173,12 +161,13 @@ def _error_data(turn: OpenTurn, error: BaseException) -> Dict[str, Any]:
 
 
 async def _settle(state: ServeState, turn: OpenTurn, response: Any) -> None:
-    """The consumer stopped: close the engine's stream (``cancelled`` with the text so far), write, release."""
+    """The consumer stopped: close the engine's stream (it commits ``cancelled`` with the text so far), then close
+    the port (``cancelled`` without text if nothing was committed; the claim released)."""
     try:
         if response is not None:
             await response.aclose()
     finally:
-        await state.store_call(close_turn, state, turn)
+        await turn.port.aclose()
 
 
 async def fold(events: AsyncGenerator[Event, None]) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:

@@ -66,13 +66,9 @@ from llama_index_convrag._scope import bound
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
-from llama_index_convrag.synthesizers.completion import (
-    COMPLETION_KEY,
-    acompleted_stream,
-    complete_answer,
-    completed_stream,
-)
-from llama_index_convrag.synthesizers.grounding import SupportScorer, acited_stream, cite_sentences, cited_stream
+from llama_index_convrag.synthesizers.completion import COMPLETION_KEY, complete_answer
+from llama_index_convrag.synthesizers.grounding import SupportScorer, cite_judged, grounding_of, passage_terms_of
+from llama_index_convrag.synthesizers.stream_hold import GROUNDING_KEY, StreamHold, held_response
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
     CallRequest,
@@ -91,10 +87,8 @@ from llama_index_convrag.synthesizers.packing import (
     render_chunks,
 )
 from llama_index_convrag.synthesizers.streams import (
-    acite_when_done,
     agen_of,
     astrip_label_stream,
-    cite_when_done,
     gen_of,
     strip_answer_label,
     strip_label_stream,
@@ -641,28 +635,23 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         passages = [n.node.get_content() for n in numbered] if self._aligned else []
         if citing:
             metadata.update(cite.citation_metadata("", numbered), citation_mode=self.citation_mode)
-        # aligned: a short answer is shown as its passage writes it (synthesizers/completion.py), then cited
+        # aligned: a short answer is shown as its passage writes it (synthesizers/completion.py), then cited, each
+        # sentence judged once (its grounding goes to the metadata); a stream does the same through one StreamHold
         if isinstance(result, str):
             if self._aligned:
                 result, done = complete_answer(result, passages, question)
                 if done is not None:
                     metadata[COMPLETION_KEY] = done.to_dict()
-                result = cite_sentences(result, passages, scorer=self._support_scorer)
+                result, judged, _ = cite_judged(result, passages, passage_terms_of(passages),
+                                                scorer=self._support_scorer)
+                metadata[GROUNDING_KEY] = grounding_of(judged, scorer=self._support_scorer)
             if citing:
                 metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
-        if isinstance(result, Generator):
-            gen = cited_stream(completed_stream(result, passages, question, metadata), passages,
-                               self._support_scorer) if self._aligned \
-                else result
-            gen = cite_when_done(gen, metadata, numbered) if citing else gen
-            return StreamingResponse(gen, source_nodes=sources, metadata=metadata)
-        if isinstance(result, AsyncGenerator):
-            agen = acited_stream(acompleted_stream(result, passages, question, metadata), passages,
-                                 self._support_scorer) \
-                if self._aligned else result
-            agen = acite_when_done(agen, metadata, numbered) if citing else agen
-            return AsyncStreamingResponse(agen, source_nodes=sources, metadata=metadata)
+        if isinstance(result, (Generator, AsyncGenerator)):
+            hold = StreamHold(passages, question if self._aligned else None, align=self._aligned,
+                              nodes=numbered if citing else None, metadata=metadata, scorer=self._support_scorer)
+            return held_response(result, hold, sources)
         if self._output_cls is not None and isinstance(result, self._output_cls):
             return PydanticResponse(result, source_nodes=sources, metadata=metadata)
         raise ConfigurationError(f"a synthesizer must produce a str, a stream or output_cls, got {type(result).__name__}")

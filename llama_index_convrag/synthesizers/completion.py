@@ -15,22 +15,22 @@ the question holds may be ("2008年" for "2008年汶川地震的时间" is widen
 occurs nowhere, or nowhere widens, stays as it is. No LLM call.
 
 It applies to ``citation_mode="aligned"`` answers (written without markers, then cited): a streamed one is held while
-it could still be short (:class:`ShortHold`), so stream equals whole.
+it could still be short (:func:`could_be_short`; :class:`~llama_index_convrag.synthesizers.stream_hold.StreamHold`), so
+stream equals whole.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import regex as re
-from typing import AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.text import HAN, has_cjk, month_names, sentence_spans, split_sentences
 from llama_index_convrag.synthesizers.citations import strip_markers
 from llama_index_convrag.synthesizers.sentences import terms_of
-from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
 
 
 
@@ -190,48 +190,5 @@ COMPLETION_KEY = "completion"
 """``response.metadata`` key of a widened answer's :meth:`Completion.to_dict` (absent when none was)."""
 
 
-class ShortHold:
-    """Holds a stream while it may still be a short answer (:func:`could_be_short`), so that a widened one is shown
-    whole; the first delta that makes it longer passes everything held. A :class:`~.streams.DeltaFilter`; a widening
-    is written to ``metadata[COMPLETION_KEY]`` at the end."""
-
-    def __init__(self, passages: Sequence[str], question: str, metadata: Dict[str, object]) -> None:
-        self.passages = list(passages)
-        self.question = question
-        self.metadata = metadata
-        self._held = ""
-        self._open = False
-
-    def feed(self, delta: str) -> str:
-        if self._open:
-            return delta
-        self._held += delta
-        if could_be_short(self._held):
-            return ""
-        self._open, out, self._held = True, self._held, ""
-        return out
-
-    def flush(self) -> str:
-        held, self._held = self._held, ""
-        if self._open or not held:
-            return held
-        text, done = complete_answer(held, self.passages, self.question)
-        if done is not None:
-            self.metadata[COMPLETION_KEY] = done.to_dict()
-        return text
-
-
-def completed_stream(deltas: Iterator[str], passages: Sequence[str], question: str,
-                     metadata: Dict[str, object]) -> Iterator[str]:
-    """``deltas`` with a short answer widened at the end (:class:`ShortHold`)."""
-    return filtered_stream(deltas, ShortHold(passages, question, metadata))
-
-
-def acompleted_stream(deltas: AsyncIterator[str], passages: Sequence[str], question: str,
-                      metadata: Dict[str, object]) -> AsyncIterator[str]:
-    """Async twin of :func:`completed_stream`."""
-    return afiltered_stream(deltas, ShortHold(passages, question, metadata))
-
-
-__all__ = ["COMPLETION_KEY", "DEFAULT_COMPLETION_RULES", "Completion", "CompletionRules", "ShortHold", "acompleted_stream",
-           "answer_core", "complete_answer", "complete_span", "completed_stream", "could_be_short", "widen"]
+__all__ = ["COMPLETION_KEY", "DEFAULT_COMPLETION_RULES", "Completion", "CompletionRules", "answer_core",
+           "complete_answer", "complete_span", "could_be_short", "widen"]

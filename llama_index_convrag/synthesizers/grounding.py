@@ -15,23 +15,25 @@ each sentence, its ``[n]`` markers removed, is compared with every passage by it
 
 :func:`check_grounding` gives one :class:`SentenceSupport` per judged sentence; :func:`grounding_record` the turn
 record's summary (each unsupported sentence with its ``reason``). A model can replace the term overlap
-(``scorer``: :data:`SupportScorer`, e.g. an NLI model); :func:`cite_sentences` inserts ``[n]`` (the best supporting passage, 1-based as
-``citations=True`` numbers them) after each supported sentence of an answer written without markers (the
-``citation_mode="aligned"`` answers and the engine's retry), and :func:`cited_stream` does the same to a stream as it
-flows (:class:`SentenceCiter`).
+(``scorer``: :data:`SupportScorer`, e.g. an NLI model); :func:`cite_sentences` inserts ``[n]`` (the best supporting
+passage, 1-based as ``citations=True`` numbers them) after each supported sentence of an answer written without
+markers (the ``citation_mode="aligned"`` answers and the engine's retry). :func:`cite_judged` does both at once: it
+cites and returns every sentence's judgment, so an aligned answer is judged once (a stream is cited sentence by
+sentence by :class:`~llama_index_convrag.synthesizers.stream_hold.StreamHold`, which keeps the judgments for the
+record).
 """
 
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from functools import lru_cache
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.synthesizers import sentences as S
 from llama_index_convrag.synthesizers.citations import MARKER_RE, has_answer_text, strip_markers
-from llama_index_convrag.synthesizers.streams import afiltered_stream, filtered_stream
-from llama_index_convrag.text import HAN, identify, may_end_sentence, sentence_spans, split_sentences, words
+from llama_index_convrag.text import HAN, identify, sentence_spans, split_sentences, words
 
 METHOD = "lexical"
 
@@ -185,7 +187,12 @@ def grounding_record(answer: str, passages: Sequence[str], rules: GroundingRules
     """The turn record's ``grounding``: ``method`` (``lexical``, or the scorer's name), ``support_share``,
     ``judged`` (sentences judged) and ``unsupported``: ``{"sentence", "text", "best_source", "overlap", "reason"}``
     per sentence no passage supports (``best_source``: the 1-based marker of the closest passage, or None)."""
-    judged = check_grounding(answer, passages, rules, scorer)
+    return grounding_of(check_grounding(answer, passages, rules, scorer), rules, scorer)
+
+
+def grounding_of(judged: Sequence[SentenceSupport], rules: GroundingRules = DEFAULT_GROUNDING_RULES,
+                 scorer: Optional[SupportScorer] = None) -> Dict[str, Any]:
+    """:func:`grounding_record` of sentences judged already (:func:`check_grounding`, :func:`cite_judged`)."""
     method = METHOD if scorer is None else getattr(scorer, "__name__", type(scorer).__name__)
     return {
         "method": method, "support_share": rules.support_share, "judged": len(judged),
@@ -195,8 +202,18 @@ def grounding_record(answer: str, passages: Sequence[str], rules: GroundingRules
 
 
 def passage_terms_of(passages: Sequence[str]) -> List[FrozenSet[str]]:
-    """Each passage's content terms (computed once per answer)."""
-    return [_terms(p) for p in passages]
+    """Each passage's content terms (computed once per answer; cached by text, so a chunk retrieved again, by a
+    follow-up or by another conversation, is not read again)."""
+    return [_passage_terms(p) for p in passages]
+
+
+PASSAGE_TERMS_CACHE = 4096
+"""Passages whose terms :func:`passage_terms_of` keeps (least recently used dropped first)."""
+
+
+@lru_cache(maxsize=PASSAGE_TERMS_CACHE)
+def _passage_terms(passage: str) -> FrozenSet[str]:
+    return _terms(passage)
 
 
 def citing_source(index: int, sentence: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]],
@@ -206,6 +223,13 @@ def citing_source(index: int, sentence: str, passages: Sequence[str], passage_te
     answer too small to judge ("70", "Tampa Bay."), the first passage holding all of its terms and numbers; else
     None."""
     judged = judge_sentence(index, sentence, passages, passage_terms, rules, scorer)
+    return source_for(judged, sentence, passages, passage_terms, rules)
+
+
+def source_for(judged: Optional[SentenceSupport], sentence: str, passages: Sequence[str],
+               passage_terms: Sequence[FrozenSet[str]],
+               rules: GroundingRules = DEFAULT_GROUNDING_RULES) -> Optional[int]:
+    """:func:`citing_source` of a sentence whose judgment (:func:`judge_sentence`) is ``judged``."""
     if judged is not None:
         return judged.source if judged.supported else None
     claim = strip_markers(sentence)
@@ -222,15 +246,29 @@ def insert_markers(text: str, passages: Sequence[str], passage_terms: Sequence[F
     """``text`` as written (its line breaks and spacing kept), `` [n]`` inserted before the end punctuation of each
     sentence a passage supports (``n``: :func:`citing_source`, 1-based); a sentence that holds a marker already
     (the model wrote one anyway) is left as it is."""
+    return cite_judged(text, passages, passage_terms, scorer=scorer)[0]
+
+
+def cite_judged(text: str, passages: Sequence[str], passage_terms: Sequence[FrozenSet[str]], first: int = 0,
+                scorer: Optional[SupportScorer] = None, rules: GroundingRules = DEFAULT_GROUNDING_RULES,
+                ) -> Tuple[str, List[SentenceSupport], int]:
+    """``text`` cited as :func:`insert_markers` cites it, with the judgment of each of its sentences that is judged
+    (:func:`judge_sentence`; sentence indices counted from ``first``) and the number of sentences read: the grounding
+    record of an aligned answer comes from these (:func:`grounding_of`), not from a second pass."""
     out: List[str] = []
+    judged: List[SentenceSupport] = []
     pos = 0
-    for i, (start, end, sentence) in enumerate(sentence_spans(text)):
-        source = None if MARKER_RE.search(sentence) else citing_source(i, sentence, passages, passage_terms, scorer)
+    spans = sentence_spans(text)
+    for i, (start, end, sentence) in enumerate(spans, start=first):
+        verdict = judge_sentence(i, sentence, passages, passage_terms, rules, scorer)
+        if verdict is not None:
+            judged.append(verdict)
+        source = None if MARKER_RE.search(sentence) else source_for(verdict, sentence, passages, passage_terms, rules)
         if source is not None:
             out.append(text[pos:start] + _cite(text[start:end], source + 1))
             pos = end
     out.append(text[pos:])
-    return "".join(out)
+    return "".join(out), judged, len(spans)
 
 
 def cite_sentences(answer: str, passages: Sequence[str], scorer: Optional[SupportScorer] = None) -> str:
@@ -238,55 +276,6 @@ def cite_sentences(answer: str, passages: Sequence[str], scorer: Optional[Suppor
     (:func:`citing_source`, ``scorer`` judging support when given; 1-based, as ``citations=True`` numbers them); the
     other sentences stay uncited. Nothing else of the answer changes (:func:`insert_markers`)."""
     return insert_markers(answer, passages, passage_terms_of(passages), scorer)
-
-
-class SentenceCiter:
-    """Cites a streamed answer as :func:`cite_sentences` cites it whole, holding back as little as it can: text flows
-    on as it comes, but what follows a sentence's last letter or digit (its end punctuation, closing quotes and
-    blanks, where its marker will go) waits until the sentence is complete (the next one has begun, or :meth:`flush`
-    at the end); its marker is then passed on with them. The text is split into sentences only once it holds a
-    character a sentence can end at."""
-
-    def __init__(self, passages: Sequence[str], scorer: Optional[SupportScorer] = None) -> None:
-        self.passages = list(passages)
-        self.scorer = scorer
-        self._terms = passage_terms_of(self.passages)
-        self._pending = ""  # the current sentence (and the start of the next)
-        self._shown = 0  # characters of ``_pending`` already passed on
-        self._may_end = False  # ``_pending`` holds a character a sentence can end at (else it is one sentence)
-
-    def feed(self, delta: str) -> str:
-        """What can be shown after ``delta`` (possibly ``""``)."""
-        self._pending += delta
-        self._may_end = self._may_end or may_end_sentence(delta)
-        out = ""
-        spans = sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
-        if len(spans) >= 2:
-            cut = spans[-2][1]
-            out = insert_markers(self._pending[:cut], self.passages, self._terms, self.scorer)[self._shown:]
-            self._pending, self._shown = self._pending[cut:], 0
-            self._may_end = may_end_sentence(self._pending)
-        safe = _body_end(self._pending, self._shown)
-        if safe > self._shown:
-            out, self._shown = out + self._pending[self._shown:safe], safe
-        return out
-
-    def flush(self) -> str:
-        """The rest, cited (the stream ended)."""
-        rest, shown, self._pending, self._shown = self._pending, self._shown, "", 0
-        return insert_markers(rest, self.passages, self._terms, self.scorer)[shown:]
-
-
-def cited_stream(deltas: Iterator[str], passages: Sequence[str],
-                 scorer: Optional[SupportScorer] = None) -> Iterator[str]:
-    """``deltas`` cited sentence by sentence (:class:`SentenceCiter`)."""
-    return filtered_stream(deltas, SentenceCiter(passages, scorer))
-
-
-def acited_stream(deltas: AsyncIterator[str], passages: Sequence[str],
-                  scorer: Optional[SupportScorer] = None) -> AsyncIterator[str]:
-    """Async twin of :func:`cited_stream`."""
-    return afiltered_stream(deltas, SentenceCiter(passages, scorer))
 
 
 def _body_end(text: str, start: int) -> int:
@@ -310,6 +299,6 @@ def _cite(sentence: str, marker: int) -> str:
     return f"{body[:end]}{space}[{marker}]{body[end:]}"
 
 
-__all__ = ["METHOD", "SentenceCiter", "SentenceSupport", "acited_stream",
-           "DEFAULT_GROUNDING_RULES", "GroundingRules", "SupportScorer", "check_grounding", "cite_sentences", "cited_stream", "citing_source", "grounding_record",
-           "insert_markers", "judge_sentence", "passage_terms_of"]
+__all__ = ["DEFAULT_GROUNDING_RULES", "GroundingRules", "METHOD", "PASSAGE_TERMS_CACHE", "SentenceSupport",
+           "SupportScorer", "check_grounding", "cite_judged", "cite_sentences", "citing_source", "grounding_of",
+           "grounding_record", "insert_markers", "judge_sentence", "passage_terms_of", "source_for"]

@@ -1,15 +1,10 @@
-"""Stream helpers: a finished text as a one-delta stream, citations filled in when a stream ends, and the answer
-label a model echoes from the prompt ("New Answer: ...") taken off a reply or a stream."""
+"""Stream helpers: a finished text as a one-delta stream, and the answer label a model echoes from the prompt
+("New Answer: ...") taken off a reply or a stream."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncGenerator, AsyncIterator, Dict, Generator, Iterator, List, Optional, Protocol
-
-from llama_index.core.schema import NodeWithScore
-
-from llama_index_convrag.synthesizers import citations as cite
-
+from typing import AsyncGenerator, AsyncIterator, Generator, Iterator, Optional, Protocol
 
 #: The labels core's and our QA / refine prompts end with; small models begin their reply by repeating them
 #: (Qwen2.5-0.5B: "New Answer: ..." after core's chat refine prompt).
@@ -113,23 +108,3 @@ def gen_of(text: str) -> Generator[str, None, None]:
 
 async def agen_of(text: str) -> AsyncGenerator[str, None]:
     yield text
-
-
-def cite_when_done(
-    gen: Generator[str, None, None], metadata: Dict[str, Any], nodes: List[NodeWithScore]
-) -> Generator[str, None, None]:
-    text = ""
-    for delta in gen:
-        text += delta
-        yield delta
-    metadata.update(cite.citation_metadata(text, nodes))
-
-
-async def acite_when_done(
-    agen: AsyncGenerator[str, None], metadata: Dict[str, Any], nodes: List[NodeWithScore]
-) -> AsyncGenerator[str, None]:
-    text = ""
-    async for delta in agen:
-        text += delta
-        yield delta
-    metadata.update(cite.citation_metadata(text, nodes))

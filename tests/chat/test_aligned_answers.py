@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from llama_index_convrag.chat.factory import ENGINE_KWARGS
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.testing import ScriptedLLM
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
 from tests.chat.conftest import FixedRetriever
 from tests.chat.test_fallback import QUESTION, engine, marker_model, nodes
 
@@ -65,7 +64,8 @@ def test_the_record_says_inline_for_the_llms_markers_and_aligned_for_a_recovered
     assert (recovered.metadata["turn"].answer_source, recovered.metadata["turn"].citation_mode) == (
         "llm_retry_without_citations", "aligned")
     uncited = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), ScriptedLLM.fixed("Nolan."),
-                                              conversation_store=store, citations=False).chat(QUESTION)
+                                              conversation_store=store,
+                                              answer=AnswerOptions(citations=False)).chat(QUESTION)
     assert uncited.metadata["turn"].citation_mode is None
 
 
@@ -76,21 +76,19 @@ def test_a_marker_only_aligned_answer_is_recovered_without_citing_twice(store, e
     assert response.metadata["turn"].answer_source == "llm_retry_without_citations"
 
 
-def test_as_chat_engine_and_the_cli_reach_citation_mode(store, embed_model) -> None:
-    assert "citation_mode" in ENGINE_KWARGS
+def test_a_bad_citation_mode_is_refused_by_its_option_object() -> None:
     with pytest.raises(ConfigurationError, match=r"citation_mode must be one of \['inline', 'aligned'\], got 'post'"):
-        engine(ScriptedLLM.fixed("x"), store, embed_model, citation_mode="post")
+        AnswerOptions(citation_mode="post")
 
 
 def test_the_engine_cites_aligned_unless_told(store, embed_model) -> None:
     llm = ScriptedLLM.fixed(ANSWER)
-    response = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
-                                               citations=True).chat(QUESTION)
+    response = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store).chat(QUESTION)
     assert (response.response, response.metadata["turn"].citation_mode) == (CITED, "aligned")
     assert "square brackets" not in llm.prompts[-1]
     inline = ScriptedLLM.fixed("Nolan directed it [1].")
-    ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), inline, conversation_store=store, citations=True,
-                                    citation_mode="inline").chat(QUESTION)
+    ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), inline, conversation_store=store,
+                                    answer=AnswerOptions(citation_mode="inline")).chat(QUESTION)
     assert "square brackets" in inline.prompts[-1]
 
 
@@ -102,7 +100,7 @@ def test_a_short_answer_is_shown_as_its_passage_writes_it_and_the_record_says_so
     passages = [NodeWithScore(node=TextNode(id_="x", text="Xenoblade Chronicles X came out in Japan on April 29, 2015."),
                               score=1.0)]
     chat = ConvRAGChatEngine.from_defaults(FixedRetriever(passages), ScriptedLLM.fixed("2015"), conversation_store=store,
-                                           conversation_id="c", citations=True, citation_mode="aligned")
+                                           conversation_id="c")
     question = "When did Xenoblade Chronicles X come out in Japan?"
     if streaming:
         response = chat.stream_chat(question)

@@ -10,7 +10,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
 from llama_index_convrag.conversational.contextualize import HistoryTurn, contextualize
 from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
@@ -37,7 +37,7 @@ class GatedRetriever(BaseRetriever):
 
 def engines(tmp_path: Any, embed_model: Any) -> Dict[str, ConvRAGChatEngine]:
     store = SQLiteConversationStore(str(tmp_path / "conversations.db"))
-    first = ConvRAGChatEngine.from_defaults(GatedRetriever(), None, embed_model=embed_model,
+    first = ConvRAGChatEngine.from_defaults(GatedRetriever(), None, answer=AnswerOptions(embed_model=embed_model),
                                             conversation_store=store, conversation_id="A")
     made = {"A": first, "B": first.for_conversation("B")}
     for cid, turns in HISTORIES.items():  # earlier turns, as stored

@@ -4,8 +4,8 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import ChatMemoryBuffer
 
-from llama_index_convrag.chat.defaults import (CHAT_MODES, NO_LLM_REWRITE_STRATEGY, alias, check_chat_mode,
-                                               check_parts, pick_one, rewrite_strategy_for, seed_messages)
+from llama_index_convrag.chat.defaults import (CHAT_MODES, NO_LLM_REWRITE_STRATEGY, check_chat_mode, check_parts,
+                                               rewrite_strategy_for, seed_messages, streaming_twin)
 from llama_index_convrag.testing import ScriptedLLM
 
 
@@ -36,16 +36,13 @@ def test_parts_exactly_one_source_of_answers() -> None:
         check_parts(object(), object(), None, object())
 
 
-def test_aliases_agree_or_fail() -> None:
-    assert alias("return_source_documents", False, "return_source_nodes", {}) == {"return_source_nodes": False}
-    assert alias("return_source_documents", None, "return_source_nodes", {"return_source_nodes": True}) == {}
-    assert alias("return_source_documents", True, "return_source_nodes", {"return_source_nodes": True}) == {
-        "return_source_nodes": True}
-    with pytest.raises(TypeError, match=r"return_source_documents=False contradicts return_source_nodes=True"):
-        alias("return_source_documents", False, "return_source_nodes", {"return_source_nodes": True})
-    assert pick_one("condense_prompt", None, "condense_question_prompt", "p") == "p"
-    with pytest.raises(TypeError, match=r"pass condense_prompt= or condense_question_prompt="):
-        pick_one("condense_prompt", "a", "condense_question_prompt", "b")
+def test_a_given_synthesizer_streams_through_its_twin() -> None:
+    from llama_index_convrag.synthesizers import get_response_synthesizer
+
+    plain = get_response_synthesizer(llm=ScriptedLLM.fixed("x"))
+    twin = streaming_twin(plain)
+    assert twin is not plain and twin._streaming and not plain._streaming and twin._llm is plain._llm
+    assert streaming_twin(twin) is twin and streaming_twin(object()) is None
 
 
 def test_seed_from_chat_history_or_memory() -> None:
@@ -59,16 +56,15 @@ def test_seed_from_chat_history_or_memory() -> None:
 
 def test_rewrite_strategy_rules() -> None:
     llm = ScriptedLLM.fixed("q")
-    assert rewrite_strategy_for(None, False, llm) == "llm"
-    assert rewrite_strategy_for(None, False, None) == NO_LLM_REWRITE_STRATEGY == "contextual"
+    assert rewrite_strategy_for("auto", False, None) == NO_LLM_REWRITE_STRATEGY == "contextual"
     assert rewrite_strategy_for("auto", False, llm) == "llm"
     assert rewrite_strategy_for("auto", False, None) == "contextual"
     assert rewrite_strategy_for("auto", True, llm) == "none"
-    with pytest.raises(ValueError, match=r"rewrite_strategy must be one of \['auto', 'llm', 'contextual', 'concat', "
+    with pytest.raises(ValueError, match=r"rewrite strategy must be one of \['auto', 'llm', 'contextual', 'concat', "
                                          r"'none'\], got 'contextual_fused'"):
         rewrite_strategy_for("contextual_fused", False, None)
     assert rewrite_strategy_for("concat", False, llm) == "concat"
-    assert rewrite_strategy_for(None, True, llm) == rewrite_strategy_for("none", True, llm) == "none"
-    with pytest.raises(ValueError, match=r"skip_condense=True means rewrite_strategy 'none', got rewrite_strategy="
-                                         r"'llm'"):
+    assert rewrite_strategy_for("auto", True, llm) == rewrite_strategy_for("none", True, llm) == "none"
+    with pytest.raises(ValueError, match=r"chat_mode 'context' retrieves with the question as written \(strategy "
+                                         r"'none'\), got RewriteOptions\(strategy='llm'\)"):
         rewrite_strategy_for("llm", True, llm)

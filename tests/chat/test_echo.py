@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from llama_index_convrag.chat.fallback import ECHO, EMPTY, MarkerHold, held_stream, is_echo, no_answer
+from llama_index_convrag.chat.fallback import ECHO, EMPTY, AnswerRule, is_echo, no_answer
+from llama_index_convrag.synthesizers.stream_hold import StreamHold
 from llama_index_convrag.testing import ScriptedLLM
-from tests.chat.test_fallback import QUESTION, engine, extractive_answer
+from tests.chat.test_fallback import QUESTION, engine, extractive_answer, held
 
 
 @pytest.mark.parametrize("answer, question", [
@@ -45,13 +46,12 @@ def test_an_empty_answer_stays_empty_whatever_the_question() -> None:
 
 
 def test_a_stream_is_held_while_it_could_still_restate_the_question() -> None:
-    hold = MarkerHold("2019-2020赛季欧冠冠军")
+    hold = StreamHold(rules=[AnswerRule("2019-2020赛季欧冠冠军")])
     # "2019-20" could go on as "2019-2020" (a word the next delta may continue is not judged); 是 adds nothing
-    assert [hold.feed(d) for d in ["2019-20", "20赛季", "欧冠冠军是", "拜仁", "慕尼黑"]] == [
-        "", "", "", "2019-2020赛季欧冠冠军是拜仁", "慕尼黑"]
-    assert not hold.holding
-    assert list(held_stream(iter(["2019-20", "20赛季欧冠", "冠军[1]"]), lambda held: f"instead of {held}",
-                            "2019-2020赛季欧冠冠军")) == ["instead of 2019-2020赛季欧冠冠军[1]"]
+    deltas = ["2019-20", "20赛季", "欧冠冠军是", "拜仁", "慕尼黑"]
+    assert [(hold.feed(d), hold.held_for) for d in deltas] == [
+        ("", "echo"), ("", "echo"), ("", "echo"), ("2019-2020赛季欧冠冠军是拜仁", None), ("慕尼黑", None)]
+    assert held(["2019-20", "20赛季欧冠", "冠军[1]"], "2019-2020赛季欧冠冠军") == ["recovered"]
 
 
 def test_an_echo_is_answered_by_the_extractive_answer_without_a_second_llm_call(store, embed_model) -> None:
@@ -92,6 +92,5 @@ def test_echo_false_shows_the_answer_as_it_is(store, embed_model) -> None:
     from llama_index_convrag.synthesizers import Extractive
 
     fallback = AnswerFallback(echo=False, extractive=Extractive(embed_model))
-    response = engine(ScriptedLLM.fixed("Directed: Inception [1]."), store, embed_model,
-                      answer_fallback=fallback).chat(QUESTION)
-    assert (response.response, response.metadata["turn"].answer_source) == ("Directed: Inception [1].", "llm")
+    response = engine(ScriptedLLM.fixed("Inception [1]."), store, embed_model, fallback=fallback).chat(QUESTION)
+    assert (response.response, response.metadata["turn"].answer_source) == ("Inception [1].", "llm")

@@ -16,7 +16,8 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, BudgetOptions, ConvRAGChatEngine, RewriteOptions
+from llama_index_convrag.chat.port import StoreTurnPort
 from llama_index_convrag.prompts.chat import DEFAULT_ANSWER_QUERY_TEMPLATE
 from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
@@ -27,10 +28,15 @@ from tests.fakes import EventCollector, run_threads
 REWRITE = "When was the film Inception released?"
 
 
-def make(retriever: Any, store: Any, llm: Any = None, condense: Any = None, **kw: Any) -> ConvRAGChatEngine:
+def make(retriever: Any, store: Any, llm: Any = None, condense: Any = None, rewrite: Any = None, answer: Any = None,
+         **kw: Any) -> ConvRAGChatEngine:
+    """``rewrite`` / ``answer``: fields of RewriteOptions (the condense LLM: ``condense``) / AnswerOptions (citations
+    off unless given: these tests read the model's own words)."""
     llm = llm if llm is not None else ScriptedLLM.fixed("Inception came out in 2010 [1].")
-    return ConvRAGChatEngine.from_defaults(retriever, llm, condense_llm=condense, conversation_store=store,
-                                           conversation_id="conv", **kw)
+    return ConvRAGChatEngine.from_defaults(
+        retriever, llm, conversation_store=store, conversation_id="conv",
+        rewrite=RewriteOptions(llm=condense, **(rewrite if rewrite is not None else {})),
+        answer=AnswerOptions(**{"citations": False, **(answer if answer is not None else {})}), **kw)
 
 
 def answer_prompts(llm: ScriptedLLM) -> List[str]:
@@ -39,7 +45,7 @@ def answer_prompts(llm: ScriptedLLM) -> List[str]:
 
 def test_first_turn_no_condense_call(retriever: Any, store: Any) -> None:
     llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, llm, condense, rewrite_trigger=False)
+    engine = make(retriever, store, llm, condense, rewrite={"trigger": None})
     resp = engine.chat("Who directed Inception?")
     assert (condense.call_count, llm.call_count, resp.response) == (0, 1, "Nolan.")
     record = resp.metadata["turn"]
@@ -51,7 +57,7 @@ def test_first_turn_no_condense_call(retriever: Any, store: Any) -> None:
 
 def test_explicit_empty_history_counts_as_none(retriever: Any, store: Any) -> None:
     condense = ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, condense=condense, rewrite_trigger=False)
+    engine = make(retriever, store, condense=condense, rewrite={"trigger": None})
     engine.chat("Who directed Inception?")
     resp = engine.chat("When was it released?", chat_history=[])
     assert condense.call_count == 0
@@ -61,7 +67,8 @@ def test_explicit_empty_history_counts_as_none(retriever: Any, store: Any) -> No
 
 def test_rewrite_used_for_retrieval_not_stored(retriever: Any, store: Any) -> None:
     llm, condense = ScriptedLLM.fixed("2010 [1]."), ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, llm, condense, rewrite_trigger=False, return_generated_question=True)
+    engine = make(retriever, store, llm, condense, rewrite={"trigger": None},
+                  answer={"return_generated_question": True})
     engine.chat("Tell me about Christopher Nolan's films")
     resp = engine.chat("When was it released?")
     assert condense.call_count == 1 and llm.call_count == 2
@@ -78,7 +85,7 @@ def test_rewrite_used_for_retrieval_not_stored(retriever: Any, store: Any) -> No
 
 def test_rephrase_false_synthesizer_sees_user_words_and_history(retriever: Any, store: Any) -> None:
     llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, llm, condense, rewrite_trigger=False, rephrase_question=False)
+    engine = make(retriever, store, llm, condense, rewrite={"trigger": None}, answer={"rephrase_question": False})
     engine.chat("Who directed Inception?")
     resp = engine.chat("When was it released?")
     expected = DEFAULT_ANSWER_QUERY_TEMPLATE.format(
@@ -92,14 +99,14 @@ def test_rephrase_false_synthesizer_sees_user_words_and_history(retriever: Any, 
 def test_return_source_nodes_both_ways(retriever: Any, store: Any) -> None:
     resp = make(retriever, store).chat("Who directed Inception?")
     assert [n.node.node_id for n in resp.source_nodes][0] == "inception" and len(resp.sources) == 1
-    resp = make(retriever, store, return_source_nodes=False).chat("Who directed Inception?")
+    resp = make(retriever, store, answer={"return_source_nodes": False}).chat("Who directed Inception?")
     assert (resp.source_nodes, resp.sources) == ([], [])
 
 
 def test_no_docs_fixed_reply_zero_llm_calls(retriever: Any, store: Any) -> None:
     llm = ScriptedLLM.fixed("never")
     engine = make(retriever, store, llm, node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=1.01)],
-                  response_if_no_docs_found="Nothing found.")
+                  answer={"no_docs_reply": "Nothing found."})
     resp = engine.chat("Who directed Inception?")
     assert (resp.response, llm.call_count) == ("Nothing found.", 0)
     record = store.get_turn_record(resp.metadata["message_id"])
@@ -110,7 +117,7 @@ def test_no_docs_fixed_reply_zero_llm_calls(retriever: Any, store: Any) -> None:
 
 def test_max_tokens_limit_caps_context(retriever: Any, store: Any) -> None:
     llm = ScriptedLLM.fixed("ok")
-    engine = make(retriever, store, llm, max_tokens_limit=15, count_tokens=word_count)
+    engine = make(retriever, store, llm, budget=BudgetOptions(max_tokens_limit=15, count_tokens=word_count))
     resp = engine.chat("Who directed Inception?")
     report = resp.metadata["trim_report"]
     assert report.kept_chunks == [0] and report.tokens["context"] <= 15
@@ -123,8 +130,8 @@ def test_max_tokens_limit_caps_context(retriever: Any, store: Any) -> None:
 def test_budget_trims_oldest_history_first(retriever: Any, store: Any) -> None:
     llm = ScriptedLLM.fixed("one two three four five six seven eight", context_window=1200, num_output=20)
     # a counter that sees 10 tokens per word: the budget bites while core's own prompt packing stays happy
-    engine = make(retriever, store, llm, rephrase_question=False, rewrite_strategy="none",
-                  count_tokens=lambda text: 10 * word_count(text))
+    engine = make(retriever, store, llm, answer={"rephrase_question": False}, rewrite={"strategy": "none"},
+                  budget=BudgetOptions(count_tokens=lambda text: 10 * word_count(text)))
     for q in ("first", "second", "third"):
         engine.chat(f"{q} question about the films of the director and the cities of Europe please")
     resp = engine.chat("Who directed Inception?")
@@ -139,8 +146,8 @@ def test_budget_trims_oldest_history_first(retriever: Any, store: Any) -> None:
 
 def test_get_chat_history_formatter_used(retriever: Any, store: Any) -> None:
     condense = ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, condense=condense, rewrite_trigger=False,
-                  get_chat_history=lambda msgs: " | ".join(f"{m.role.value[0]}:{m.content}" for m in msgs))
+    engine = make(retriever, store, condense=condense, rewrite={
+        "trigger": None, "get_chat_history": lambda msgs: " | ".join(f"{m.role.value[0]}:{m.content}" for m in msgs)})
     engine.chat("Who directed Inception?")
     engine.chat("When was it released?")
     assert "<Chat History>\nu:Who directed Inception? | a:Inception came out in 2010 [1].\n" in condense.prompts[0]
@@ -159,7 +166,7 @@ def test_trigger_skips_llm_for_self_contained(retriever: Any, store: Any) -> Non
 
 def test_rewrite_failure_falls_back_and_records(retriever: Any, store: Any) -> None:
     condense = ScriptedLLM.fixed(REWRITE, fail_on_call=0)
-    engine = make(retriever, store, condense=condense, rewrite_trigger=False)
+    engine = make(retriever, store, condense=condense, rewrite={"trigger": None})
     engine.chat("Who directed Inception?")
     resp = engine.chat("When was it released?")
     record = resp.metadata["turn"]
@@ -229,7 +236,7 @@ def test_chat_history_reset_and_seeded_history(retriever: Any, store: Any) -> No
 
 def test_achat_twin(retriever: Any, store: Any) -> None:
     llm, condense = ScriptedLLM.fixed("Nolan."), ScriptedLLM.fixed(REWRITE)
-    engine = make(retriever, store, llm, condense, rewrite_trigger=False)
+    engine = make(retriever, store, llm, condense, rewrite={"trigger": None})
 
     async def run() -> Any:
         await engine.achat("Who directed Inception?")
@@ -261,10 +268,12 @@ def test_instrumentation_events_and_span(retriever: Any, store: Any) -> None:
 
 
 def test_validation(retriever: Any, store: Any) -> None:
-    with pytest.raises(ValueError, match=r"max_tokens_limit must be >= 0, got -1"):
-        make(retriever, store, max_tokens_limit=-1)
-    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['bogus'\]"):
+    with pytest.raises(ValueError, match=r"BudgetOptions.max_tokens_limit must be an int >= 0 or None, got -1"):
+        BudgetOptions(max_tokens_limit=-1)
+    with pytest.raises(TypeError, match=r"from_defaults does not take \['bogus'\] \(bogus: unknown\); accepted: "):
         make(retriever, store, bogus=1)
+    with pytest.raises(TypeError, match=r"budget must be a BudgetOptions \(or None\), got dict"):
+        make(retriever, store, budget={"ratio": 0.5})
 
 
 def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
@@ -276,7 +285,8 @@ def test_eight_threads_fifty_turns_through_the_engine(tmp_path: Path) -> None:
 
     def worker(t: int) -> None:
         engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, conversation_id=f"c{t}",
-                                                 rewrite_strategy="concat")
+                                                 rewrite=RewriteOptions(strategy="concat"),
+                                                 answer=AnswerOptions(citations=False))
         try:
             for i in range(50):
                 engine.chat(f"thread {t} question {i}")
@@ -299,7 +309,7 @@ def test_from_defaults_builds_our_synthesizers(retriever: Any, store: Any) -> No
     """Issue 11 bug 6. One product, one factory: without synthesizer= the engine answers with ours (core's before)."""
     from llama_index_convrag.synthesizers import BaseSynthesizer as OurSynthesizer
 
-    engine = make(retriever, store, response_mode="refine", citations=True)
+    engine = make(retriever, store, answer={"response_mode": "refine", "citations": True, "citation_mode": "inline"})
     assert isinstance(engine._synthesizer, OurSynthesizer) and isinstance(engine._streaming_synthesizer,
                                                                            OurSynthesizer)
     assert engine._synthesizer.mode == "refine" and engine._streaming_synthesizer._streaming
@@ -315,7 +325,7 @@ def test_query_engine_answers_the_rewritten_question(retriever: Any, store: Any)
     llm, condense = ScriptedLLM.fixed("In 2010 [1]."), ScriptedLLM.fixed(REWRITE)
     query_engine = RetrieverQueryEngine(retriever, ours(llm=llm, citations=True))
     engine = ConvRAGChatEngine.from_defaults(query_engine=query_engine, llm=condense, conversation_store=store,
-                                             conversation_id="conv", rewrite_trigger=False)
+                                             conversation_id="conv", rewrite=RewriteOptions(trigger=None))
     engine.chat("Who directed Inception?")
     resp = engine.chat("When was it released?")
     assert (condense.call_count, llm.call_count, resp.response) == (1, 2, "In 2010 [1].")
@@ -335,23 +345,23 @@ def test_core_argument_names(retriever: Any, store: Any) -> None:
     condense = ScriptedLLM.fixed(REWRITE)
     memory = ChatMemoryBuffer.from_defaults(chat_history=[ChatMessage(role="user", content="Who made Inception?"),
                                                           ChatMessage(role="assistant", content="Nolan.")])
-    engine = make(retriever, store, condense=condense, memory=memory, return_source_documents=False,
-                  condense_question_prompt=PromptTemplate("H={chat_history} Q={question}"), rewrite_trigger=False)
+    engine = make(retriever, store, condense=condense, memory=memory, answer={"return_source_nodes": False},
+                  condense_question_prompt=PromptTemplate("H={chat_history} Q={question}"), rewrite={"trigger": None})
     resp = engine.chat("When was it released?")
     assert condense.prompts == ["H=user: Who made Inception?\nassistant: Nolan. Q=When was it released?"]
     assert resp.source_nodes == [] and resp.sources == []
-    skip = make(retriever, store, condense=condense, skip_condense=True)
+    skip = make(retriever, store, condense=condense, rewrite={"strategy": "none"})
     assert skip.chat("And it?").metadata["turn"].rewrite_skipped_reason == "strategy none"
-    with pytest.raises(TypeError, match=r"unknown ConvRAGChatEngine options \['similarity_top_k'\]; accepted: "
-                                        r"\[.*'answer_query_prompt'.*'citations'.*'return_source_documents'"):
+    with pytest.raises(TypeError, match=r"from_defaults does not take \['similarity_top_k'\] \(similarity_top_k: "
+                                        r"unknown\); accepted: \['retriever', 'llm', 'query_engine'"):
         make(retriever, store, similarity_top_k=3)
     with pytest.raises(ValueError, match=r"\['system_prompt'\] shape the answers of chat_mode"):
         make(retriever, store, system_prompt="Be brief.")
 
 
 def test_llm_none_retrieval_only_extractive_turns(retriever: Any, store: Any, embed_model: Any) -> None:
-    engine = ConvRAGChatEngine.from_defaults(retriever, None, embed_model=embed_model, conversation_store=store,
-                                             conversation_id="conv")
+    engine = ConvRAGChatEngine.from_defaults(retriever, None, answer=AnswerOptions(embed_model=embed_model),
+                                             conversation_store=store, conversation_id="conv")
     assert engine._synthesizer.mode == "extractive" and engine._rewriter.strategy == "contextual"
     assert isinstance(engine._retriever, ConversationalRetriever) and engine._retriever.retriever is retriever
     first = engine.chat("Who directed Inception?")
@@ -377,8 +387,9 @@ def test_llm_none_retrieval_only_extractive_turns(retriever: Any, store: Any, em
 def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, embed_model: Any) -> None:
     nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=f"passage {i}"), score=1.0 - i / 10) for i in range(3)]
     fixed = FixedRetriever(nodes)
-    engine = ConvRAGChatEngine.from_defaults(fixed, None, embed_model=embed_model, conversation_store=store,
-                                             conversation_id="conv", rewrite_strategy="auto")
+    engine = ConvRAGChatEngine.from_defaults(fixed, None, answer=AnswerOptions(embed_model=embed_model),
+                                             conversation_store=store, conversation_id="conv",
+                                             rewrite=RewriteOptions(strategy="auto"))
     engine.chat("Who directed Inception?")
     engine.chat("Is it long?")
     engine.chat("Why do volcanoes erupt underwater?")  # a new subject: nothing added, one search
@@ -392,8 +403,8 @@ def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, e
     assert fusion == {"question": 1.0, "context": 2 * record.rewrite_explanation["weights"]["context"],
                       "coverage": 0.0, "agreement": None, "own_top_kept": False}
     assert [a["term"] for a in record.rewrite_explanation["added_terms"]] == ["underwater", "volcanoes"]
-    alone = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
-                                            conversation_store=store, contextual_fusion=False)
+    alone = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, answer=AnswerOptions(embed_model=embed_model),
+                                            conversation_store=store, rewrite=RewriteOptions(fusion=False))
     assert not isinstance(alone._retriever, ConversationalRetriever)
     alone.chat("Who directed Inception?")
     alone.chat("Is it long?")
@@ -402,8 +413,9 @@ def test_contextual_fusion_searches_the_question_and_the_expansion(store: Any, e
 
 def test_contextual_reads_the_opening_turn_beyond_last_n_turns(store: Any, embed_model: Any) -> None:
     fixed = FixedRetriever([NodeWithScore(node=TextNode(id_="n", text="passage"), score=1.0)])
-    engine = ConvRAGChatEngine.from_defaults(fixed, None, embed_model=embed_model, conversation_store=store,
-                                             conversation_id="conv", last_n_turns=1)
+    engine = ConvRAGChatEngine.from_defaults(fixed, None, answer=AnswerOptions(embed_model=embed_model),
+                                             conversation_store=store, conversation_id="conv",
+                                             rewrite=RewriteOptions(last_n_turns=1))
     for question in ["Tell me about the Mariana Trench.", "How deep is it?", "Who explored it first?",
                      "When was that?"]:
         engine.chat(question)
@@ -416,8 +428,8 @@ def test_llm_none_failed_turn_keeps_user_message(store: Any, embed_model: Any) -
         def _retrieve(self, query_bundle: Any) -> Any:
             raise ConnectionError("milvus down")
 
-    engine = ConvRAGChatEngine.from_defaults(Broken([]), None, embed_model=embed_model, conversation_store=store,
-                                             conversation_id="conv")
+    engine = ConvRAGChatEngine.from_defaults(Broken([]), None, answer=AnswerOptions(embed_model=embed_model),
+                                             conversation_store=store, conversation_id="conv")
     with pytest.raises(ConnectionError):
         engine.chat("Who directed Inception?")
     [user, assistant] = store.get_conversation("conv")
@@ -430,8 +442,10 @@ def test_context_mode_answers_with_history_under_the_budget(retriever: Any, stor
     llm = ScriptedLLM.fixed("Nolan directed it [1].", chat_model=True)
     heavy_pads = lambda text: sum(1000 if w == "pad" else 1 for w in text.split())  # noqa: E731
     engine = ConvRAGChatEngine.from_defaults(retriever, llm, chat_mode="context", system_prompt="Be brief.",
-                                             context_prompt="Context:\n{context_str}\n", conversation_store=store,
-                                             conversation_id="conv", count_tokens=heavy_pads,
+                                             answer=AnswerOptions(context_prompt="Context:\n{context_str}\n",
+                                                                  citations=False),
+                                             conversation_store=store, conversation_id="conv",
+                                             budget=BudgetOptions(count_tokens=heavy_pads),
                                              chat_history=[ChatMessage(role="user", content="pad pad pad pad"),
                                                            ChatMessage(role="assistant", content="Noted.")])
     engine.chat("Who directed Inception?")
@@ -450,8 +464,8 @@ def test_context_mode_answers_with_history_under_the_budget(retriever: Any, stor
 
 def test_a_short_switch_to_a_new_subject_keeps_its_own_results_first(retriever: Any, store: Any,
                                                                       embed_model: Any) -> None:
-    engine = ConvRAGChatEngine.from_defaults(retriever, None, embed_model=embed_model, conversation_store=store,
-                                             conversation_id="conv")
+    engine = ConvRAGChatEngine.from_defaults(retriever, None, answer=AnswerOptions(embed_model=embed_model),
+                                             conversation_store=store, conversation_id="conv")
     engine.chat("Who directed Inception?")
     record = engine.chat("How are documents ranked?").metadata["turn"]  # two words, both new: a light prior
     assert record.rewrite_explanation["reason"] == (
@@ -479,23 +493,35 @@ class LoggingHook:
 
 def test_answer_hooks_run_around_every_answer_and_set_record_fields(store: Any, embed_model: Any) -> None:
     nodes = [NodeWithScore(node=TextNode(id_="n0", text="Inception is a 2010 film."), score=1.0)]
-    plain = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, embed_model=embed_model,
+    plain = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), None, answer=AnswerOptions(embed_model=embed_model),
                                             conversation_store=store, conversation_id="hooked")
     log: list = []
     tree = {"root": "from the hook"}
-    hooked = ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="hooked",
+    hooked = ConvRAGChatEngine(rewriter=plain._rewriter, port=StoreTurnPort(store), conversation_id="hooked",
                                retriever=plain._retriever, synthesizer=plain._synthesizer,
-                               answer_hooks=[LoggingHook(log, {"judge_tree": tree})])
+                               answer=AnswerOptions(hooks=[LoggingHook(log, {"judge_tree": tree})]))
     response = hooked.chat("What is Inception?")
     mid = response.metadata["message_id"]
     assert log == [("enter", mid), ("exit", mid), ("fields", "Response")]
     assert response.metadata["judge_tree"] == tree and store.get_turn_record(mid)["judge_tree"] == tree
-    bad = ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="bad", retriever=plain._retriever,
-                            synthesizer=plain._synthesizer, answer_hooks=[LoggingHook([], {"colour": "red"})])
+    bad = ConvRAGChatEngine(rewriter=plain._rewriter, port=StoreTurnPort(store), conversation_id="bad",
+                            retriever=plain._retriever, synthesizer=plain._synthesizer,
+                            answer=AnswerOptions(hooks=[LoggingHook([], {"colour": "red"})]))
     with pytest.raises(ValueError, match="answer hook LoggingHook set 'colour', which is not a TurnRecord field"):
         bad.chat("What is Inception?")
     assert [(m.role, m.status) for m in store.get_conversation("bad")] == [("user", "complete"),
                                                                                 ("assistant", "error")]
-    with pytest.raises(TypeError, match=r"answer_hooks must provide scope\(\) and record_fields\(\) \(AnswerHook\)"):
-        ConvRAGChatEngine(rewriter=plain._rewriter, store=store, conversation_id="x", retriever=plain._retriever,
-                          synthesizer=plain._synthesizer, answer_hooks=[object()])
+    with pytest.raises(TypeError, match=r"AnswerOptions.hooks must provide scope\(\) and record_fields\(\) "
+                                        r"\(AnswerHook\)"):
+        AnswerOptions(hooks=[object()])  # type: ignore[list-item]
+
+
+def test_a_hook_given_to_from_defaults_runs(store: Any) -> None:
+    """The documented extension point: ``from_defaults(retriever, llm, answer=AnswerOptions(hooks=[hook]))``."""
+    log: list = []
+    nodes = [NodeWithScore(node=TextNode(id_="n0", text="Inception is a 2010 film."), score=1.0)]
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), ScriptedLLM.fixed("It is a 2010 film."),
+                                             conversation_store=store,
+                                             answer=AnswerOptions(hooks=[LoggingHook(log, {})]))
+    mid = engine.chat("What is Inception?").metadata["message_id"]
+    assert log == [("enter", mid), ("exit", mid), ("fields", "Response")]

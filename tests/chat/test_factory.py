@@ -1,47 +1,21 @@
-"""build_chat_engine: kwarg splitting (pure) and as_chat_engine end to end."""
-
-import inspect
+"""build_chat_engine: the index's names (pure checks) and as_chat_engine end to end."""
 
 import pytest
 
-from llama_index_convrag.chat.engine import ENGINE_OPTIONS, SYNTH_KWARGS, ConvRAGChatEngine
-from llama_index_convrag.chat.factory import ENGINE_KWARGS, OWN_KWARGS, split_chat_kwargs
-from llama_index_convrag.synthesizers import get_response_synthesizer
-
-RETRIEVER = frozenset({"similarity_top_k", "search_type", "ranker_type"})
+from llama_index_convrag.chat.factory import index_chat_mode, retriever_moves
 
 
-def test_splits_by_owner() -> None:
-    pp = object()
-    retr, engine, own = split_chat_kwargs(
-        {"similarity_top_k": 5, "search_type": "hybrid", "response_mode": "compact", "node_postprocessors": [pp],
-         "rephrase_question": False, "streaming": True, "llm": None, "chat_mode": "context"}, RETRIEVER)
-    assert retr == {"similarity_top_k": 5, "search_type": "hybrid"}
-    assert engine == {"response_mode": "compact", "node_postprocessors": [pp], "rephrase_question": False}
-    assert own == {"streaming": True, "llm": None, "chat_mode": "context"}
+def test_retriever_parameters_are_pointed_to_retriever_kwargs() -> None:
+    assert retriever_moves(["similarity_top_k", "bogus"]) == {
+        "similarity_top_k": "retriever_kwargs={'similarity_top_k': ...}"}
 
 
-def test_unknown_kwargs_named_with_accepted() -> None:
-    with pytest.raises(TypeError, match=r"unknown kwargs \['simlarity_top_k', 'zzz'\]; accepted: \[.*'similarity_top_k'"):
-        split_chat_kwargs({"simlarity_top_k": 5, "zzz": 1}, RETRIEVER)
-
-
-def test_streaming_must_be_bool() -> None:
-    with pytest.raises(TypeError, match=r"streaming must be a bool, got 'yes'"):
-        split_chat_kwargs({"streaming": "yes"}, RETRIEVER)
-
-
-def test_accepted_names_come_from_the_signatures() -> None:
-    """No hand-kept lists: every synthesizer argument (tokenizer, output_cls, verbose...) and engine option."""
-    synth = set(inspect.signature(get_response_synthesizer).parameters) - {"llm", "streaming", "callback_manager"}
-    assert SYNTH_KWARGS == synth and {"tokenizer", "output_cls", "verbose"} <= SYNTH_KWARGS
-    init = set(inspect.signature(ConvRAGChatEngine.__init__).parameters)
-    assert ENGINE_OPTIONS < init and {"rephrase_question", "budget_ratio", "reserved_output_tokens"} <= ENGINE_OPTIONS
-    assert not ENGINE_OPTIONS & {"retriever", "llm", "store", "rewriter", "synthesizer"}
-    named = set(inspect.signature(ConvRAGChatEngine.from_defaults).parameters) - {"kwargs", "retriever",
-                                                                                 "query_engine", "embed_model"}
-    assert ENGINE_KWARGS == (SYNTH_KWARGS | ENGINE_OPTIONS | named) - OWN_KWARGS - {"embed_model"}  # the index's
-    assert not ENGINE_KWARGS & OWN_KWARGS
+def test_chat_modes() -> None:
+    assert (index_chat_mode(None), index_chat_mode("best"), index_chat_mode("simple")) == (
+        "condense_question", "condense_plus_context", "simple")
+    with pytest.raises(ValueError, match=r"chat_mode must be one of \['condense_question', 'condense_plus_context', "
+                                         r"'context', 'best', 'simple'\] \(or None: condense_question\), got 'react'"):
+        index_chat_mode("react")
 
 
 def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, tmp_path) -> None:  # type: ignore
@@ -50,7 +24,7 @@ def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, 
     pytest.importorskip("llama_index_convrag.synthesizers")
     from llama_index.core import Document
 
-    from llama_index_convrag.chat import ConvRAGChatEngine
+    from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.testing import ScriptedLLM
     from tests.chat.conftest import DOCS
@@ -60,8 +34,9 @@ def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, 
                                                 client=milvus_client)
     llm = ScriptedLLM.fixed("Inception was released in 2010 [1].")
     store = SQLiteConversationStore(tmp_path / "c.db")
-    engine = index.as_chat_engine(chat_mode="condense_question", llm=llm, similarity_top_k=2,
-                                  conversation_store=store, return_generated_question=True)
+    engine = index.as_chat_engine(chat_mode="condense_question", llm=llm, retriever_kwargs={"similarity_top_k": 2},
+                                  conversation_store=store,
+                                  answer=AnswerOptions(return_generated_question=True, citation_mode="inline"))
     assert isinstance(engine, ConvRAGChatEngine)
     resp = engine.chat("When was Inception released?")
     assert resp.response == "Inception was released in 2010 [1]."
@@ -72,8 +47,13 @@ def test_as_chat_engine_end_to_end(milvus_client, collection_name, embed_model, 
     streamed = engine.stream_chat("In which year did the film Inception come out?")
     assert "".join(streamed.response_gen) == "Inception was released in 2010 [1]."
     assert [c.marker for c in store.get_citations(streamed.message_id)] == [1]  # filled when the stream ended
-    with pytest.raises(TypeError, match=r"unknown kwargs \['bogus'\]"):
+    with pytest.raises(TypeError, match=r"as_chat_engine does not take \['bogus'\] \(bogus: unknown\); accepted: "
+                                        r"\['chat_mode', 'llm', 'retriever_kwargs'"):
         index.as_chat_engine(llm=llm, bogus=1)
+    with pytest.raises(TypeError, match=r"similarity_top_k: now retriever_kwargs=\{'similarity_top_k': ...\}"):
+        index.as_chat_engine(llm=llm, similarity_top_k=2)
+    with pytest.raises(TypeError, match=r"streaming: now nothing: stream_chat\(\) / astream_chat\(\) stream"):
+        index.as_chat_engine(llm=llm, streaming=True)
 
 
 @pytest.mark.parametrize("mode, answer", [("no_text", "None"), ("context_only", "Inception")])
@@ -87,7 +67,10 @@ def test_no_llm_modes_without_an_embedding_model_build(milvus_client, collection
 
     index = ConvRAGIndex.from_documents([Document(text=t, id_=k) for k, t in DOCS], collection_name=collection_name,
                                         embed_model=embed_model, client=milvus_client)
-    engine = index.as_chat_engine(llm=None, response_mode=mode, similarity_top_k=1)
+    from llama_index_convrag.chat import AnswerOptions
+
+    engine = index.as_chat_engine(llm=None, answer=AnswerOptions(response_mode=mode),
+                                  retriever_kwargs={"similarity_top_k": 1})
     response = engine.chat("When was Inception released?")
     assert answer in response.response  # no_text: "None", as core's engines (str() of an empty Response)
     assert len(response.source_nodes) == 1

@@ -9,11 +9,13 @@ from typing import Any, List
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_convrag.chat import ConvRAGChatEngine
-from llama_index_convrag.chat.fallback import AnswerFallback, MarkerHold, held_stream
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
+from llama_index_convrag.chat.fallback import AnswerFallback, AnswerRule
+from llama_index_convrag.chat.stream_pipeline import TurnStream
 from llama_index_convrag.errors import ArgumentTypeError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import Extractive
+from llama_index_convrag.synthesizers.stream_hold import StreamHold
 from llama_index_convrag.testing import ScriptedLLM
 from tests.chat.conftest import DOCS, FixedRetriever
 
@@ -32,10 +34,17 @@ def marker_model(bad: str = "[1]", good: str = GOOD) -> ScriptedLLM:
 
 
 def engine(llm: Any, store: Any, embed_model: Any, **kw: Any) -> ConvRAGChatEngine:
-    kw.setdefault("answer_fallback", AnswerFallback(extractive=Extractive(embed_model)))
+    kw.setdefault("fallback", AnswerFallback(extractive=Extractive(embed_model)))
     kw.setdefault("citation_mode", "inline")  # the LLM is asked for markers (what makes a small model answer [1])
     return ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
-                                           conversation_id="c", citations=True, **kw)
+                                           conversation_id="c", answer=AnswerOptions(**kw))
+
+
+def held(deltas: List[str], question: Any = None) -> List[str]:
+    """``deltas`` through the turn pipeline with the engine's rule (nothing stored); "recovered" for a refused one."""
+    stream = TurnStream(StreamHold(rules=[AnswerRule(question)]), deltas=iter(deltas),
+                        recover=lambda text: "recovered", commit=lambda status, text, error: None)
+    return list(stream.iterate())
 
 
 def extractive_answer(embed_model: Any) -> str:
@@ -68,7 +77,7 @@ def test_a_retry_that_is_markers_only_too_falls_back_to_the_extractive_answer(st
 def test_retry_false_goes_straight_to_the_extractive_answer(store, embed_model) -> None:
     llm = marker_model()
     fallback = AnswerFallback(retry=False, extractive=Extractive(embed_model))
-    response = engine(llm, store, embed_model, answer_fallback=fallback).chat(QUESTION)
+    response = engine(llm, store, embed_model, fallback=fallback).chat(QUESTION)
     assert (response.response, llm.call_count) == (extractive_answer(embed_model), 1)
     assert response.metadata["turn"].answer_source == "extractive_fallback"
 
@@ -81,7 +90,7 @@ def test_an_answer_with_words_is_shown_as_written(store, embed_model) -> None:
 
 
 def test_without_an_llm_the_source_is_no_llm(store, embed_model) -> None:
-    eng = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), None, embed_model=embed_model,
+    eng = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), None, answer=AnswerOptions(embed_model=embed_model),
                                           conversation_store=store, conversation_id="c")
     assert eng.chat(QUESTION).metadata["turn"].answer_source == "no_llm"
 
@@ -124,23 +133,23 @@ def test_the_turn_record_flags_the_sentence_no_passage_supports(store, embed_mod
     assert store.get_turn_record(response.metadata["message_id"])["grounding"]["unsupported"][0]["sentence"] == 1
 
 
-def test_marker_hold_releases_at_the_first_word() -> None:
-    hold = MarkerHold()
-    assert [hold.feed(d) for d in [" [", "1", "]", " Tampa", " [2]"]] == ["", "", "", " [1] Tampa", " [2]"]
-    assert not hold.holding
+def test_the_hold_releases_at_the_first_word() -> None:
+    hold = StreamHold(rules=[AnswerRule()])
+    assert [(hold.feed(d), hold.held_for) for d in [" [", "1", "]", " Tampa", " [2]"]] == [
+        ("", "empty"), ("", "empty"), ("", "empty"), (" [1] Tampa", None), (" [2]", None)]
 
 
-def test_held_stream_recovers_only_when_nothing_but_markers_came() -> None:
-    assert list(held_stream(iter(["[1]", " "]), lambda held: "recovered")) == ["recovered"]
-    assert list(held_stream(iter([]), lambda held: "recovered")) == ["recovered"]
-    assert list(held_stream(iter(["Tampa", " [1]"]), lambda held: "recovered")) == ["Tampa", " [1]"]
+def test_the_pipeline_recovers_only_when_nothing_but_markers_came() -> None:
+    assert held(["[1]", " "]) == ["recovered"]
+    assert held([]) == ["recovered"]
+    assert held(["Tampa", " [1]"]) == ["Tampa", " [1]"]
 
 
 def test_answer_fallback_arguments_are_checked() -> None:
     with pytest.raises(ArgumentTypeError, match="retry must be a bool, got 'no'"):
         AnswerFallback(retry="no")  # type: ignore[arg-type]
-    with pytest.raises(ArgumentTypeError, match="answer_fallback must be an AnswerFallback"):
-        ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), ScriptedLLM.fixed("x"), answer_fallback=True)
+    with pytest.raises(ArgumentTypeError, match="AnswerOptions.fallback must be an AnswerFallback"):
+        AnswerOptions(fallback=True)  # type: ignore[arg-type]
 
 
 def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model) -> None:
@@ -153,18 +162,18 @@ def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model)
     assert list(streamed.response_gen) == [CITED]
 
 
-def test_held_stream_shows_a_held_answer_that_only_began_like_the_example() -> None:
-    assert list(held_stream(iter(["The ", "bridge"]), lambda held: "recovered")) == ["The bridge"]
-    assert list(held_stream(iter(["The ", "tower."]), lambda held: "recovered")) == ["The tower."]
+def test_the_pipeline_shows_a_held_answer_that_only_began_like_the_example() -> None:
+    assert held(["The ", "bridge"]) == ["The bridge"]
+    assert held(["The ", "tower."]) == ["The tower."]
 
 
 def test_a_scenario_answer_stays_the_models_and_citations_false_adds_no_marker(store, embed_model) -> None:
     """LangChain's scenario answer "I know the answer!" is an answer (it adds words the question lacks): shown as the
     model wrote it, with no ``[n]`` and no citation, when ``citations=False``."""
     llm = ScriptedLLM.fixed("I know the answer!")
+    answer = AnswerOptions(citations=False, fallback=AnswerFallback(extractive=Extractive(embed_model)))
     eng = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
-                                          conversation_id="c", citations=False,
-                                          answer_fallback=AnswerFallback(extractive=Extractive(embed_model)))
+                                          conversation_id="c", answer=answer)
     response = eng.chat("What is the answer?")
     assert (response.response, response.metadata["turn"].answer_source) == ("I know the answer!", "llm")
     assert "[" not in response.response

@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine, RewriteOptions
 from llama_index_convrag.config.llm import resolve_llm
 from llama_index_convrag.postprocessors import ModelRerank
 from llama_index_convrag.postprocessors.scorers import LLMScorer
@@ -18,7 +18,9 @@ CUT = "the model stopped at its output limit (max_tokens=16)"
 
 def _engine(server: Any, retriever: Any, store: Any, **kw: Any) -> ConvRAGChatEngine:
     llm = resolve_llm(base_url=server.base_url, model="local", env={}, max_tokens=16, probe=False)
-    return ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, rewrite_strategy="none", **kw)
+    return ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store,
+                                           rewrite=RewriteOptions(strategy="none"),
+                                           answer=AnswerOptions(**{"citations": False, **kw}))
 
 
 def _answer(store: Any, engine: ConvRAGChatEngine) -> Any:
@@ -91,7 +93,8 @@ def test_a_failed_reranker_is_named_in_the_turn_record(openai_server, retriever,
     openai_server.chat_responder = responder
     openai_server.fail_next(400)  # the rerank call comes first
     llm = resolve_llm(base_url=openai_server.base_url, model="local", env={}, max_tokens=16, probe=False)
-    engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, rewrite_strategy="none",
+    engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store,
+                                             rewrite=RewriteOptions(strategy="none"),
                                              node_postprocessors=[ModelRerank(LLMScorer(llm))])
     record = engine.chat("Who directed Inception?").metadata["turn"]
     assert record.status == "complete"

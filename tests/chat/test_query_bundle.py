@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from llama_index.core.schema import QueryBundle
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
 from llama_index_convrag.testing import ScriptedLLM
 
 MODES = ["condense_question", "condense_plus_context", "context"]
@@ -17,7 +17,7 @@ MODES = ["condense_question", "condense_plus_context", "context"]
 def engine(retriever: Any, store: Any, mode: str) -> ConvRAGChatEngine:
     llm = ScriptedLLM.fixed("Nolan directed it.", chat_model=mode != "condense_question")
     return ConvRAGChatEngine.from_defaults(retriever, llm, chat_mode=mode, conversation_store=store,
-                                           conversation_id="conv")
+                                           conversation_id="conv", answer=AnswerOptions(citations=False))
 
 
 

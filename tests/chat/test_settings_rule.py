@@ -12,7 +12,7 @@ from llama_index.core import Settings
 from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelper
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
 from llama_index_convrag.synthesizers import CompactAndRefine, get_response_synthesizer
 from llama_index_convrag.testing import ScriptedLLM
 from tests.chat.conftest import FixedRetriever
@@ -31,7 +31,7 @@ def clean_settings() -> Iterator[None]:
 def test_an_llm_assigned_to_settings_is_used_by_engine_factory_and_classes() -> None:
     llm = ScriptedLLM.fixed("Nolan directed it [1].")
     Settings.llm = llm
-    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES))
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), answer=AnswerOptions(citation_mode="inline"))
     assert engine._llm is llm and engine._rewriter.strategy == "llm"
     assert engine._synthesizer._llm is llm and engine._streaming_synthesizer._llm is llm
     assert engine.chat("Who directed Inception?").response == "Nolan directed it [1]."
@@ -43,7 +43,7 @@ def test_an_llm_assigned_to_settings_is_used_by_engine_factory_and_classes() -> 
 
 
 def test_nothing_assigned_nothing_built() -> None:
-    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), response_mode="no_text")
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), answer=AnswerOptions(response_mode="no_text"))
     assert engine._llm is None and engine._rewriter.strategy == "contextual"
     with pytest.raises(ValueError, match=r"needs an LLM: pass llm=\.\.\. .*assign llama_index.core.Settings.llm"):
         get_response_synthesizer()
@@ -60,7 +60,8 @@ def test_prompt_helpers_assigned_to_settings_are_honoured_by_engine_and_factory(
     assert engine._synthesizer._prompt_helper is helper and engine._synthesizer._chat_prompt_helper is chat_helper
     assert get_response_synthesizer(llm=llm)._prompt_helper is helper
     passed = PromptHelper(context_window=2000)
-    assert ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), llm, prompt_helper=passed)._synthesizer._prompt_helper \
-        is passed
+    given = get_response_synthesizer(llm=llm, prompt_helper=passed)  # the synthesizer's own settings: synthesizer=
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), llm, synthesizer=given)
+    assert engine._synthesizer._prompt_helper is passed and engine._streaming_synthesizer._prompt_helper is passed
     Settings._prompt_helper = None
     assert ConvRAGChatEngine.from_defaults(FixedRetriever(NODES), llm)._synthesizer._prompt_helper.context_window == 4096

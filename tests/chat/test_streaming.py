@@ -1,4 +1,5 @@
-"""Placeholder lifecycle: complete / error / cancelled, sync and async, through the engine and the bare helpers."""
+"""Placeholder lifecycle: complete / error / cancelled, sync and async, through the engine and the bare pipeline.
+Nothing is committed from a finaliser: a response dropped unclosed stays ``pending`` until recovery."""
 
 from __future__ import annotations
 
@@ -7,26 +8,36 @@ from typing import Any, List, Optional
 
 import pytest
 
-from llama_index_convrag.chat import ConvRAGChatEngine
-from llama_index_convrag.chat.streaming import Finalizer, astream_lifecycle, stream_lifecycle
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine, RewriteOptions
+from llama_index_convrag.chat.stream_pipeline import TurnStream
+from llama_index_convrag.synthesizers.stream_hold import StreamHold
 from llama_index_convrag.testing import ScriptedFailure, ScriptedLLM
 
 ANSWER = "Inception was released in 2010 [1]."  # its first words restate the question: a stream holds them
 
 
 def make(retriever: Any, store: Any, **llm_kw: Any) -> ConvRAGChatEngine:
+    """Uncited answers: the model's deltas as it writes them (the aligned hold is tested in test_aligned_answers)."""
     return ConvRAGChatEngine.from_defaults(retriever, ScriptedLLM.fixed(ANSWER, **llm_kw), conversation_store=store,
-                                           conversation_id="conv")
+                                           conversation_id="conv", answer=AnswerOptions(citations=False))
 
 
 def placeholder(store: Any, mid: str) -> Any:
     return store.get_message(mid)
 
 
-# --- bare helpers -----------------------------------------------------------------------------------------------
-def _recorder() -> "tuple[Finalizer, List[Any]]":
+# --- the bare pipeline -----------------------------------------------------------------------------------------
+def _pipeline(deltas: Any, is_async: bool = False) -> "tuple[TurnStream, List[Any]]":
     calls: List[Any] = []
-    return Finalizer(lambda s, t, e: calls.append((s, t, None if e is None else str(e)))), calls
+
+    def commit(status: str, text: str, error: Optional[BaseException]) -> None:
+        calls.append((status, text, None if error is None else str(error)))
+
+    async def acommit(status: str, text: str, error: Optional[BaseException]) -> None:
+        commit(status, text, error)
+
+    kind = {"adeltas": deltas} if is_async else {"deltas": deltas}
+    return TurnStream(StreamHold(), commit=commit, acommit=acommit, **kind), calls
 
 
 def _failing(n: int) -> Any:
@@ -36,19 +47,21 @@ def _failing(n: int) -> Any:
 
 
 @pytest.mark.parametrize("source, consume, expected", [
-    (lambda: iter(["a ", "", "b"]), lambda g: list(g), ("complete", "a b", None)),
-    (lambda: _failing(2), lambda g: pytest.raises(RuntimeError, list, g), ("error", "d0 d1 ", "boom")),
-    (lambda: iter(["a ", "b ", "c"]), lambda g: (next(g), g.close()), ("cancelled", "a ", None)),
+    (lambda: iter(["a ", "", "b"]), lambda s: list(s.iterate()), ("complete", "a b", None)),
+    (lambda: _failing(2), lambda s: pytest.raises(RuntimeError, list, s.iterate()), ("error", "d0 d1 ", "boom")),
+    (lambda: iter(["a ", "b ", "c"]), lambda s: (next(s.iterate()), s.iterate().close()), ("cancelled", "a ", None)),
+    (lambda: iter(["a ", "b ", "c"]), lambda s: (next(s.iterate()), s.close()), ("cancelled", "a ", None)),
 ])
-def test_sync_lifecycle(source: Any, consume: Any, expected: Any) -> None:
-    fin, calls = _recorder()
-    consume(stream_lifecycle(source(), fin))
-    assert calls == [expected]
-    fin("complete", "again")  # idempotent
+def test_sync_pipeline_commits_once(source: Any, consume: Any, expected: Any) -> None:
+    stream, calls = _pipeline(source())
+    consume(stream)
+    assert calls == [expected] and stream.status == expected[0]
+    stream.commit("complete")  # once
+    stream.close()
     assert calls == [expected]
 
 
-def test_async_lifecycle_complete_error_cancel() -> None:
+def test_async_pipeline_complete_error_cancel() -> None:
     async def agen(items: List[str], fail: Optional[int] = None) -> Any:
         for i, x in enumerate(items):
             if fail is not None and i == fail:
@@ -57,17 +70,16 @@ def test_async_lifecycle_complete_error_cancel() -> None:
 
     async def run() -> List[Any]:
         out = []
-        fin, calls = _recorder()
-        _ = [d async for d in astream_lifecycle(agen(["a ", "b"]), fin)]
+        stream, calls = _pipeline(agen(["a ", "b"]), is_async=True)
+        _ = [d async for d in stream.aiterate()]
         out.append(calls[0])
-        fin, calls = _recorder()
+        stream, calls = _pipeline(agen(["a ", "b"], fail=1), is_async=True)
         with pytest.raises(RuntimeError):
-            _ = [d async for d in astream_lifecycle(agen(["a ", "b"], fail=1), fin)]
+            _ = [d async for d in stream.aiterate()]
         out.append(calls[0])
-        fin, calls = _recorder()
-        g = astream_lifecycle(agen(["a ", "b"]), fin)
-        await g.__anext__()
-        await g.aclose()
+        stream, calls = _pipeline(agen(["a ", "b"]), is_async=True)
+        await stream.aiterate().__anext__()
+        await stream.aclose()
         out.append(calls[0])
         return out
 
@@ -120,7 +132,7 @@ def test_stream_no_docs_fixed_reply(store: Any) -> None:
 
     llm = ScriptedLLM.fixed("never")
     engine = ConvRAGChatEngine.from_defaults(EmptyRetriever(), llm, conversation_store=store,
-                                             response_if_no_docs_found="Nothing found.")
+                                             answer=AnswerOptions(no_docs_reply="Nothing found."))
     resp = engine.stream_chat("anything?")
     assert ("".join(resp.response_gen), llm.call_count) == ("Nothing found.", 0)
     assert placeholder(store, resp.message_id).status == "complete"
@@ -128,15 +140,6 @@ def test_stream_no_docs_fixed_reply(store: Any) -> None:
 
 
 # --- engine, async -----------------------------------------------------------------------------------------------
-async def _settle(store: Any, mid: str) -> str:
-    for _ in range(200):  # let the event loop run the async generator finaliser
-        status = placeholder(store, mid).status
-        if status != "pending":
-            return status
-        await asyncio.sleep(0.005)
-    return "pending"
-
-
 def test_async_complete(retriever: Any, store: Any) -> None:
     async def run() -> Any:
         resp = await make(retriever, store).astream_chat("Who directed Inception?")
@@ -169,9 +172,10 @@ def test_async_cancel_by_break_and_by_aclose(retriever: Any, store: Any) -> None
         first = await engine.astream_chat("Who directed Inception?")
         async for _ in first.async_response_gen():
             break
+        await first.aclose()  # an async generator is closed explicitly (never by its finaliser)
         second = await engine.astream_chat("Who directed Inception?")
         await second.aclose()
-        return first, await _settle(store, first.message_id), second
+        return first, placeholder(store, first.message_id).status, second
 
     first, status, second = asyncio.run(run())
     assert (status, placeholder(store, first.message_id).content) == ("cancelled", "Inception was released ")
@@ -187,14 +191,20 @@ def test_wrong_generator_kind_is_explained(retriever: Any, store: Any) -> None:
     resp.close()
 
 
-def test_dropped_unread_response_is_cancelled(retriever: Any, store: Any) -> None:
+def test_a_dropped_unread_response_stays_pending_until_recovery(retriever: Any, store: Any) -> None:
+    """No finaliser writes to the store: the placeholder of a stream dropped unclosed is finalised by recovery."""
     import gc
+
+    from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR, mark_abandoned, pending_messages
 
     resp = make(retriever, store).stream_chat("Who directed Inception?")
     mid = resp.message_id
     del resp
     gc.collect()
-    assert placeholder(store, mid).status == "cancelled"
+    assert placeholder(store, mid).status == "pending"
+    assert [m.id for m in pending_messages(store)] == [mid]
+    mark_abandoned(store, pending_messages(store))
+    assert (placeholder(store, mid).status, placeholder(store, mid).error) == ("error", ABANDONED_ERROR)
 
 
 def test_failure_before_first_token_finalises_error(store: Any) -> None:
@@ -218,9 +228,9 @@ def test_failure_before_first_token_finalises_error(store: Any) -> None:
 def test_next_turn_sees_the_partial_text_of_a_stopped_answer(retriever: Any, store: Any) -> None:
     """The user saw 'Inception was released ' before stopping the stream: the follow-up is rewritten (and answered) with it."""
     condense = ScriptedLLM.fixed("When was Inception released?")
-    engine = ConvRAGChatEngine.from_defaults(retriever, ScriptedLLM.fixed(ANSWER), condense_llm=condense,
-                                             conversation_store=store, conversation_id="conv",
-                                             rewrite_trigger=False)
+    engine = ConvRAGChatEngine.from_defaults(retriever, ScriptedLLM.fixed(ANSWER), conversation_store=store,
+                                             conversation_id="conv", rewrite=RewriteOptions(llm=condense, trigger=None),
+                                             answer=AnswerOptions(citations=False))
     first = engine.stream_chat("Who directed Inception?")
     for _ in first.response_gen:
         break
@@ -244,19 +254,29 @@ async def test_async_task_completes_when_the_stopped_turn_is_stored(retriever: A
     resp = await engine.astream_chat("Who directed Inception?")
     async for _ in resp.async_response_gen():
         break
+    await resp.aclose()
     assert await resp.awrite_response_to_history_task == "cancelled"
     assert [(m.role, m.content) for m in engine.chat_history] == [
         ("user", "Who directed Inception?"), ("assistant", "Inception was released ")]
 
 
-def test_dropped_response_is_cancelled_without_waiting_for_the_garbage_collector(retriever: Any, store: Any) -> None:
-    import gc
+async def test_a_reader_task_cancelled_while_the_answer_is_awaited_commits_cancelled() -> None:
+    started = asyncio.Event()
 
-    gc.disable()
-    try:
-        resp = make(retriever, store).stream_chat("Who directed Inception?")
-        mid = resp.message_id
-        del resp
-        assert placeholder(store, mid).status == "cancelled"
-    finally:
-        gc.enable()
+    async def slow() -> Any:
+        yield "a "
+        started.set()
+        await asyncio.sleep(10)  # the LLM's next token: the reader's task is cancelled here
+        yield "b"
+
+    stream, calls = _pipeline(slow(), is_async=True)
+    task = asyncio.create_task(_drain(stream.aiterate()))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (stream.status, calls) == ("cancelled", [("cancelled", "a ", None)])
+
+
+async def _drain(agen: Any) -> List[str]:
+    return [d async for d in agen]

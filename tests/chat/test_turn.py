@@ -1,4 +1,5 @@
-"""Turn: one turn's state and steps against a real SQLite store; the pure helpers on hand-built inputs."""
+"""Turn: one turn's state and steps over a turn the port loaded from a real SQLite store; the pure helpers on
+hand-built inputs."""
 
 from typing import Any
 
@@ -8,10 +9,10 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llama_index_convrag.chat.budget import TrimReport
+from llama_index_convrag.chat.port import StoreTurnPort, TurnRequest
 from llama_index_convrag.conversational.rewrite import RewriteResult
-from llama_index_convrag.conversational.rewrite import select_history
 from llama_index_convrag.chat.turn import (Turn, aread_text, build_citations, final_doc_id, group_turns, read_text,
-                                           recent_history, stage_names)
+                                           stage_names)
 
 
 def node(key: str, score: float, ref: Any = None) -> NodeWithScore:
@@ -28,41 +29,23 @@ def seed(store: Any, *pairs: str) -> None:
         store.add_message_text("c", "user" if i % 2 == 0 else "assistant", text)
 
 
-def test_recent_history_cuts_the_window_as_select_history_does(store: Any) -> None:
-    """Read backwards from the newest message, the window is the one select_history cuts from the whole history:
-    leading system text, failed, pending and empty cancelled answers skipped, fewer user turns than the window."""
-    for cid in ("c", "other"):
-        store.add_message_text(cid, "system", "be brief")
-    store.add_message_text("c", "assistant", "hello")
-    for i in range(6):
-        store.add_message_text("c", "user", f"q{i}")
-        status = ["complete", "error", "cancelled", "pending"][i % 4]
-        store.add_message_text("c", "assistant", f"a{i}" if i != 2 else "", status=status)
-    store.add_message_text("c", "user", "last, unanswered")
-    for cid in ("c", "other"):
-        full = store.history(cid)
-        for window in range(0, 10):
-            expected = [full[i] for i in select_history(full, window)]  # type: ignore[arg-type]
-            assert recent_history(store, cid, window) == expected, (cid, window)
-    assert [m.content for m in recent_history(store, "c", 3)] == ["q4", "a4", "q5", "last, unanswered"]
+def start(store: Any, question: str, window: Any = None, streaming: bool = False) -> Turn:
+    return Turn.start(StoreTurnPort(store).load(TurnRequest("c", question, window=window, streaming=streaming)))
 
 
-def test_begin_reads_the_window_then_stores_user_and_placeholder(store: Any) -> None:
+def test_start_opens_the_record_of_the_loaded_turn(store: Any) -> None:
     seed(store, "q1", "a1", "q2", "a2", "q3", "a3")
-    turn = Turn.begin(store, "c", "q4", chat_history=None, window=2, streaming=True)
+    turn = start(store, "q4", window=2, streaming=True)
     assert [m.content for m in turn.history] == ["q2", "a2", "q3", "a3"]
-    assert turn.history_ids == [m.id for m in store.get_conversation("c")[2:6]]
     *_, user, placeholder = store.get_conversation("c")
-    assert (user.content, placeholder.status, placeholder.content) == ("q4", "pending", "")
     rec = turn.record
-    assert (rec.user_message_id, rec.assistant_message_id, rec.streaming) == (user.id, placeholder.id, True)
-    assert Turn.begin(store, "c", "q5", chat_history=None, window=None, streaming=False).history[0].content == "q1"
-    explicit = Turn.begin(store, "c", "q6", chat_history=[], window=2, streaming=False)
-    assert (explicit.history, explicit.history_ids) == ([], None)
+    assert (rec.user_message_id, rec.assistant_message_id, rec.streaming, rec.original_question) == (
+        user.id, placeholder.id, True, "q4")
 
 
 def test_rewrite_stages_trim_and_finish(store: Any) -> None:
-    turn = Turn.begin(store, "c", "And it?", chat_history=None, window=3, streaming=False)
+    port = StoreTurnPort(store)
+    turn = Turn.start(port.load(TurnRequest("c", "And it?", window=3)))
     assert turn.retrieval_query == "And it?"
     turn.apply_rewrite(RewriteResult("What is Milvus?", "llm", used_llm=True, latency_ms=3.0, cache_hit=False))
     assert (turn.retrieval_query, turn.record.rewrite_strategy, turn.record.rewrite_used_llm) == (
@@ -75,7 +58,10 @@ def test_rewrite_stages_trim_and_finish(store: Any) -> None:
     turn.apply_trim(report)
     assert [n.node.node_id for n in turn.nodes] == ["b"]
     assert (turn.record.retrieved_ids["budget"], turn.record.retrieved_ids["final"]) == (["b"], ["b"])
-    turn.finish(store, "complete", "Milvus stores vectors.", None, Response("Milvus stores vectors."))
+    outcome = turn.outcome("complete", "Milvus stores vectors.", None, Response("Milvus stores vectors."))
+    assert (outcome.content, outcome.status, [c.node_id for c in outcome.citations]) == (
+        "Milvus stores vectors.", "complete", ["b"])
+    port.commit(outcome)
     assistant = store.get_conversation("c")[-1]
     assert (assistant.content, assistant.status) == ("Milvus stores vectors.", "complete")
     assert [c.node_id for c in store.get_citations(assistant.id)] == ["b"]
@@ -85,9 +71,9 @@ def test_rewrite_stages_trim_and_finish(store: Any) -> None:
     assert meta["generated_question"] == "What is Milvus?" and meta["trim_report"] is report
 
 
-def test_failed_finish_records_the_error(store: Any) -> None:
-    turn = Turn.begin(store, "c", "q", chat_history=None, window=None, streaming=False)
-    turn.finish(store, "error", "", RuntimeError("boom"), None)
+def test_a_failed_outcome_records_the_error(store: Any) -> None:
+    turn = start(store, "q")
+    StoreTurnPort(store).commit(turn.outcome("error", "", RuntimeError("boom"), None))
     assistant = store.get_conversation("c")[-1]
     assert (assistant.status, assistant.error) == ("error", "RuntimeError: boom")
     assert turn.record.error == "RuntimeError: boom" and turn.record.citations == []

@@ -141,7 +141,7 @@ def engine_parts(tmp_path, corpus, embed_model, milvus_client, collection_name):
 
 def _engine(index: Any, store: Any, server: Any) -> Any:
     llm = OpenAICompatible(model="local", api_base=server.base_url, api_key="x", timeout=2.0, max_retries=0)
-    return index.as_chat_engine(llm=llm, conversation_store=store, similarity_top_k=2)
+    return index.as_chat_engine(llm=llm, conversation_store=store, retriever_kwargs={"similarity_top_k": 2})
 
 
 def _after_failure(store: Any, engine: Any, question: str) -> tuple:

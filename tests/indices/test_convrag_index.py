@@ -5,6 +5,7 @@ from llama_index.core import Settings
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import Document
 
+from llama_index_convrag.chat import AnswerOptions, RewriteOptions
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
@@ -80,7 +81,7 @@ def test_an_llm_assigned_to_settings_answers_query_and_chat_engines(index):
     saved, Settings.llm = Settings._llm, llm
     try:
         assert str(index.as_query_engine(similarity_top_k=1).query("yeast?")) == "from settings"
-        assert index.as_chat_engine(similarity_top_k=1)._llm is llm
+        assert index.as_chat_engine(retriever_kwargs={"similarity_top_k": 1})._llm is llm
     finally:
         Settings._llm = saved
 
@@ -88,11 +89,11 @@ def test_an_llm_assigned_to_settings_answers_query_and_chat_engines(index):
 def test_as_chat_engine_serves_our_modes_with_our_retriever(index):
     from llama_index_convrag.chat import ConvRAGChatEngine
 
-    default = index.as_chat_engine(llm=ScriptedLLM.fixed("hi"), similarity_top_k=1)
+    default = index.as_chat_engine(llm=ScriptedLLM.fixed("hi"), retriever_kwargs={"similarity_top_k": 1})
     assert isinstance(default, ConvRAGChatEngine) and isinstance(default._retriever, MilvusHybridRetriever)
     llm = ScriptedLLM.fixed("They purr [1].", chat_model=True)
-    engine = index.as_chat_engine(chat_mode="condense_plus_context", llm=llm, similarity_top_k=1,
-                                  system_prompt="Answer like a vet.", rewrite_trigger=False)
+    engine = index.as_chat_engine(chat_mode="condense_plus_context", llm=llm, retriever_kwargs={"similarity_top_k": 1},
+                                  system_prompt="Answer like a vet.", rewrite=RewriteOptions(trigger=None))
     assert isinstance(engine, ConvRAGChatEngine) and isinstance(engine._retriever, MilvusHybridRetriever)
     assert str(engine.chat("What do cats do?")) == "They purr [1]."
     [system, user] = llm.calls[-1].messages
@@ -129,7 +130,8 @@ def test_best_is_condense_plus_context_as_in_core(index):
 
     llm = ScriptedLLM.fixed("They purr [1].", chat_model=True)
     for mode in ("best", ChatMode.BEST):
-        engine = index.as_chat_engine(chat_mode=mode, llm=llm, similarity_top_k=1, system_prompt="Be brief.")
+        engine = index.as_chat_engine(chat_mode=mode, llm=llm, retriever_kwargs={"similarity_top_k": 1},
+                                      system_prompt="Be brief.")
         assert isinstance(engine, ConvRAGChatEngine) and isinstance(engine._retriever, MilvusHybridRetriever)
         assert engine._context_chat is not None and engine.rephrase_question is False
         assert str(engine.chat("What do cats do?")) == "They purr [1]."
@@ -145,17 +147,18 @@ def test_simple_is_cores_simple_chat_engine_with_the_llm_alone(index):
     assert type(engine) is SimpleChatEngine
     assert str(engine.chat("Hi")) == "Hello."
     assert [(m.role.value, m.content) for m in llm.calls[-1].messages] == [("system", "Be kind."), ("user", "Hi")]
-    with pytest.raises(TypeError, match=r"chat_mode='simple' got unknown kwargs \['similarity_top_k'\]; accepted: "):
-        index.as_chat_engine(chat_mode="simple", llm=llm, similarity_top_k=2)
+    with pytest.raises(TypeError, match=r"chat_mode='simple' \(core's SimpleChatEngine: the LLM alone\) does not take "
+                                        r"\['retriever_kwargs'\]; accepted: \['llm', 'system_prompt'"):
+        index.as_chat_engine(chat_mode="simple", llm=llm, retriever_kwargs={"similarity_top_k": 2})
 
 
 def test_as_chat_engine_without_an_llm_answers_extractively(index):
     """``llm=None``: retrieval-only turns with extractive answers, no response mode named."""
-    engine = index.as_chat_engine(llm=None, similarity_top_k=1)
+    engine = index.as_chat_engine(llm=None, retriever_kwargs={"similarity_top_k": 1})
     first = engine.chat("What do cats do at night?")
     assert str(first) == "Cats purr and hunt mice at night. [1]"
     assert first.source_nodes[0].node.ref_doc_id == "cats"
     assert str(engine.chat("And what do they hunt?")) == "Cats purr and hunt mice at night. [1]"
     with pytest.raises(ValueError, match=r"as_chat_engine needs an LLM: .* pass llm=None \(extractive answers\) .*"
                                          r"got response_mode='compact'"):
-        index.as_chat_engine(llm=None, response_mode="compact")
+        index.as_chat_engine(llm=None, answer=AnswerOptions(response_mode="compact"))

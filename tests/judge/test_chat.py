@@ -1,9 +1,10 @@
-"""``as_chat_engine(judge=True)``: judge-guided turns, the tree persisted with the turn and events under its id."""
+"""``as_chat_engine(answer=AnswerOptions(judge=True))``: judge-guided turns, the tree persisted with the turn and events under its id."""
 
 import re
 
 import pytest
 
+from llama_index_convrag.chat import AnswerOptions, RewriteOptions
 from llama_index_convrag.judge import JudgeOptions, JudgeSynthesizer, SearchLimits, SearchTree
 
 from tests.judge.conftest import scripted
@@ -11,8 +12,9 @@ from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
 
 
 def engine_for(judge_index, llm, judge=True):
-    return judge_index.as_chat_engine(llm=llm, judge=judge, similarity_top_k=1, search_type="dense",
-                                      rewrite_strategy="none", citation_mode="inline")  # the answer as echoed
+    return judge_index.as_chat_engine(llm=llm, retriever_kwargs={"similarity_top_k": 1, "search_type": "dense"},
+                                      rewrite=RewriteOptions(strategy="none"),
+                                      answer=AnswerOptions(judge=judge, citation_mode="inline"))  # the answer as echoed
 
 
 def test_a_judged_turn_returns_and_stores_its_tree(judge_index, judge_events_seen):
@@ -48,8 +50,8 @@ async def test_an_async_judged_turn_matches(judge_index):
 
 def test_judge_needs_the_condense_question_mode_with_a_retriever(judge_index):
     llm = scripted({})
-    with pytest.raises(TypeError, match="judge= needs chat_mode='condense_question'"):
-        judge_index.as_chat_engine(llm=llm, judge=True, chat_mode="context")
+    with pytest.raises(TypeError, match=r"AnswerOptions\(judge=...\) needs chat_mode='condense_question'"):
+        judge_index.as_chat_engine(llm=llm, answer=AnswerOptions(judge=True), chat_mode="context")
     plain = judge_index.as_chat_engine(llm=llm)
     assert not isinstance(plain._synthesizer, JudgeSynthesizer)
     assert "judge_tree" not in plain.chat("What is Milvus?").metadata
@@ -58,7 +60,8 @@ def test_judge_needs_the_condense_question_mode_with_a_retriever(judge_index):
 def test_the_old_judge_keywords_name_the_one_argument_that_replaced_them(judge_index):
     llm = scripted({})
     for old in ({"max_depth": 1}, {"judge_llm": llm, "max_llm_calls": 3}):
-        with pytest.raises(TypeError, match=re.escape(f"{sorted(old)!r} are options of judge=JudgeOptions(...)")):
-            judge_index.as_chat_engine(llm=llm, judge=True, **old)
+        with pytest.raises(TypeError, match=re.escape(f"does not take {sorted(old)!r}") + ".*" + re.escape(
+                "now answer=AnswerOptions(judge=JudgeOptions(...))")):
+            judge_index.as_chat_engine(llm=llm, **old)
     with pytest.raises(ValueError, match="judge must be True, False, None, a BaseJudge or a JudgeOptions, got 'yes'"):
-        judge_index.as_chat_engine(llm=llm, judge="yes")
+        AnswerOptions(judge="yes")

@@ -10,7 +10,7 @@ import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_convrag.chat import ConvRAGChatEngine
+from llama_index_convrag.chat import AnswerOptions, ConvRAGChatEngine
 from llama_index_convrag.chat.fallback import ANSWER_SOURCES
 from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.synthesizers.citations import CITATION_MODES, has_answer_text
@@ -54,8 +54,9 @@ class Passages(BaseRetriever):
 def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store, citation_mode) -> None:  # noqa: F811
     answers = []
     for question, gold, passage in CASES:
-        engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
-                                                 citation_mode=citation_mode, conversation_store=store)
+        engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm,
+                                                 answer=AnswerOptions(citation_mode=citation_mode),
+                                                 conversation_store=store)
         response = engine.chat(question)
         record = response.metadata["turn"]
         assert has_answer_text(response.response), (question, response.response)
@@ -72,8 +73,7 @@ def test_no_marker_only_answer_and_a_majority_contains_the_gold(short_llm, store
 
 def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # noqa: F811
     question, gold, passage = CASES[0]
-    engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, citations=True,
-                                             conversation_store=store)
+    engine = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, conversation_store=store)
     response = engine.stream_chat(question)
     deltas = list(response.response_gen)
     assert deltas and has_answer_text(deltas[0]), deltas  # the first delta shown already holds a word
@@ -82,7 +82,7 @@ def test_a_streamed_answer_is_never_a_bare_marker(short_llm, store) -> None:  # 
 
 def test_a_streamed_aligned_answer_is_cited_as_the_whole_one(short_llm, store) -> None:  # noqa: F811
     question, gold, passage = CASES[0]
-    kwargs = dict(citations=True, citation_mode="aligned", conversation_store=store)
+    kwargs = dict(answer=AnswerOptions(citation_mode="aligned"), conversation_store=store)
     whole = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm, **kwargs).chat(question)
     streamed = ConvRAGChatEngine.from_defaults(Passages([passage, *DISTRACTORS]), short_llm,
                                                **kwargs).stream_chat(question)

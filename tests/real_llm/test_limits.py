@@ -17,6 +17,7 @@ import pytest
 
 from llama_index_convrag.cli import main
 from llama_index_convrag.cli_commands.common import EXIT_LLM
+from llama_index_convrag.chat import RewriteOptions
 from llama_index_convrag.cli_commands.conversation import RERANK_FAILED, llm_failure
 from llama_index_convrag.config import OpenAICompatible
 from llama_index_convrag.config.model_limits import ServerLimits, probe_server
@@ -150,7 +151,8 @@ def test_a_server_killed_mid_stream_is_an_llm_failure_and_the_store_is_right(rea
     server = start_server(real_llm_setup)
     try:
         llm = OpenAICompatible(**server.client_kwargs(max_tokens=1000, timeout=60.0))
-        engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store, rewrite_strategy="none")
+        engine = ConvRAGChatEngine.from_defaults(retriever, llm, conversation_store=store,
+                                                 rewrite=RewriteOptions(strategy="none"))
         response = engine.stream_chat("Tell me everything about Christopher Nolan's films.")
         deltas = iter(response.response_gen)
         first = next(deltas)

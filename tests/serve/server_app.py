@@ -1,6 +1,8 @@
 """The app the serve tests run in a real uvicorn process: a Milvus Lite file with a few documents, the local
 embedding model, a ScriptedLLM whose stream waits ``CONVRAG_TEST_TOKEN_DELAY`` seconds per token (so a client can
 disconnect mid-stream), and the conversation store named by ``CONVRAG_TEST_STORE`` (a SQLite path or a PostgreSQL URL).
+For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; default the engine's),
+``CONVRAG_TEST_FIRST_TOKEN_LOG`` (a file to which each answer stream appends ``time.monotonic()`` of its first token).
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
@@ -9,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatResponseAsyncGen, CompletionResponseAsyncGen
 
+from llama_index_convrag.chat import AnswerOptions, RewriteOptions
 from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
@@ -54,9 +58,15 @@ class PacedLLM(ScriptedLLM):
 
 async def _paced(gen: Any) -> Any:
     delay = float(os.environ.get("CONVRAG_TEST_TOKEN_DELAY", "0"))
+    log = os.environ.get("CONVRAG_TEST_FIRST_TOKEN_LOG")
+    first = True
     async for item in gen:
         if delay:
             await asyncio.sleep(delay)
+        if first and log:
+            with open(log, "a") as f:
+                f.write(f"{time.monotonic()!r}\n")
+        first = False
         yield item
 
 
@@ -77,8 +87,11 @@ def create() -> Any:
              else SQLiteConversationStore(store_spec))
     index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
     llm = PacedLLM.fixed(ANSWER)
-    template = index.as_chat_engine(conversation_store=store, llm=llm, condense_llm=ScriptedLLM.fixed(REWRITE),
-                                    similarity_top_k=2)
+    citation_mode = os.environ.get("CONVRAG_TEST_CITATION_MODE")
+    template = index.as_chat_engine(conversation_store=store, llm=llm,
+                                    rewrite=RewriteOptions(llm=ScriptedLLM.fixed(REWRITE)),
+                                    answer=AnswerOptions(citation_mode=citation_mode) if citation_mode else None,
+                                    retriever_kwargs={"similarity_top_k": 2})
     limits = Limits(max_question_chars=int(os.environ.get("CONVRAG_TEST_MAX_QUESTION", "500")), max_page_size=50,
                     max_body_bytes=64 * 1024)
     backend = DocumentBackend(client=client, collection_name=collection, embed_model=model,

@@ -1,66 +1,79 @@
-"""``TurnStore``: ``prepare`` stores the turn before the engine begins, the engine's ``begin_turn`` and history read
-touch no database, ``finish_turn`` waits for ``flush``; without ``prepare`` it writes through. A real SQLite store."""
+"""``ServedTurn``: the engine's port with the service's work in the same two store calls: ``load`` checks, claims
+and stores the turn (409 while another turn holds the conversation), ``commit`` writes and releases, ``close``
+finalises what was never committed; a regeneration answers the same question as its next version. A real SQLite
+store."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Tuple
 
-from llama_index_convrag.serve.turn_store import Finished, TurnStore
+import pytest
+
+from llama_index_convrag.chat.port import TurnOutcome, TurnRequest
+from llama_index_convrag.serve.errors import APIError
+from llama_index_convrag.serve.state import ServeState
+from llama_index_convrag.serve.turn_store import ServedTurn
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
-from llama_index_convrag.storage.conversation.base import Citation, Message
+from llama_index_convrag.storage.conversation.base import Citation
 
 
-def store_with_one_turn(tmp_path: Path) -> SQLiteConversationStore:
+def state_with_one_turn(tmp_path: Path) -> ServeState:
     store = SQLiteConversationStore(tmp_path / "chats.db")
     _, answer = store.begin_turn("c", "first")
     store.finalize_message(answer.id, content="one", status="complete")
-    return store
+    return ServeState(store=store, engine_for=lambda cid, port: None)
 
 
-def test_prepare_then_engine_calls_then_flush(tmp_path: Path) -> None:
-    inner = store_with_one_turn(tmp_path)
-    turn = TurnStore(inner)
-    user, placeholder = turn.prepare("c", "second")
-    assert [(m.role, m.status) for m in inner.get_conversation("c")][2:] == [("user", "complete"),
+def test_load_claims_and_stores_then_commit_writes_and_releases(tmp_path: Path) -> None:
+    state = state_with_one_turn(tmp_path)
+    store, checked = state.store, []
+    port = ServedTurn(state, check=lambda: checked.append("key and owner"))
+    context = port.load(TurnRequest("c", "second", window=3))
+    assert checked == ["key and owner"]
+    assert [(m.role, m.status) for m in store.get_conversation("c")][2:] == [("user", "complete"),
                                                                               ("assistant", "pending")]
-    assert [m.content for m in turn.history("c")] == ["first", "one"]  # the snapshot before the turn
-    assert turn.begin_turn("c", "second") == (user, placeholder)
-    assert len(inner.get_conversation("c")) == 4  # nothing stored twice
-    assert [m.content for m in turn.history("c")] == ["first", "one", "second"]  # later reads: the store
+    assert [m.content for m in context.history] == ["first", "one"]
+    with pytest.raises(APIError) as busy:  # the claim holds until the commit
+        ServedTurn(state).load(TurnRequest("c", "third"))
+    assert (busy.value.status, busy.value.code) == (409, "turn_in_flight")
     cite = Citation(node_id="n", source_index=0, marker=1, text="t")
-    turn.finish_turn("c", placeholder.id, content="two", status="complete", error=None, citations=[cite],
-                     record={"k": 1})
-    assert inner.get_message(placeholder.id).status == "pending"  # held until flush
-    assert turn.flush() == Finished(content="two", status="complete", error=None, citations=(cite,))
-    assert (inner.get_message(placeholder.id).content, inner.get_citations(placeholder.id)) == ("two", [cite])
-    assert inner.get_turn_record(placeholder.id) == {"k": 1}
-    assert turn.flush() is turn.finished  # once
+    outcome = TurnOutcome("c", context.placeholder.id, "two", "complete", None, (cite,), {"k": 1})
+    port.commit(outcome)
+    assert (store.get_message(context.placeholder.id).content, store.get_citations(context.placeholder.id)) == (
+        "two", [cite])
+    assert store.get_turn_record(context.placeholder.id) == {"k": 1}
+    assert port.close() is outcome and port.committed is outcome  # nothing more written
+    assert ServedTurn(state).load(TurnRequest("c", "third")).user.content == "third"  # released
 
 
-def test_flush_without_an_answer_leaves_the_placeholder_cancelled(tmp_path: Path) -> None:
-    inner = store_with_one_turn(tmp_path)
-    turn = TurnStore(inner)
-    _, placeholder = turn.prepare("c", "second")
-    assert turn.flush().status == "cancelled"
-    stored = inner.get_message(placeholder.id)
+def test_close_without_a_commit_leaves_the_placeholder_cancelled_and_releases(tmp_path: Path) -> None:
+    state = state_with_one_turn(tmp_path)
+    port = ServedTurn(state)
+    context = port.load(TurnRequest("c", "second"))
+    assert port.close().status == "cancelled"
+    stored = state.store.get_message(context.placeholder.id)
     assert (stored.status, stored.content) == ("cancelled", "")
+    assert ServedTurn(state).load(TurnRequest("c", "third")) is not None
+
+
+def test_a_failed_check_stores_nothing_and_claims_nothing(tmp_path: Path) -> None:
+    state = state_with_one_turn(tmp_path)
+
+    def refuse() -> None:
+        raise APIError(404, "not_found", "no conversation with id 'c'")
+
+    with pytest.raises(APIError):
+        ServedTurn(state, check=refuse).load(TurnRequest("c", "second"))
+    with pytest.raises(APIError):
+        ServedTurn(state, claimed=refuse).load(TurnRequest("c", "second"))
+    assert len(state.store.get_conversation("c")) == 2
+    assert ServedTurn(state).load(TurnRequest("c", "second")) is not None  # the claim was released
 
 
 def test_regeneration_answers_the_same_question_as_its_next_version(tmp_path: Path) -> None:
-    inner = store_with_one_turn(tmp_path)
-    first_user = inner.get_conversation("c")[0]
-    turn = TurnStore(inner, regenerate=first_user)
-    user, placeholder = turn.prepare("c", first_user.content)
-    assert user == first_user and (placeholder.reply_to, placeholder.version) == (first_user.id, 2)
-    assert turn.history("c") == []  # the conversation before the regenerated question
-
-
-def test_without_prepare_it_writes_through_and_reports_the_ids(tmp_path: Path) -> None:
-    inner = store_with_one_turn(tmp_path)
-    began: List[Tuple[Message, Message]] = []
-    turn = TurnStore(inner, lambda u, p: began.append((u, p)))
-    user, placeholder = turn.begin_turn("c", "second")
-    assert began == [(user, placeholder)]
-    turn.finish_turn("c", placeholder.id, content="two", status="complete", error=None, citations=[], record={})
-    assert inner.get_message(placeholder.id).status == "complete" and turn.finished is None
+    state = state_with_one_turn(tmp_path)
+    first_user = state.store.get_conversation("c")[0]
+    context = ServedTurn(state, regenerate=first_user).load(TurnRequest("c", first_user.content))
+    assert context.user == first_user and (context.placeholder.reply_to, context.placeholder.version) == (
+        first_user.id, 2)
+    assert context.history == []  # the conversation before the regenerated question

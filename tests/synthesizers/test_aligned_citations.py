@@ -9,7 +9,7 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.synthesis import LANGUAGE_RULE
 from llama_index_convrag.synthesizers import get_response_synthesizer
 from llama_index_convrag.synthesizers.citations import CITATION_MODES
-from llama_index_convrag.synthesizers.grounding import SentenceCiter, cite_sentences, cited_stream
+from llama_index_convrag.synthesizers.grounding import cite_sentences
 from llama_index_convrag.testing import ScriptedLLM
 
 from tests.synthesizers.conftest import make_nodes, qa
@@ -97,11 +97,6 @@ def test_layout_is_kept_and_chinese_is_cited_before_its_full_stop():
     answer = "In short:\n- The tower was completed in 1889.\n- Tea steeps for two minutes."
     assert cite_sentences(answer, TEXTS) == (
         "In short:\n- The tower was completed in 1889 [1].\n- Tea steeps for two minutes [2].")
-    passages = ["埃菲尔铁塔在1889年为世界博览会建成。"]
-    citer = SentenceCiter(passages)
-    pieces = [citer.feed(d) for d in ["埃菲尔铁塔于", "1889年建成。", "它很", "高。"]] + [citer.flush()]
-    assert pieces == ["埃菲尔铁塔于", "1889年建成", "[1]。它很", "高", "。"]
-    assert "".join(pieces) == cite_sentences("埃菲尔铁塔于1889年建成。它很高。", passages)
 
 
 def test_inline_stays_the_factory_default_and_aligned_needs_citations_to_cite():
@@ -125,37 +120,3 @@ def test_a_bad_citation_mode_names_the_value_and_the_accepted_ones(bad):
         get_response_synthesizer(llm=ScriptedLLM.fixed("x"), citations=True, citation_mode=bad)
     assert str(err.value) == f"citation_mode must be one of {list(CITATION_MODES)}, got {bad!r}"
     assert CITATION_MODES == ("inline", "aligned")
-
-
-def test_a_stream_that_fails_mid_sentence_passes_its_held_text_on_before_the_error():
-    def failing():
-        yield "The tower was completed in 1889. Napoleon painted "
-        raise ConnectionError("closed")
-
-    got = []
-    with pytest.raises(ConnectionError):
-        for delta in cited_stream(failing(), TEXTS):
-            got.append(delta)
-    assert got == ["The tower was completed in 1889 [1]. Napoleon painted", " "]
-
-
-def test_a_marker_the_model_streams_anyway_is_kept_and_its_sentence_not_cited_again():
-    deltas = ["Paris", " is big [", "2", "]. Tea", " steeps"]
-    # what follows the last letter or digit waits (" [" until "2" comes)
-    assert list(cited_stream(iter(deltas), TEXTS)) == ["Paris", " is big", " [2", "]. Tea", " steeps", " [2]"]
-    assert cite_sentences("".join(deltas), TEXTS) == "Paris is big [2]. Tea steeps [2]"
-
-
-@pytest.mark.parametrize("answer", [
-    ANSWER,
-    "In short:\n- The tower was completed in 1889.\n- Tea steeps for two minutes.",
-    "The tower, e.g. the one in Paris, was completed in 1889. Tea steeps 2.5 minutes.",
-    "| tower | 1889 |\n|---|---|\n| tea | two minutes |\n\nThe tower was completed in 1889.",
-    "埃菲尔铁塔于1889年建成。茶要泡两分钟。",
-])
-@pytest.mark.parametrize("size", [1, 2, 3, 7])
-def test_a_stream_in_deltas_of_any_size_cites_as_the_whole_answer_is_cited(answer, size):
-    # the citer splits only once a delta brings a character a sentence can end at; any cut gives the same text
-    citer = SentenceCiter(TEXTS)
-    pieces = [citer.feed(answer[i:i + size]) for i in range(0, len(answer), size)] + [citer.flush()]
-    assert "".join(pieces) == cite_sentences(answer, TEXTS)

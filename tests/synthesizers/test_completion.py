@@ -14,9 +14,7 @@ from llama_index_convrag.synthesizers.completion import (
     answer_core,
     complete_answer,
     complete_span,
-    completed_stream,
 )
-from llama_index_convrag.synthesizers.streams import filtered_stream
 from llama_index_convrag.testing import ScriptedLLM
 
 from tests.synthesizers.conftest import make_nodes
@@ -85,43 +83,6 @@ def test_a_dateline_is_never_taken_and_a_name_the_question_holds_is_never_widene
 def test_a_function_word_before_a_chinese_name_stays_out() -> None:
     assert complete_span("斯皮尔伯格", ["导演是史蒂文·斯皮尔伯格。"], "导演是谁").shown == "史蒂文·斯皮尔伯格"
     assert complete_span("斯皮尔伯格", ["导演是·斯皮尔伯格。"], "导演是谁") is None
-
-
-def _stream(answer: str, size: int) -> List[str]:
-    return [answer[i : i + size] for i in range(0, len(answer), size)]
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 7])
-@pytest.mark.parametrize("answer", ["2015", "2015 [1].", "Tea steeps for two minutes. The tower was built in 2015.",
-                                    "It was built in 2015", "2008年", "斯皮尔伯格导演了这部电影，它在2018年上映。"])
-def test_a_stream_equals_the_whole_answer(answer: str, size: int) -> None:
-    passages = ["It was built on April 29, 2015.", "汶川地震发生于2008年5月12日。", "由史蒂文·斯皮尔伯格执导。"]
-    metadata: dict = {}
-    question = "When was it built, when was the 汶川地震, who directed 电影?"
-    streamed = "".join(completed_stream(iter(_stream(answer, size)), passages, question, metadata))
-    whole, done = complete_answer(answer, passages, question)
-    assert streamed == whole
-    assert (done is not None) == (answer in ("2015", "2015 [1].", "2008年"))
-    assert metadata.get(COMPLETION_KEY) == (None if done is None else done.to_dict())
-
-
-def test_a_longer_answer_flows_once_it_cannot_be_short() -> None:
-    deltas = ["One", " two", " three", " four", " five", " six", " seven"]
-    assert list(completed_stream(iter(deltas), [], "q?", {})) == ["One two three four five six", " seven"]
-    assert list(completed_stream(iter(["一二三四五", "六七八九十", "十一", "二"]), [], "q?", {})) == [
-        "一二三四五六七八九十十一", "二"]
-
-
-def test_a_failing_stream_keeps_what_was_held() -> None:
-    def failing():
-        yield "2015"
-        raise RuntimeError("cut")
-
-    out: List[str] = []
-    with pytest.raises(RuntimeError, match="cut"):
-        for delta in completed_stream(failing(), ["It was built on April 29, 2015."], "When was it built?", {}):
-            out.append(delta)
-    assert out == ["April 29, 2015"]
 
 
 TEXTS = ["Xenoblade Chronicles X was released in Japan on April 29, 2015 by Nintendo.",

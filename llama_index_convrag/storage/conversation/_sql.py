@@ -14,6 +14,7 @@ from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, ContextManager, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
@@ -62,6 +63,10 @@ MIGRATIONS: List[List[str]] = [
         "prefix TEXT NOT NULL, created_at {FLOAT} NOT NULL, revoked_at {FLOAT})",
         "CREATE TABLE convrag_feedback (message_id TEXT NOT NULL, user_id TEXT NOT NULL, rating TEXT NOT NULL, "
         "text TEXT, created_at {FLOAT} NOT NULL, PRIMARY KEY (message_id, user_id))",
+    ],
+    [  # v4: a memory's view of a conversation (BaseChatStore.set_messages and friends; the conversation stays)
+        "CREATE TABLE convrag_views (conversation_id TEXT PRIMARY KEY, messages TEXT NOT NULL, "
+        "updated_at {FLOAT} NOT NULL)",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -168,12 +173,17 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
             for m in messages:
                 self._insert_message(run, m, cache)
 
+    @staticmethod
+    def _touch_conversation(run: Run, conversation_id: str, at: float) -> None:
+        """The conversation's row, created owned by :data:`DEFAULT_OWNER` when new (an existing owner is kept)."""
+        run("INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at) VALUES (:c, :o, NULL, :t, "
+            ":t) ON CONFLICT (id) DO UPDATE SET updated_at = :t", {"c": conversation_id, "o": DEFAULT_OWNER,
+                                                                   "t": at})
+
     def _insert_message(self, run: Run, m: Message, cache: Dict[str, List[Message]]) -> None:
         """Insert one message (its conversation row too, owned by :data:`DEFAULT_OWNER` when new)."""
         kwargs = json.dumps(m.additional_kwargs, default=str)
-        run("INSERT INTO convrag_conversations (id, owner, title, created_at, updated_at) VALUES (:c, :o, NULL, :t, "
-            ":t) ON CONFLICT (id) DO UPDATE SET updated_at = :t", {"c": m.conversation_id, "o": DEFAULT_OWNER,
-                                                                   "t": m.updated_at})
+        self._touch_conversation(run, m.conversation_id, m.updated_at)
         run(
             f"INSERT INTO convrag_messages ({_MSG_COLS}) VALUES (:id, :conversation_id, :role, :content, "
             ":status, :error, :created_at, :updated_at, :additional_kwargs, :reply_to, :version, :superseded_by)",
@@ -295,9 +305,12 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
 
     @staticmethod
     def _put_record(run: Run, conversation_id: str, message_id: str, record: Dict[str, Any]) -> None:
+        """Store a turn record; its ``answer`` and ``citations`` are not copied: they are the message's content and
+        its citations (their own rows), filled in on read (:func:`_with_answer`)."""
+        apart = {k: None for k in APART if k in record}
         run("DELETE FROM convrag_turns WHERE message_id = :m", {"m": message_id})
         run("INSERT INTO convrag_turns (message_id, conversation_id, record) VALUES (:m, :c, :r)",
-            {"m": message_id, "c": conversation_id, "r": json.dumps(record, default=str)})
+            {"m": message_id, "c": conversation_id, "r": json.dumps({**record, **apart}, default=str)})
 
     def delete_conversation(self, conversation_id: str) -> List[Message]:
         with self._tx() as run:
@@ -306,13 +319,51 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
                        {"c": conversation_id})
             messages = [_row_to_message(r) for r in rows]
             self._delete_ids(run, [m.id for m in messages])
+            run("DELETE FROM convrag_views WHERE conversation_id = :c", {"c": conversation_id})
             run("DELETE FROM convrag_conversations WHERE id = :c", {"c": conversation_id})
         return messages
 
-    def _delete_message_ids(self, ids: Sequence[str]) -> None:
+    # --- the view (BaseChatStore) ----------------------------------------------------------------------------
+    def read_view(self, key: str) -> Optional[List[ChatMessage]]:
+        with self._tx(write=False) as run:
+            rows = run("SELECT messages FROM convrag_views WHERE conversation_id = :c", {"c": key})
+        return _view_of(rows[0][0]) if rows else None
+
+    def edit_view(self, key: str, edit: Callable[[List[ChatMessage]], List[ChatMessage]]) -> List[ChatMessage]:
         with self._tx() as run:
-            self._history_cache.clear()
-            self._delete_ids(run, ids)
+            rows = run("SELECT messages FROM convrag_views WHERE conversation_id = :c", {"c": key})
+            if rows:
+                current = _view_of(rows[0][0])
+            else:
+                current = [_row_to_message(r).to_chat_message() for r in run(
+                    f"SELECT {_MSG_COLS} FROM convrag_messages WHERE conversation_id = :c ORDER BY pos", {"c": key})]
+            now = time.time()
+            self._touch_conversation(run, key, now)
+            run("INSERT INTO convrag_views (conversation_id, messages, updated_at) VALUES (:c, :v, :t) "
+                "ON CONFLICT (conversation_id) DO UPDATE SET messages = :v, updated_at = :t",
+                {"c": key, "v": _view_json(edit(list(current))), "t": now})
+        return current
+
+    def append_message(self, message: Message) -> None:
+        _check_status(message.status)
+        cid = message.conversation_id
+        with self._write_through({cid}) as (run, cache):
+            self._insert_message(run, message, cache)
+            rows = run("SELECT messages FROM convrag_views WHERE conversation_id = :c", {"c": cid})
+            if rows:
+                run("UPDATE convrag_views SET messages = :v, updated_at = :t WHERE conversation_id = :c",
+                    {"c": cid, "v": _view_json([*_view_of(rows[0][0]), message.to_chat_message()]),
+                     "t": message.updated_at})
+
+    def get_keys(self) -> List[str]:
+        """Keys whose messages (``get_messages``) are not empty: a conversation without a view that has messages,
+        or one whose view is not empty; oldest conversation first."""
+        with self._tx(write=False) as run:
+            rows = run("SELECT c.id FROM convrag_conversations c LEFT JOIN convrag_views v ON v.conversation_id = c.id "
+                       "WHERE (v.conversation_id IS NULL AND EXISTS (SELECT 1 FROM convrag_messages m WHERE "
+                       "m.conversation_id = c.id)) OR (v.conversation_id IS NOT NULL AND v.messages <> '[]') "
+                       "ORDER BY c.created_at, c.id")
+        return [r[0] for r in rows]
 
     @staticmethod
     def _delete_ids(run: Run, ids: Sequence[str]) -> None:
@@ -375,20 +426,52 @@ class SQLConversationStore(AccountsMixin, ConversationStore):
 
     def get_turn_record(self, message_id: str) -> Optional[Dict[str, Any]]:
         with self._tx(write=False) as run:
-            rows = run("SELECT record FROM convrag_turns WHERE message_id = :m", {"m": message_id})
-        return json.loads(rows[0][0]) if rows else None
+            rows = run("SELECT t.record, m.content FROM convrag_turns t LEFT JOIN convrag_messages m ON "
+                       "m.id = t.message_id WHERE t.message_id = :m", {"m": message_id})
+        if not rows:
+            return None
+        record = json.loads(rows[0][0])
+        citations = self.get_citations(message_id) if record.get("citations", []) is None else []
+        return _with_answer(record, rows[0][1], citations)
 
     def list_turn_records(self, conversation_id: str) -> List[Dict[str, Any]]:
         with self._tx(write=False) as run:
-            rows = run("SELECT t.record FROM convrag_turns t JOIN convrag_messages m ON m.id = t.message_id "
-                       "WHERE t.conversation_id = :c ORDER BY m.pos", {"c": conversation_id})
-        return [json.loads(r[0]) for r in rows]
+            rows = run("SELECT t.record, m.content, t.message_id FROM convrag_turns t JOIN convrag_messages m ON "
+                       "m.id = t.message_id WHERE t.conversation_id = :c ORDER BY m.pos", {"c": conversation_id})
+        records = [(json.loads(r[0]), r[1], r[2]) for r in rows]
+        apart = [mid for record, _, mid in records if record.get("citations", []) is None]
+        citations = self.get_citations_of(apart) if apart else {}
+        return [_with_answer(record, content, citations.get(mid, [])) for record, content, mid in records]
 
     def list_conversations(self) -> List[str]:
         with self._tx(write=False) as run:
             rows = run("SELECT conversation_id, MIN(pos) AS first FROM convrag_messages "
                        "GROUP BY conversation_id ORDER BY first")
         return [r[0] for r in rows]
+
+
+#: Turn-record fields stored once, in their own rows (the message's content, its citations), not in the record JSON.
+APART = ("answer", "citations")
+
+
+def _with_answer(record: Dict[str, Any], content: Optional[str], citations: Sequence[Citation]) -> Dict[str, Any]:
+    """A stored record with the fields kept apart (None in the JSON) filled in from their rows."""
+    if "answer" in record and record["answer"] is None:
+        record["answer"] = content if content is not None else ""
+    if "citations" in record and record["citations"] is None:
+        record["citations"] = [c.to_dict() for c in citations]
+    return record
+
+
+def _view_json(messages: Sequence[ChatMessage]) -> str:
+    return json.dumps([{"role": m.role.value if isinstance(m.role, MessageRole) else str(m.role),
+                        "content": m.content or "", "additional_kwargs": dict(m.additional_kwargs)}
+                       for m in messages], default=str)
+
+
+def _view_of(text: str) -> List[ChatMessage]:
+    return [ChatMessage(role=MessageRole(d["role"]), content=d["content"], additional_kwargs=d["additional_kwargs"])
+            for d in json.loads(text)]
 
 
 def _merge(messages: List[Message], rows: Sequence[Sequence[Any]]) -> List[Message]:

@@ -1,8 +1,13 @@
 """The conversation store interface: messages with status, citations bound to message ids, and turn records.
 
 A :class:`ConversationStore` is also a LlamaIndex ``BaseChatStore`` (key = conversation id), so the same store can
-back ``Memory`` / ``ChatMemoryBuffer``. Citations and turn records live in their own tables and are never copied into
-``ChatMessage.additional_kwargs`` (LlamaIndex forwards those into prompts).
+back core's memories (``ChatMemoryBuffer``, ``ChatSummaryMemoryBuffer``). Citations and turn records live in their own
+tables and are never copied into ``ChatMessage.additional_kwargs`` (LlamaIndex forwards those into prompts).
+
+A memory may rewrite the list it keeps under a key (``set_messages`` with a summary in place of old turns,
+``delete_messages`` on reset, ``delete_message``): those calls rewrite the conversation's **view** (what
+``get_messages`` returns from then on), never the conversation itself, so its messages, citations, turn records,
+feedback and owner stay. ``add_message`` appends to the conversation (and to the view, when there is one).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import time
 import uuid
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.storage.chat_store.base import BaseChatStore
@@ -162,41 +167,55 @@ class ConversationStore(BaseChatStore):
         answers whose stream the reader stopped (``cancelled``; the user saw it). Failed and pending answers are not."""
         return [m for m in self.get_conversation(conversation_id) if in_history(m)]
 
-    # --- BaseChatStore -------------------------------------------------------------------------
-    def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
-        self.delete_conversation(key)
-        self.add_messages([_from_chat(key, m) for m in messages])
-
-    def get_messages(self, key: str) -> List[ChatMessage]:
-        return [m.to_chat_message() for m in self.get_conversation(key)]
-
-    def add_message(self, key: str, message: ChatMessage) -> None:
-        self.add_messages([_from_chat(key, message)])
-
-    def delete_messages(self, key: str) -> Optional[List[ChatMessage]]:
-        deleted = self.delete_conversation(key)
-        return [m.to_chat_message() for m in deleted] if deleted else None
-
-    def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
-        messages = self.get_conversation(key)
-        if idx < 0 or idx >= len(messages):
-            return None
-        self._delete_message_ids([messages[idx].id])
-        return messages[idx].to_chat_message()
-
-    def delete_last_message(self, key: str) -> Optional[ChatMessage]:
-        messages = self.get_conversation(key)
-        if not messages:
-            return None
-        self._delete_message_ids([messages[-1].id])
-        return messages[-1].to_chat_message()
-
-    def get_keys(self) -> List[str]:
-        return self.list_conversations()
+    # --- BaseChatStore: the conversation's view (see the module docstring) ------------------------------------
+    @abstractmethod
+    def read_view(self, key: str) -> Optional[List[ChatMessage]]:
+        """The view a memory set for ``key``, or None when none was (the view is then the conversation)."""
 
     @abstractmethod
-    def _delete_message_ids(self, ids: Sequence[str]) -> None:
-        """Delete messages (and their citations and records) by id."""
+    def edit_view(self, key: str, edit: Callable[[List[ChatMessage]], List[ChatMessage]]) -> List[ChatMessage]:
+        """Atomically replace ``key``'s view by ``edit(current view)``; returns the view it replaced."""
+
+    @abstractmethod
+    def append_message(self, message: Message) -> None:
+        """Add ``message`` to its conversation and, when the conversation has a view, to the view (atomically)."""
+
+    def get_messages(self, key: str) -> List[ChatMessage]:
+        view = self.read_view(key)
+        return view if view is not None else [m.to_chat_message() for m in self.get_conversation(key)]
+
+    def set_messages(self, key: str, messages: List[ChatMessage]) -> None:
+        given = list(messages)
+        self.edit_view(key, lambda current: given)
+
+    def add_message(self, key: str, message: ChatMessage) -> None:
+        self.append_message(_from_chat(key, message))
+
+    def delete_messages(self, key: str) -> Optional[List[ChatMessage]]:
+        before = self.edit_view(key, lambda current: [])
+        return before if before else None
+
+    def delete_message(self, key: str, idx: int) -> Optional[ChatMessage]:
+        removed: List[ChatMessage] = []
+
+        def drop(current: List[ChatMessage]) -> List[ChatMessage]:
+            if 0 <= idx < len(current):
+                removed.append(current[idx])
+                return current[:idx] + current[idx + 1:]
+            return current
+
+        self.edit_view(key, drop)
+        return removed[0] if removed else None
+
+    def delete_last_message(self, key: str) -> Optional[ChatMessage]:
+        removed: List[ChatMessage] = []
+
+        def drop(current: List[ChatMessage]) -> List[ChatMessage]:
+            removed.extend(current[-1:])
+            return current[:-1]
+
+        self.edit_view(key, drop)
+        return removed[0] if removed else None
 
 
 def in_history(message: Message) -> bool:

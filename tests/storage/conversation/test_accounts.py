@@ -10,6 +10,7 @@ from typing import Callable
 import pytest
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.storage.conversation._sql import SCHEMA_VERSION
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
 from llama_index_convrag.storage.conversation.base import Citation
@@ -117,13 +118,13 @@ def test_regeneration_versions_leave_history(make_store: Make) -> None:
     assert [m.content for m in again.history("c1")] == ["q", "full"]
 
 
-def test_v2_file_migrates_to_v3_with_owner_local(tmp_path: Path) -> None:
+def test_v2_file_migrates_with_owner_local(tmp_path: Path) -> None:
     path = tmp_path / "v2.db"
     store = SQLiteConversationStore(path)
     store.begin_turn("old", "kept?")
     store.close()
     conn = sqlite3.connect(path)  # back to what a v2 file holds
-    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback"):
+    for table in ("convrag_conversations", "convrag_keys", "convrag_feedback", "convrag_views"):
         conn.execute(f"DROP TABLE {table}")
     for column in ("reply_to", "version", "superseded_by"):
         conn.execute(f"ALTER TABLE convrag_messages DROP COLUMN {column}")
@@ -131,7 +132,7 @@ def test_v2_file_migrates_to_v3_with_owner_local(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     migrated = SQLiteConversationStore(path)
-    assert migrated.schema_version() == 3
+    assert migrated.schema_version() == SCHEMA_VERSION == 4
     assert [m.content for m in migrated.get_conversation("old")] == ["kept?", ""]
     assert migrated.conversation_info("old", owner="local").message_count == 2
     migrated.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Callable
 
 import pytest
@@ -32,7 +33,7 @@ def test_turn_lifecycle_and_history(make_store: Make) -> None:
         ("user", "And it?", "complete"), ("assistant", "par", "error")]
     assert msgs[3].error == "RuntimeError: boom"
     assert [m.content for m in reopened.history("c1")] == ["Who directed Inception?", "Nolan.", "And it?"]
-    assert reopened.schema_version() == SCHEMA_VERSION == 3
+    assert reopened.schema_version() == SCHEMA_VERSION == 4
 
 
 def test_history_keeps_the_partial_text_of_a_stopped_answer(make_store: Make) -> None:
@@ -149,3 +150,55 @@ def test_finish_turn_writes_all_or_nothing(make_store: Make) -> None:
         store.finish_turn("c", "ghost", content="x", status="complete", error=None,
                           citations=[Citation(node_id="n", source_index=0)], record={"x": 1})
     assert (store.get_citations("ghost"), store.get_turn_record("ghost")) == ([], None)
+
+
+def test_a_summarising_memory_over_the_store_loses_nothing_and_keeps_the_owner(make_store: Make) -> None:
+    """Core's ChatSummaryMemoryBuffer rewrites its list on every get() (delete_messages, then set_messages with a
+    summary): the conversation's view changes, its messages, citations, turn records, feedback and owner stay."""
+    from llama_index.core.memory import ChatSummaryMemoryBuffer
+
+    from llama_index_convrag.testing import ScriptedLLM
+
+    store = make_store()
+    cid = store.create_conversation("alice", "served").id
+    answers = []
+    for i in range(3):
+        _, a = store.begin_turn(cid, f"question {i} about the tower and its long history?")
+        store.finish_turn(cid, a.id, content=f"answer {i} [1]", status="complete", error=None,
+                          citations=[Citation(node_id=f"n{i}", source_index=0, marker=1)],
+                          record={"answer": f"answer {i} [1]", "citations": [{"node_id": f"n{i}"}], "status": "ok"})
+        store.put_feedback(a.id, "alice", "up", None)
+        answers.append(a.id)
+    before = store.get_conversation(cid)
+    memory = ChatSummaryMemoryBuffer.from_defaults(chat_store=store, chat_store_key=cid, token_limit=12,
+                                                   llm=ScriptedLLM.fixed("They asked about the tower."))
+    memory.put(ChatMessage(role=MessageRole.USER, content="and the last one?"))
+    view = memory.get()
+    assert view[0].content == "They asked about the tower." and view[-1].content == "and the last one?"
+    assert [m.content for m in store.get_messages(cid)] == [m.content for m in view]  # the memory's own list
+    again = make_store()
+    assert [m.id for m in again.get_conversation(cid)] == [m.id for m in before] + [again.get_conversation(cid)[-1].id]
+    assert again.get_conversation(cid)[-1].content == "and the last one?"  # an added message joins the conversation
+    for i, mid in enumerate(answers):
+        assert [c.node_id for c in again.get_citations(mid)] == [f"n{i}"]
+        assert again.get_turn_record(mid)["answer"] == f"answer {i} [1]"
+        assert again.get_feedback(mid, "alice") is not None
+    assert again.conversation_info(cid, owner="alice") is not None  # still alice's (not reset to 'local')
+    assert [m.content for m in again.history(cid)][:2] == ["question 0 about the tower and its long history?",
+                                                          "answer 0 [1]"]  # the engine's history is the conversation
+    memory.reset()
+    assert store.get_messages(cid) == [] and cid not in store.get_keys() and len(again.get_conversation(cid)) == 7
+
+
+def test_a_turn_records_answer_and_citations_are_stored_once(make_store: Make) -> None:
+    store = make_store()
+    _, a = store.begin_turn("c", "q")
+    record = {"status": "complete", "answer": "ans [1]", "citations": [{"node_id": "n", "source_index": 0}]}
+    store.finish_turn("c", a.id, content="ans [1]", status="complete", error=None,
+                      citations=[Citation(node_id="n", source_index=0, marker=1)], record=record)
+    with store._tx(write=False) as run:  # the record's row holds neither: the message and the citation rows do
+        [(raw,)] = run("SELECT record FROM convrag_turns WHERE message_id = :m", {"m": a.id})
+    assert (json.loads(raw)["answer"], json.loads(raw)["citations"]) == (None, None)
+    expected = {"status": "complete", "answer": "ans [1]",
+                "citations": [Citation(node_id="n", source_index=0, marker=1).to_dict()]}
+    assert store.get_turn_record(a.id) == expected and store.list_turn_records("c") == [expected]

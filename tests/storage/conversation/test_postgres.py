@@ -32,7 +32,7 @@ def test_shared_database_with_other_tables(pg_url: str) -> None:
     store = PostgresConversationStore(pg_url)
     _, a = store.begin_turn("c", "q")
     assert store.get_message(a.id).status == "pending"
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     store.close()
 
 
@@ -45,6 +45,6 @@ def test_concurrent_first_open_migrates_once(pg_url: str) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert [s.schema_version() for s in stores] == [3, 3, 3, 3]
+    assert [s.schema_version() for s in stores] == [4, 4, 4, 4]
     for s in stores:
         s.close()

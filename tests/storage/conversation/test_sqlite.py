@@ -44,7 +44,7 @@ def test_migrates_v1_file_keeping_data(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     _make_v1(path)
     store = SQLiteConversationStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     [msg] = store.get_conversation("c")
     assert (msg.id, msg.content, msg.error) == ("m1", "old question", None)
     store.put_turn_record("c", "m1", {"ok": True})  # the v2 table exists
@@ -58,7 +58,7 @@ def test_refuses_newer_schema_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE convrag_meta SET value = '99' WHERE key = 'schema_version'")
     before = path.read_bytes()
-    with pytest.raises(ConversationStoreError, match=r"schema version 99, newer than this code's 3"):
+    with pytest.raises(ConversationStoreError, match=r"schema version 99, newer than this code's 4"):
         SQLiteConversationStore(path).open()
     assert path.read_bytes() == before
 
@@ -131,7 +131,8 @@ def test_cached_history_sees_writes_from_another_store_on_the_file(tmp_path: Pat
     b.begin_turn("c1", "second?")
     assert [m.content for m in a.get_conversation("c1")] == ["first?", "first answer", "second?", ""]
     assert [m.content for m in a.get_conversation("c1")] == ["first?", "first answer", "second?", ""]  # cached
-    b._delete_message_ids([user.id])
+    with sqlite3.connect(path) as conn:  # another writer deletes a row
+        conn.execute("DELETE FROM convrag_messages WHERE id = ?", (user.id,))
     assert [m.content for m in a.get_conversation("c1")] == ["first answer", "second?", ""]
     a.delete_conversation("c1")
     assert b.get_conversation("c1") == [] and a.get_conversation("c1") == []
