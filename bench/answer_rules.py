@@ -40,12 +40,16 @@ def _cues_without(*kinds: AnswerType) -> Any:
 #: name -> the rules answered under (the default first).
 VARIANTS: Dict[str, Any] = {
     "default": D,
-    "reserve_evidence off": replace(D, reserve_evidence=False),
-    "cues: none (every question 'other')": replace(D, cues=()),
-    "cues: no where type": replace(D, cues=_cues_without(AnswerType.WHERE)),
+    "cues: none (every question 'other')": replace(D, cues=(), name_nouns=()),
+    "cues: no definition type": replace(D, cues=_cues_without(AnswerType.DEFINITION)),
+    "cues: no how-to type": replace(D, cues=_cues_without(AnswerType.HOW_TO)),
+    "cues: no opening 'when' rule": replace(D, cues=tuple((k, tuple(x for x in p if x != "^when")) for k, p in D.cues)),
+    "name_nouns off": replace(D, name_nouns=()),
     "w_embed 0": replace(D, w_embed=0.0),
     "w_type 0": replace(D, w_type=0.0),
+    "w_definition 0": replace(D, w_definition=0.0),
     "w_rank 0": replace(D, w_rank=0.0),
+    "heading_penalty 0": replace(D, heading_penalty=0.0),
     "context_share 0": replace(D, context_share=0.0),
     "keep_share 0.5": replace(D, keep_share=0.5),
     "open_share = keep_share (0.6)": replace(D, open_share=0.6),
@@ -53,7 +57,8 @@ VARIANTS: Dict[str, Any] = {
     "evidence_types + who": replace(D, evidence_types=D.evidence_types | {AnswerType.WHO}),
     "who_single 1 (no full-name grading)": replace(D, who_single=1.0),
     "date_thirds off": replace(D, date_thirds=False),
-    "embed_chars 200 / embed_cjk_chars 64": replace(D, embed_chars=200, embed_cjk_chars=64),
+    "factoid_types none (every type at open_share)": replace(D, factoid_types=frozenset()),
+    "embed_chars 400 / embed_cjk_chars 128": replace(D, embed_chars=400, embed_cjk_chars=128),
     "embed_cap 8": replace(D, embed_cap=8),
 }
 

@@ -2,9 +2,9 @@
 
 Every chunk is split into sentences (English and Chinese punctuation; table rows, headings and list items on their
 own: see ``sentences.py``); each is scored by the question's terms it holds (or its predecessor's, at half), the
-evidence of the answer type asked for (a date, an amount, a name, a place), its passage's rank, and, for the best
-few by those scores, the embedding similarity with the question (``embed_model``). The sentences near the best (a
-share of its score, higher for a sentence of a passage off the question's words), at most
+evidence of the answer type asked for (a date, an amount, a name, an option line), its passage's rank, and, for the
+best few by those scores, the embedding similarity with the question (``embed_model``). The sentences near the best
+(a share of its score that is higher for a factoid question than for one asking for an account), at most
 ``max_sentences`` within ``max_tokens`` and above ``similarity_cutoff``, are returned in document order, each run from
 one source followed by its marker ``[n]``, numbered as ``citations=True`` numbers sources, so
 ``response.metadata["citations"]`` maps markers to nodes.
@@ -107,7 +107,7 @@ class Extractive(BaseSynthesizer):
         question = S.question_of(run.query_str, self.rules)
         overlap = S.overlaps(question, candidates)
         cheap = S.cheap_scores(question, candidates, overlap)
-        short = S.shortlist(cheap, self.rules.embed_cap, S.reserved(question, candidates))
+        short = S.shortlist(cheap, self.rules.embed_cap, S.definition_lines(question, candidates))
         query_vector, vectors = yield EmbedRequest(
             run.query_str, [S.embed_text(candidates[i].text, self.rules) for i in short]
         )

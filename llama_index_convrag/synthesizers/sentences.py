@@ -102,6 +102,7 @@ def compose(sentences: Sequence[Sentence]) -> str:
 # --- scoring sentences as answers -------------------------------------------------------------------------------
 
 _MONTH = "|".join(month_names("en"))
+_OPEN_TYPES = (AnswerType.HOW_TO, AnswerType.DEFINITION, AnswerType.OTHER)  # a definition line may answer these
 #: Evidence of an answer of each type, searched in the sentence with the question's words removed. A place: "in" /
 #: "at" before a capital, a Chinese name ending in 省 / 市 / 国 ..., or 位于 / 坐落 / 地处 ("located in": 华北平原 has
 #: no suffix).
@@ -112,6 +113,9 @@ _FEATURES = {
                                  r"million|billion)\b|\p{Numeric_Type=Numeric}", re.I),
     AnswerType.WHO: re.compile(r"\bby\s+[A-Z]|(?<![.!?]\s)(?<!^)\b\p{Lu}\p{Ll}+|\p{Han}{2,}(?:公司|集团|队|俱乐部)"),
     AnswerType.WHERE: re.compile(r"\b(?:in|at|near|from)\s+[A-Z]|\p{Han}+(?:省|市|县|区|国|州)|位于|坐落|地处"),
+    AnswerType.HOW_TO: re.compile(r"^-{1,2}[A-Za-z]|\s-{1,2}[A-Za-z][\w-]*|\b(?:use|run|type|press|set|add|option)\b",
+                                  re.I),
+    AnswerType.DEFINITION: re.compile(r"\b(?:is|are|means|refers to|stands for)\b|是|指|^-{1,2}[A-Za-z]", re.I),
 }
 #: A man-page or --help definition line: "-a, --all do not ignore entries starting with ."
 DEFINITION_LINE = re.compile(r"^(?:-{1,2}[A-Za-z0-9][\w-]*(?:[= ][A-Z_\[\]=]+)?,?\s*)+\s+\S")
@@ -129,6 +133,9 @@ class Question:
     rules: AnswerRules = field(default=DEFAULT_ANSWER_RULES, repr=False, compare=False)
 
 
+#: A Markdown heading, a man-page section heading or a man page's header line opening a sentence ("## How a turn
+#: flows", "NAME ls - list ...", "SYNOPSIS ...", "SORT(1) User Commands SORT(1)"): a title, not an answer.
+_HEADING = re.compile(r"^#{1,6}\s|^[A-Z]{4,}(?:\s[A-Z]{2,})*\s|^[A-Z][A-Z0-9_.-]*\(\d\w*\)")
 
 
 def terms_of(text: str, language: Optional[str] = None) -> List[str]:
@@ -219,7 +226,8 @@ def overlaps(question: Question, candidates: Sequence[Sentence]) -> List[float]:
 def cheap_scores(question: Question, candidates: Sequence[Sentence],
                  overlap_of: Optional[Sequence[float]] = None) -> List[float]:
     """Per sentence: its :func:`overlaps` share (given as ``overlap_of``, else computed), answer-type evidence
-    (:func:`type_strength`) and the rank of its passage, weighed by ``question.rules``."""
+    (:func:`type_strength`), a definition-line bonus for how-to and definition questions, and the rank of its
+    passage, weighed by ``question.rules``."""
     rules = question.rules
     shares = overlaps(question, candidates) if overlap_of is None else overlap_of
     scores = []
@@ -227,6 +235,10 @@ def cheap_scores(question: Question, candidates: Sequence[Sentence],
         score = rules.w_terms * overlap + rules.w_rank / (s.chunk + 1)
         if overlap and rules.w_type:
             score += rules.w_type * type_strength(question, s.text)
+        if question.answer_type in _OPEN_TYPES and DEFINITION_LINE.match(s.text):
+            score += rules.w_definition
+        if len(s.text) < 12 or _HEADING.match(s.text):
+            score -= rules.heading_penalty
         scores.append(score)
     return scores
 
@@ -251,29 +263,18 @@ def shortlist(scores: Sequence[float], cap: int = DEFAULT_ANSWER_RULES.embed_cap
 
 
 def definition_lines(question: Question, candidates: Sequence[Sentence]) -> List[int]:
-    """Indexes of the definition lines among ``candidates`` ("-a, --all ...") when ``question`` asks for no fact
-    of a kind (``other``: how to, what is)."""
-    if question.answer_type != AnswerType.OTHER:
+    """Indexes of the definition lines among ``candidates`` when ``question`` asks how to, what is, or other."""
+    if question.answer_type not in _OPEN_TYPES:
         return []
     return [i for i, s in enumerate(candidates) if DEFINITION_LINE.match(s.text)]
 
 
-def reserved(question: Question, candidates: Sequence[Sentence]) -> List[int]:
-    """The sentences given up to half of the shortlist whatever their cheap scores: the definition lines for a
-    question of no typed kind (:func:`definition_lines`), and, with ``rules.reserve_evidence``, the sentences that
-    hold the kind of answer a typed question asks for (a full name for ``who``: "Written by Richard M. Stallman"
-    answers "Who wrote ls?" without one of its words)."""
-    if question.answer_type == AnswerType.OTHER:
-        return definition_lines(question, candidates)
-    if not question.rules.reserve_evidence:
-        return []
-    return [i for i, s in enumerate(candidates) if type_strength(question, s.text) >= 1.0]
-
-
 def keep_share(question: Question, on_topic: bool = True) -> float:
-    """The share of the best score a sentence needs to be quoted: ``rules.open_share`` for a sentence on the
-    question's terms, ``rules.keep_share`` for one off them (not ``on_topic``: an unrelated passage)."""
-    return question.rules.open_share if on_topic else question.rules.keep_share
+    """The share of the best score a sentence needs to be quoted: ``rules.keep_share`` for a factoid question (who,
+    when, where, how many: ``rules.factoid_types``) or a sentence off the question's terms (not ``on_topic``: an
+    unrelated passage), ``rules.open_share`` for a sentence on them answering any other question."""
+    rules = question.rules
+    return rules.keep_share if question.answer_type in rules.factoid_types or not on_topic else rules.open_share
 
 
 def with_evidence(question: Question, candidates: Sequence[Sentence], indexes: Sequence[int]) -> List[int]:
