@@ -171,7 +171,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         )
         retriever = fusing_retriever(retriever, rewriter, rewrite.fusion)
         synth_kw = synthesizer_kwargs(answer.response_mode, answer.citations, answer.citation_mode,
-                                      answer.embed_model, llm)
+                                      answer.embed_model, llm, answer.support_scorer)
         context_chat = None
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=answer.context_prompt,
@@ -360,12 +360,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             raise
 
     def _commit(self, turn: Turn, status: str, text: str, error: Optional[BaseException], response: Any) -> None:
-        self._port.commit(turn.outcome(status, text, error, response))
+        self._port.commit(turn.outcome(status, text, error, response, self.answer.support_scorer))
         turn.ended()
 
     async def _acommit(self, turn: Turn, status: str, text: str, error: Optional[BaseException],
                        response: Any) -> None:
-        await self._port.acommit(turn.outcome(status, text, error, response))
+        await self._port.acommit(turn.outcome(status, text, error, response, self.answer.support_scorer))
         turn.ended()
 
     def _apply_rewrite(self, turn: Turn) -> None:
@@ -514,5 +514,5 @@ def built_synthesizer_options(answer: AnswerOptions) -> List[str]:
     """The :class:`~.options.AnswerOptions` fields that configure the synthesizers the engine builds and differ
     from their defaults (refused beside ``synthesizer=`` / ``query_engine=``)."""
     default = AnswerOptions()
-    return [name for name in ("response_mode", "citations", "citation_mode", "embed_model")
+    return [name for name in ("response_mode", "citations", "citation_mode", "embed_model", "support_scorer")
             if getattr(answer, name) != getattr(default, name)]

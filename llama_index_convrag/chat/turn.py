@@ -38,7 +38,7 @@ from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.synthesizers.citations import has_answer_text
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY
-from llama_index_convrag.synthesizers.grounding import grounding_record
+from llama_index_convrag.synthesizers.grounding import SupportScorer, grounding_record
 from llama_index_convrag.synthesizers.stream_hold import GROUNDING_KEY
 
 dispatcher = get_dispatcher(__name__)
@@ -173,13 +173,14 @@ class Turn:
             self.record.warnings.append(ECHO_WARNING.format(answer=text.strip()))
         return recovered.text
 
-    def outcome(self, status: str, text: str, error: Optional[BaseException], response: Any) -> TurnOutcome:
+    def outcome(self, status: str, text: str, error: Optional[BaseException], response: Any,
+                scorer: Optional[SupportScorer] = None) -> TurnOutcome:
         """The turn's final state as the port commits it: the answer, its citations, its grounding and the record.
         An answer the model cut at its output limit, or left empty, is stored as ``error`` with its text kept
         (:meth:`OutputWatch.problem`): the LLM's answer, or its retry (the last call watched); the extractive answer
         shown after an empty one (:meth:`apply_recovered`) is no LLM call's, so it is not judged by them. The
         grounding is the one judged while the answer was cited (``response.metadata["grounding"]``), else judged
-        here, once."""
+        here, once (by ``scorer`` when given)."""
         rec = self.record
         by_llm = self.recovered is None or self.recovered.source == RETRY
         judged = status == "complete" and response is not None and by_llm
@@ -197,7 +198,8 @@ class Turn:
         metadata = getattr(response, "metadata", None) or {}
         if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
             carried = metadata.get(GROUNDING_KEY)
-            rec.grounding = carried if carried is not None else grounding_record(text, passages_of(self.nodes))
+            rec.grounding = carried if carried is not None else grounding_record(text, passages_of(self.nodes),
+                                                                                 scorer=scorer)
         citations = build_citations(response, self.nodes) if response is not None else []
         rec.citation_mode = metadata.get("citation_mode")
         rec.answer_completion = metadata.get(COMPLETION_KEY)

@@ -108,6 +108,10 @@ class AnswerRules:
     date_thirds: bool = True
     """``when`` evidence counts a third per part of a date (a year, a month, a day with its month), so a full date
     outranks a year alone (``bench/answer_rules.py``: ``date_thirds``)."""
+    reserve_evidence: bool = True
+    """Up to half of the embedded sentences are the best of those holding the whole evidence of a typed question's
+    answer (a full name, a full date), whatever words they share with it ("Written by Richard M. Stallman" answers
+    "Who wrote ls?": ``tests/synthesizers/test_extractive.py``; ``bench/answer_rules.py``: ``reserve_evidence off``)."""
     embed_cap: int = 4
     """Sentences embedded per answer: the best by the cheap scores (``bench/answer_rules.py``: ``embed_cap``)."""
     embed_chars: int = 200
@@ -136,8 +140,9 @@ class AnswerRules:
         for kind, phrases in self.cues:
             if not isinstance(kind, AnswerType) or isinstance(phrases, str):
                 raise ConfigurationError(f"cues must be (AnswerType, tuple of phrases) pairs, got {(kind, phrases)!r}")
-        if not isinstance(self.date_thirds, bool):
-            raise ConfigurationError(f"date_thirds must be a bool, got {self.date_thirds!r}")
+        for name in ("date_thirds", "reserve_evidence"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
 
 DEFAULT_ANSWER_RULES = AnswerRules()

@@ -107,7 +107,7 @@ class Extractive(BaseSynthesizer):
         question = S.question_of(run.query_str, self.rules)
         overlap = S.overlaps(question, candidates)
         cheap = S.cheap_scores(question, candidates, overlap)
-        short = S.shortlist(cheap, self.rules.embed_cap, S.definition_lines(question, candidates))
+        short = S.shortlist(cheap, self.rules.embed_cap, S.reserved(question, candidates))
         query_vector, vectors = yield EmbedRequest(
             run.query_str, [S.embed_text(candidates[i].text, self.rules) for i in short]
         )

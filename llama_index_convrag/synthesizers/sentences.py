@@ -269,6 +269,17 @@ def definition_lines(question: Question, candidates: Sequence[Sentence]) -> List
     return [i for i, s in enumerate(candidates) if DEFINITION_LINE.match(s.text)]
 
 
+def reserved(question: Question, candidates: Sequence[Sentence]) -> List[int]:
+    """The sentences given up to half of the shortlist whatever their cheap scores: the definition lines for a
+    question asking how to, what is, or other (:func:`definition_lines`), and, with ``rules.reserve_evidence``, the
+    sentences holding the whole evidence of the kind of answer a typed question asks for (a full name for ``who``)."""
+    if question.answer_type in _OPEN_TYPES:
+        return definition_lines(question, candidates)
+    if not question.rules.reserve_evidence:
+        return []
+    return [i for i, s in enumerate(candidates) if type_strength(question, s.text) >= 1.0]
+
+
 def keep_share(question: Question, on_topic: bool = True) -> float:
     """The share of the best score a sentence needs to be quoted: ``rules.keep_share`` for a factoid question (who,
     when, where, how many: ``rules.factoid_types``) or a sentence off the question's terms (not ``on_topic``: an

@@ -16,6 +16,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
+from llama_index_convrag.text.lexicon import NAMES, stop_words
 from llama_index_convrag.text.scripts import letters_by_script
 
 SUPPORTED = ("en", "de", "fr", "es", "ru", "zh")
@@ -58,8 +59,6 @@ def _by_stop_words(text: str, guess: str) -> str:
     """``guess``, unless another language's stop list holds more of ``text``'s words than ``guess``'s and than any
     other's: a short question is mostly names and stop words ("Who was Albert Einstein?" is read as German by the
     model; "who" is an English stop word, "was" a German and an English one)."""
-    from llama_index_convrag.text.lexicon import NAMES, stop_words
-
     plain = ["".join(ch for ch in w if not unicodedata.category(ch).startswith("P")) for w in text.lower().split()]
     votes = {lang: sum(w in stop_words(lang) for w in plain) for lang in CANDIDATES if lang in NAMES and lang != "zh"}
     best = max(votes.values(), default=0)
