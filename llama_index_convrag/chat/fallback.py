@@ -86,9 +86,10 @@ class EchoRules:
 
     cover: float = 0.75
     """An answer restates the question when it adds no content term to it and holds at least this share of its
-    terms: a near-verbatim restatement. ``bench/real_answers_replaced.py``: 0 of 3,418 human answers replaced at
-    0.75 (both halves of each set), 10 of 3,275 at 0.5 ("You would stop." to "What do I do about stop signs?"); every
-    echo the real models gave in ``bench/real_answers.py`` holds all of its question's terms."""
+    terms: a near-verbatim restatement. ``bench/real_answers_replaced.py --echo-rules``: 0 of 3,418 human answers
+    replaced at 0.75 and at 0.5 (both halves of each set); every echo the real models gave in
+    ``bench/real_answers.py`` holds all of its question's terms, so the share only has to stay well above what a
+    real answer restates."""
     yes_no: Tuple[str, ...] = ("^is", "^are", "^was", "^were", "^do", "^does", "^did", "^can", "^could", "^will",
                                "^would", "^should", "^shall", "^may", "^might", "^must", "^has", "^have", "^had",
                                "吗$", "是否", "是不是", "有没有", "能不能", "可不可以")
