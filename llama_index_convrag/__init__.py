@@ -4,6 +4,10 @@ The names a user types; everything else lives in one subpackage and is imported 
 :func:`llama_index_convrag.ingest.ingest` (the name ``ingest`` here is the subpackage). Every error the package
 raises on purpose is a ``ConvRAGError``. Names are imported lazily, so ``import llama_index_convrag`` (and
 ``convrag --help``) stays fast.
+
+Importing the package registers the ``pkg_resources`` stand-in milvus-lite 2.5.1 needs where setuptools provides none
+(:mod:`llama_index_convrag.milvus.pkg_resources_shim`; standard library only, pymilvus is not loaded), so a
+``MilvusClient("x.db")`` the user opens afterwards works too.
 """
 
 from __future__ import annotations
@@ -11,6 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict
 
 from llama_index_convrag._lazy import lazy_exports
+from llama_index_convrag.milvus.pkg_resources_shim import ensure_pkg_resources
+
+ensure_pkg_resources()
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,7 @@
 portable runtime build command, and the smoke test that proves a runtime before it is marked ready."""
 
 import hashlib
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -136,7 +137,9 @@ def test_smoke_test_rejects_a_runtime_that_crashes_on_the_first_request(
     with pytest.raises(RealLLMUnavailable) as err:
         real_llm.smoke_test(tmp_path, python, tmp_path / "m.gguf", "w.whl")
     message = str(err.value)
-    assert "failed its first completion (RemoteDisconnected" in message
+    # which error the client meets depends on when the server dies: before or after the request was read
+    assert re.search(r"failed its first completion \((RemoteDisconnected|ConnectionResetError|BrokenPipeError)",
+                     message), message
     assert "general protection fault (fake)" in message  # the server log's tail
     assert f"remove {tmp_path / 'wheels'} and {tmp_path / 'venv'}" in message
     assert not (tmp_path / "venv" / "llama_cpp_server.ok").exists()

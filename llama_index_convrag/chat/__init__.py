@@ -19,6 +19,9 @@ Usage::
 
 Or ``index.as_chat_engine(chat_mode="condense_question", llm=llm, retriever_kwargs={"similarity_top_k": 5}, ...)``
 on a ``ConvRAGIndex``. Every turn's storage goes through the engine's port (``chat.port.TurnPort``).
+
+Core's names work too, with core's ``from_defaults`` signatures and defaults (``core_names.py``):
+``CondenseQuestionChatEngine``, ``CondensePlusContextChatEngine``, ``ContextChatEngine``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from llama_index_convrag._lazy import lazy_exports
 #: public name -> module of this package that defines it (imported on first access)
 _EXPORTS: Dict[str, str] = {
     "ConvRAGChatEngine": "engine",
+    "CondenseQuestionChatEngine": "core_names",
+    "CondensePlusContextChatEngine": "core_names",
+    "ContextChatEngine": "core_names",
     "ConvRAGStreamingResponse": "streaming",
     "RewriteOptions": "options",
     "AnswerOptions": "options",
@@ -49,6 +55,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index_convrag.chat.budget import TrimReport, message_fit_in
+    from llama_index_convrag.chat.core_names import (
+        CondensePlusContextChatEngine,
+        CondenseQuestionChatEngine,
+        ContextChatEngine,
+    )
     from llama_index_convrag.chat.engine import ConvRAGChatEngine
     from llama_index_convrag.chat.options import AnswerOptions, BudgetOptions, RewriteOptions
     from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcome, TurnPort, TurnRequest

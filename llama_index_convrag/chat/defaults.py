@@ -51,13 +51,14 @@ def check_parts(retriever: Any, synthesizer: Any, query_engine: Any, context_cha
 
 
 def check_chat_mode(chat_mode: Any, system_prompt: Any, context_prompt: Any, context_refine_prompt: Any,
-                    llm: Optional[LLM]) -> str:
+                    llm: Optional[LLM], prefix_messages: Any = None) -> str:
     """The chat mode's name; the prompts given must be ones that mode (with or without an LLM) uses."""
     mode = getattr(chat_mode, "value", chat_mode)
     if mode not in CHAT_MODES:
         raise ConfigurationError(f"chat_mode must be one of {list(CHAT_MODES)}, got {mode!r}")
     given = [n for n, v in [("system_prompt", system_prompt), ("context_prompt", context_prompt),
-                            ("context_refine_prompt", context_refine_prompt)] if v is not None]
+                            ("context_refine_prompt", context_refine_prompt),
+                            ("prefix_messages", prefix_messages)] if v is not None]
     if mode == "condense_question" and given:
         raise ConfigurationError(f"{given} shape the answers of chat_mode 'condense_plus_context' or 'context'; "
                          "'condense_question' answers with the synthesizer's templates (text_qa_template=...)")

@@ -160,7 +160,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         llm = configured_llm(llm)  # given, else assigned to Settings.llm (one rule with the synthesizer factory)
         count_tokens = budget.count_tokens if budget.count_tokens is not None else token_counter(llm)
         judging = judge_options(answer.judge)
-        mode = check_chat_mode(chat_mode, system_prompt, answer.context_prompt, answer.context_refine_prompt, llm)
+        mode = check_chat_mode(chat_mode, system_prompt, answer.context_prompt, answer.context_refine_prompt, llm,
+                               answer.prefix_messages or None)
         seed = seed_messages(chat_history, memory)
         condense_llm = rewrite.llm if rewrite.llm is not None else llm
         rewriter = QuestionRewriter(
@@ -174,8 +175,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
                                       answer.embed_model, llm, answer.support_scorer)
         context_chat = None
         if mode != "condense_question" and llm is not None:
-            context_chat = ContextChat(llm, system_prompt=system_prompt, context_prompt=answer.context_prompt,
-                                       context_refine_prompt=answer.context_refine_prompt, synth_kwargs=synth_kw)
+            context_chat = ContextChat(llm, mode=mode, system_prompt=system_prompt, context_prompt=answer.context_prompt,
+                                       context_refine_prompt=answer.context_refine_prompt,
+                                       prefix_messages=answer.prefix_messages, synth_kwargs=synth_kw)
         streaming_synthesizer: Optional[BaseSynthesizer] = None
         if synthesizer is not None or query_engine is not None:
             given = built_synthesizer_options(answer)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import BasePromptTemplate
 
@@ -109,7 +110,8 @@ class AnswerOptions:
     each sentence is cited with the passage that supports it; ``inline``: the LLM writes the markers, which is
     ``get_response_synthesizer``'s default); ``embed_model``: the sentence scorer of answers written without an LLM
     (``extractive``); ``context_prompt`` / ``context_refine_prompt``: the system context of the chat modes
-    ``condense_plus_context`` and ``context``; ``rephrase_question``: answer the rewritten question (False: the
+    ``condense_plus_context`` and ``context``; ``prefix_messages``: messages between that system context and the
+    conversation in those modes, in every turn (core's ``ContextChatEngine`` argument); ``rephrase_question``: answer the rewritten question (False: the
     user's words, the kept history written in with ``answer_query_prompt``); ``no_docs_reply``: a fixed reply when
     nothing is retrieved (None: answer anyway); ``fallback``: what is shown instead of an empty, marker-only or
     echoing answer (None: :class:`~.fallback.AnswerFallback` defaults); ``hooks``: :class:`~.hooks.AnswerHook` s run
@@ -125,6 +127,7 @@ class AnswerOptions:
     embed_model: Optional[BaseEmbedding] = None
     context_prompt: Optional[PromptLike] = None
     context_refine_prompt: Optional[PromptLike] = None
+    prefix_messages: Tuple[ChatMessage, ...] = ()
     rephrase_question: bool = True
     answer_query_prompt: Optional[BasePromptTemplate] = None
     no_docs_reply: Optional[str] = None
@@ -146,6 +149,11 @@ class AnswerOptions:
         _check_prompt("AnswerOptions", "context_prompt", self.context_prompt)
         _check_prompt("AnswerOptions", "context_refine_prompt", self.context_refine_prompt)
         _check_prompt("AnswerOptions", "answer_query_prompt", self.answer_query_prompt, text=False)
+        if isinstance(self.prefix_messages, (str, bytes)) or not isinstance(self.prefix_messages, Sequence) or any(
+                not isinstance(m, ChatMessage) for m in self.prefix_messages):
+            raise ArgumentTypeError(f"AnswerOptions.prefix_messages must be a sequence of ChatMessage, "
+                                    f"got {self.prefix_messages!r}")
+        object.__setattr__(self, "prefix_messages", tuple(self.prefix_messages))
         for name in ("rephrase_question", "return_generated_question", "return_source_nodes"):
             _check_bool("AnswerOptions", name, getattr(self, name))
         if self.no_docs_reply is not None and not isinstance(self.no_docs_reply, str):
@@ -261,7 +269,8 @@ MOVED: Dict[str, str] = {
     "verbose": "logging: the engine logs each turn at DEBUG/WARNING on 'llama_index_convrag.chat' and emits "
                "instrumentation events (llama_index_convrag.chat.events); every turn's TurnRecord says what it did",
     "callback_manager": "Settings.callback_manager, or synthesizer=get_response_synthesizer(callback_manager=...)",
-    "prefix_messages": "chat_history= (the messages that start the conversation)",
+    "prefix_messages": _ANSWER.format("prefix_messages=[...]") + " (context modes), or chat_history= (the messages "
+                       "that start the conversation)",
     "memory_cls": "memory= (a built memory)",
     **{k: _SYNTH.format(k) for k in (
         "text_qa_template", "refine_template", "summary_template", "simple_template", "chat_content_qa_template",

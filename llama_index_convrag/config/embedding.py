@@ -6,6 +6,7 @@ import os
 from typing import Mapping, Optional
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.settings import Settings
 
 from llama_index_convrag._env import pick
 from llama_index_convrag.config.llm import ENV_API_KEY, ENV_BASE_URL
@@ -53,3 +54,13 @@ def resolve_embed_model(
         api_key=key if key is not None else "not-needed",
         api_base=url,
     )
+
+
+def configured_embed_model(embed_model: Optional[BaseEmbedding] = None) -> BaseEmbedding:
+    """``embed_model`` if given, else the model assigned to ``Settings.embed_model`` (its getter, which builds an
+    OpenAI client, is not called), else :func:`resolve_embed_model` (``CONVRAG_EMBED_MODEL``, else the local model):
+    the LLM's rule (``config/llm.py``, ``configured_llm``) for the embedding model."""
+    if embed_model is not None:
+        return embed_model
+    assigned = Settings._embed_model
+    return assigned if assigned is not None else resolve_embed_model()

@@ -1,14 +1,16 @@
 """``ConvRAGIndex``: a ``VectorStoreIndex`` over one Milvus collection whose retriever is ``MilvusHybridRetriever``.
 
-Build it explicitly with :meth:`ConvRAGIndex.from_collection` (existing collection; reads the schema) or
-:meth:`ConvRAGIndex.from_documents` (creates the collection in our layout if missing, then inserts); ``__init__``
-only stores built parts. LlamaIndex ``insert`` / ``delete_ref_doc`` go through :class:`ConvRAGMilvusStore`.
+Build it explicitly with :meth:`ConvRAGIndex.from_collection` (existing collection; reads the schema),
+:meth:`ConvRAGIndex.from_vector_store` (the collection of a vector store: ours, or LlamaIndex's ``MilvusVectorStore``)
+or :meth:`ConvRAGIndex.from_documents` (creates the collection in our layout if missing, then inserts); ``__init__``
+only stores built parts. LlamaIndex ``insert`` / ``delete_ref_doc`` go through :class:`ConvRAGMilvusStore` on our
+layout, through the vector store given on another.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
@@ -17,8 +19,10 @@ from llama_index.core.indices.vector_store.base import VectorStoreIndex
 from llama_index.core.query_engine.retriever_query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from pymilvus import MilvusClient
 
+from llama_index_convrag.config.embedding import configured_embed_model
 from llama_index_convrag.config.llm import configured_llm
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.chat.factory import UNSET, build_chat_engine
@@ -37,6 +41,17 @@ ENGINE_KWARGS = frozenset(inspect.signature(RetrieverQueryEngine.__init__).param
 ``node_postprocessors``), read from its signature."""
 
 
+def store_collection(vector_store: Any) -> Tuple[MilvusClient, str]:
+    """``(client, collection name)`` of a Milvus vector store (ours, or one with a ``MilvusClient`` as ``client`` and a
+    ``collection_name``, as LlamaIndex's ``MilvusVectorStore``); names the type it got otherwise."""
+    client, name = getattr(vector_store, "client", None), getattr(vector_store, "collection_name", None)
+    if not isinstance(client, MilvusClient) or not isinstance(name, str):
+        raise ConfigurationError(
+            "from_vector_store reads a Milvus collection: pass a ConvRAGMilvusStore or LlamaIndex's MilvusVectorStore "
+            f"(a MilvusClient as .client and a .collection_name), got {type(vector_store).__name__}")
+    return client, name
+
+
 class ConvRAGIndex(VectorStoreIndex):
     """Vector index over a Milvus collection (ours or an auto-detected LlamaIndex / langchain-milvus one)."""
 
@@ -51,13 +66,16 @@ class ConvRAGIndex(VectorStoreIndex):
         callback_manager: Optional[CallbackManager] = None,
         transformations: Optional[List[TransformComponent]] = None,
         show_progress: bool = False,
+        vector_store: Optional[BasePydanticVectorStore] = None,
     ) -> None:
+        """``vector_store``: what ``insert`` writes through on a collection that is not in our layout (our layout is
+        always written by :class:`ConvRAGMilvusStore`)."""
         self._client = client
         self._collection_name = collection_name
         self._spec = spec
         self._target = target
         store = ConvRAGMilvusStore(client=client, collection_name=collection_name, spec=spec) \
-            if spec.layout == "convrag" else None
+            if spec.layout == "convrag" else vector_store
         storage = StorageContext.from_defaults(vector_store=store) if store is not None else None
         super().__init__(nodes=[], embed_model=embed_model, storage_context=storage,
                          callback_manager=callback_manager, transformations=transformations,
@@ -80,6 +98,26 @@ class ConvRAGIndex(VectorStoreIndex):
         spec = detect_spec(client, collection_name) if spec is None else spec
         return cls(client=client, collection_name=collection_name, spec=spec, embed_model=embed_model,
                    target=target, callback_manager=callback_manager)
+
+    @classmethod
+    def from_vector_store(  # type: ignore[override]
+        cls,
+        vector_store: BasePydanticVectorStore,
+        embed_model: Optional[BaseEmbedding] = None,
+        *,
+        callback_manager: Optional[CallbackManager] = None,
+        transformations: Optional[List[TransformComponent]] = None,
+        show_progress: bool = False,
+    ) -> "ConvRAGIndex":
+        """An index over the collection ``vector_store`` stores in: our :class:`ConvRAGMilvusStore`, or LlamaIndex's
+        ``MilvusVectorStore`` (its client and collection; the layout read from the schema, so our hybrid retriever
+        searches it). Core's signature; ``embed_model``: the one given, else one assigned to ``Settings.embed_model``,
+        else ``CONVRAG_EMBED_MODEL`` / the local model (``config.embedding.configured_embed_model``)."""
+        client, name = store_collection(vector_store)
+        spec = vector_store.spec if isinstance(vector_store, ConvRAGMilvusStore) else detect_spec(client, name)
+        return cls(client=client, collection_name=name, spec=spec, embed_model=configured_embed_model(embed_model),
+                   callback_manager=callback_manager, transformations=transformations, show_progress=show_progress,
+                   vector_store=vector_store)
 
     @classmethod
     def from_documents(  # type: ignore[override]

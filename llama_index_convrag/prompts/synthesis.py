@@ -1,4 +1,4 @@
-"""Default synthesis templates that core does not have: the citation variants.
+"""Default synthesis templates that core does not have: the citation variants, each core's template with our edits.
 
 Without citations our synthesizers use LlamaIndex core's own defaults (``DEFAULT_TEXT_QA_PROMPT_SEL``,
 ``DEFAULT_REFINE_PROMPT_SEL``, ``DEFAULT_TREE_SUMMARIZE_PROMPT_SEL``, ``DEFAULT_SIMPLE_INPUT_PROMPT``), so
@@ -16,10 +16,16 @@ the query's language (:data:`ALIGNED_QA_PROMPT_SEL`): without it the 1.5B Qwen m
 questions over Chinese passages in English ("Tokyo, Japan", "Chelsea"); ``docs/results/answers.md``.
 """
 
+from typing import Tuple
+
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate, SelectorPromptTemplate
 from llama_index.core.prompts.chat_prompts import TEXT_QA_PROMPT_TMPL_MSGS, TEXT_QA_SYSTEM_PROMPT
-from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
+from llama_index.core.prompts.default_prompts import (
+    DEFAULT_REFINE_PROMPT_TMPL,
+    DEFAULT_TEXT_QA_PROMPT_TMPL,
+    DEFAULT_TREE_SUMMARIZE_TMPL,
+)
 from llama_index.core.prompts.prompt_type import PromptType
 from llama_index.core.prompts.utils import is_chat_model
 
@@ -32,41 +38,39 @@ CITATION_INSTRUCTION = (
     f"(the format, not the answer: \"{CITATION_EXAMPLE}\"). Never answer with a source number alone."
 )
 
-CITATION_QA_TMPL = (
-    "Context information is below, as numbered sources.\n"
-    "---------------------\n"
-    "{context_str}\n"
-    "---------------------\n"
-    "Given the context information and not prior knowledge, answer the query. "
-    f"{CITATION_INSTRUCTION}\n"
-    "Query: {query_str}\n"
-    "Answer: "
-)
+
+def edited(template: str, *edits: Tuple[str, str]) -> str:
+    """``template`` (one of core's) with each ``(old, new)`` replaced once; raises naming an ``old`` it lacks, so a
+    change of core's wording is caught by the tests instead of silently dropping our instruction."""
+    for old, new in edits:
+        if old not in template:
+            raise RuntimeError(f"core's template no longer contains {old!r}: {template!r}")
+        template = template.replace(old, new, 1)
+    return template
+
+
+NUMBERED = (("Context information is below.", "Context information is below, as numbered sources."),)
+#: Core's QA template (its completion form), numbered sources and the citation instruction after its instruction.
+CITATION_QA_TMPL = edited(DEFAULT_TEXT_QA_PROMPT_TMPL, *NUMBERED,
+                          ("answer the query.\n", f"answer the query. {CITATION_INSTRUCTION}\n"))
 CITATION_QA_PROMPT = PromptTemplate(CITATION_QA_TMPL, prompt_type=PromptType.QUESTION_ANSWER)
 
-CITATION_REFINE_TMPL = (
-    "The original query is as follows: {query_str}\n"
-    "We have provided an existing answer: {existing_answer}\n"
-    "We have the opportunity to refine the existing answer (only if needed) with some more numbered sources "
-    "below.\n"
-    "------------\n"
-    "{context_msg}\n"
-    "------------\n"
-    "Given the new sources, refine the original answer to better answer the query, keeping its citations. "
-    f"{CITATION_INSTRUCTION} If the sources aren't useful, return the original answer.\n"
-    "Refined Answer: "
+#: Core's refine template, asking to keep the citations, with the instruction.
+CITATION_REFINE_TMPL = edited(
+    DEFAULT_REFINE_PROMPT_TMPL,
+    ("some more context below", "some more numbered sources below"),
+    ("Given the new context,", "Given the new sources,"),
+    ("answer the query. ", f"answer the query, keeping its citations. {CITATION_INSTRUCTION} "),
+    ("If the context isn't useful", "If the sources aren't useful"),
 )
 CITATION_REFINE_PROMPT = PromptTemplate(CITATION_REFINE_TMPL, prompt_type=PromptType.REFINE)
 
-CITATION_TREE_SUMMARIZE_TMPL = (
-    "Context information from multiple numbered sources is below.\n"
-    "---------------------\n"
-    "{context_str}\n"
-    "---------------------\n"
-    "Given the information from multiple sources and not prior knowledge, answer the query. "
-    f"{CITATION_INSTRUCTION} Keep the citations already present in the sources.\n"
-    "Query: {query_str}\n"
-    "Answer: "
+#: Core's tree-summarize template with numbered sources, the instruction, and the sources' citations kept.
+CITATION_TREE_SUMMARIZE_TMPL = edited(
+    DEFAULT_TREE_SUMMARIZE_TMPL,
+    ("multiple sources is below", "multiple numbered sources is below"),
+    ("answer the query.\n",
+     f"answer the query. {CITATION_INSTRUCTION} Keep the citations already present in the sources.\n"),
 )
 CITATION_TREE_SUMMARIZE_PROMPT = PromptTemplate(CITATION_TREE_SUMMARIZE_TMPL, prompt_type=PromptType.SUMMARY)
 
@@ -74,7 +78,7 @@ CITATION_TREE_SUMMARIZE_PROMPT = PromptTemplate(CITATION_TREE_SUMMARIZE_TMPL, pr
 LANGUAGE_RULE = "Always answer in the language the query is written in."
 """The rule :data:`ALIGNED_QA_PROMPT_SEL` adds to core's QA prompt."""
 #: Core's completion QA template with the rule after its instruction ("... answer the query.").
-ALIGNED_QA_TMPL = DEFAULT_TEXT_QA_PROMPT_TMPL.replace("answer the query.\n", f"answer the query. {LANGUAGE_RULE}\n", 1)
+ALIGNED_QA_TMPL = edited(DEFAULT_TEXT_QA_PROMPT_TMPL, ("answer the query.\n", f"answer the query. {LANGUAGE_RULE}\n"))
 ALIGNED_QA_SYSTEM = f"{TEXT_QA_SYSTEM_PROMPT.content}\n3. {LANGUAGE_RULE}"
 """Core's QA system prompt (its two rules) with :data:`LANGUAGE_RULE` as the third."""
 ALIGNED_QA_PROMPT_SEL = SelectorPromptTemplate(

@@ -254,19 +254,22 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         return cls(config.llm, **cls.config_kwargs(config))
 
     # prompts ---------------------------------------------------------------------------------
-    # Each mode keeps its templates in named attributes (``self._text_qa_template`` ...) and implements
-    # ``_get_prompts`` / ``_update_prompts`` over them, as core's synthesizers do.
+    # Each mode keeps its templates in named attributes, one per role of ``template_defaults`` (``text_qa_template``
+    # lives in ``self._text_qa_template``, ...), as core's synthesizers do; the prompt keys are the roles.
     def __init_subclass__(cls, **kwargs: Any) -> None:
         quiet_spans(cls)  # a mode's get_response, prompt getters...: spanned only when a handler listens
         super().__init_subclass__(**kwargs)
 
     @span_when_observed(dispatcher)
     def _get_prompts(self) -> PromptDictType:
-        return {}
+        """The mode's templates by role (none for a mode without an LLM call)."""
+        return {role: getattr(self, f"_{role}") for role in self.template_defaults}
 
     @span_when_observed(dispatcher)
     def _update_prompts(self, prompts: PromptDictType) -> None:
-        """No templates (modes without an LLM call)."""
+        """Replace the templates of the roles in ``prompts``; other keys are ignored."""
+        for role in self.template_defaults.keys() & prompts.keys():
+            setattr(self, f"_{role}", prompts[role])
 
     @property
     def callback_manager(self) -> CallbackManager:

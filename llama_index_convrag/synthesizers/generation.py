@@ -7,7 +7,6 @@ from typing import List
 
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.default_prompts import DEFAULT_SIMPLE_INPUT_PROMPT
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, CallRequest, RunState, Steps
 from llama_index_convrag.synthesizers.types import ResponseMode
@@ -21,13 +20,6 @@ class Generation(BaseSynthesizer):
     answers_without_nodes = True
     template_defaults = {"simple_template": (DEFAULT_SIMPLE_INPUT_PROMPT, DEFAULT_SIMPLE_INPUT_PROMPT)}
     _simple_template: BasePromptTemplate
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"simple_template": self._simple_template}
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "simple_template" in prompts:
-            self._simple_template = prompts["simple_template"]
 
     def _steps(self, run: RunState, chunks: List[str]) -> Steps:
         stream = self._streaming and self._output_cls is None

@@ -8,7 +8,6 @@ from typing import ClassVar, Dict
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_QA_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TEXT_QA_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.prompts.synthesis import ALIGNED_QA_PROMPT_SEL, CITATION_QA_PROMPT
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, TemplateDefaults
@@ -24,15 +23,6 @@ class QATemplates(BaseSynthesizer):
     aligned_defaults: ClassVar[Dict[str, BasePromptTemplate]] = {"text_qa_template": ALIGNED_QA_PROMPT_SEL}
     _text_qa_template: BasePromptTemplate
     _chat_content_qa_template: BasePromptTemplate
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"text_qa_template": self._text_qa_template, "chat_content_qa_template": self._chat_content_qa_template}
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "text_qa_template" in prompts:
-            self._text_qa_template = prompts["text_qa_template"]
-        if "chat_content_qa_template" in prompts:
-            self._chat_content_qa_template = prompts["chat_content_qa_template"]
 
     @property
     def _qa(self) -> BasePromptTemplate:

@@ -17,7 +17,6 @@ from typing import Any, Deque, Dict, List, Optional
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_QA_PROMPT, CHAT_CONTENT_REFINE_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_REFINE_PROMPT_SEL, DEFAULT_TEXT_QA_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.synthesis import ALIGNED_QA_PROMPT_SEL, CITATION_QA_PROMPT, CITATION_REFINE_PROMPT
@@ -70,24 +69,6 @@ class Refine(BaseSynthesizer):
             raise ConfigurationError(f"response_padding_size must be >= 0, got {response_padding_size}")
         self._early_stop = early_stop
         self._response_padding_size = response_padding_size
-
-    def _get_prompts(self) -> PromptDictType:
-        return {
-            "text_qa_template": self._text_qa_template,
-            "refine_template": self._refine_template,
-            "chat_content_qa_template": self._chat_content_qa_template,
-            "chat_content_refine_template": self._chat_content_refine_template,
-        }
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "text_qa_template" in prompts:
-            self._text_qa_template = prompts["text_qa_template"]
-        if "refine_template" in prompts:
-            self._refine_template = prompts["refine_template"]
-        if "chat_content_qa_template" in prompts:
-            self._chat_content_qa_template = prompts["chat_content_qa_template"]
-        if "chat_content_refine_template" in prompts:
-            self._chat_content_refine_template = prompts["chat_content_refine_template"]
 
     @property
     def _qa(self) -> BasePromptTemplate:

@@ -15,7 +15,6 @@ from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelpe
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.chat_prompts import CHAT_CONTENT_TREE_SUMMARIZE_PROMPT
 from llama_index.core.prompts.default_prompt_selectors import DEFAULT_TREE_SUMMARIZE_PROMPT_SEL
-from llama_index.core.prompts.mixin import PromptDictType
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.prompts.synthesis import CITATION_TREE_SUMMARIZE_PROMPT
@@ -63,15 +62,6 @@ class TreeSummarize(BaseSynthesizer):
             chat_prompt_helper=chat_prompt_helper, summary_template=summary_template,
             chat_summary_template=chat_summary_template, output_cls=output_cls, streaming=streaming,
             use_async=use_async, verbose=verbose, multimodal=multimodal, **common)
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"summary_template": self._summary_template, "chat_summary_template": self._chat_summary_template}
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "summary_template" in prompts:
-            self._summary_template = prompts["summary_template"]
-        if "chat_summary_template" in prompts:
-            self._chat_summary_template = prompts["chat_summary_template"]
 
     def _steps(self, run: RunState, chunks: List[Any]) -> Steps:
         template = self._pick(self._summary_template, self._chat_summary_template)

@@ -1,7 +1,7 @@
 """A scripted, deterministic LLM for tests: fixed / cycle / function-of-prompt / echo modes.
 
-It records every prompt, streams word by word, answers tool calls (structured outputs), and can be told to fail
-on a given call or in the middle of a stream.
+It records every prompt, streams word by word, answers tool calls (structured outputs; streamed, a tool call comes
+whole in one chunk), and can be told to fail on a given call or in the middle of a stream.
 """
 
 from __future__ import annotations
@@ -185,8 +185,15 @@ class ScriptedLLM(FunctionCallingLLM):
             return self._tool_response(text, messages, tools)
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
 
-    def _stream_chat(self, messages: Sequence[ChatMessage]) -> ChatResponseGen:
-        text = self._answer("stream_chat", self._flatten(messages), messages)
+    def _stream_chat(self, messages: Sequence[ChatMessage], tools: Sequence[Any] = ()) -> ChatResponseGen:
+        text = self._answer("stream_chat", self._flatten(messages), messages, tools)
+        if tools:  # a streamed tool call arrives whole, in one chunk
+            call = self._tool_response(text, messages, tools)
+
+            def one() -> ChatResponseGen:
+                yield call
+
+            return one()
 
         def gen() -> ChatResponseGen:
             so_far = ""
@@ -210,7 +217,7 @@ class ScriptedLLM(FunctionCallingLLM):
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        return self._stream_chat(messages)
+        return self._stream_chat(messages, kwargs.get("tools") or [])
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -228,7 +235,7 @@ class ScriptedLLM(FunctionCallingLLM):
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        return _as_async(self._stream_chat(messages))
+        return _as_async(self._stream_chat(messages, kwargs.get("tools") or []))
 
     # function calling ------------------------------------------------------------------------
     def _prepare_chat_with_tools(

@@ -38,3 +38,22 @@ def test_synthesizer_is_ours_and_sends_context_history_question() -> None:
 def test_templates_come_from_the_context_prompts() -> None:
     with pytest.raises(ValueError, match=r"context chat modes build \['text_qa_template'\] from context_prompt"):
         ContextChat(ScriptedLLM.fixed("x"), synth_kwargs={"text_qa_template": "{context_str}{query_str}"})
+
+
+def test_context_mode_defaults_to_cores_context_chat_template_and_keeps_prefix_messages() -> None:
+    from llama_index.core.chat_engine.context import DEFAULT_CONTEXT_TEMPLATE
+
+    llm = ScriptedLLM.fixed("ok", chat_model=True)
+    prefix = [ChatMessage(role="user", content="Be brief."), ChatMessage(role="assistant", content="Sure.")]
+    chat = ContextChat(llm, mode="context", prefix_messages=prefix)
+    node = NodeWithScore(node=TextNode(text="Inception is a 2010 film."), score=1.0)
+    chat.synthesizer(HISTORY, streaming=False).synthesize("When?", [node])
+    [call] = llm.calls
+    assert call.messages[0].content == DEFAULT_CONTEXT_TEMPLATE.format(context_str="Inception is a 2010 film.")
+    assert [m.content for m in call.messages[1:]] == ["Be brief.", "Sure.", *(m.content for m in HISTORY), "When?"]
+    assert chat.system_text().endswith("Be brief.\nSure.")
+
+
+def test_unknown_mode_is_refused_naming_the_modes() -> None:
+    with pytest.raises(ValueError, match=r"mode must be one of \['condense_plus_context', 'context'\], got 'best'"):
+        ContextChat(ScriptedLLM.fixed("x"), mode="best")

@@ -1,4 +1,4 @@
-"""The fault suite's table: each test records one row (fault, survived, questions lost, how); printed at the end."""
+"""The fault suite's helpers; ``fault_row`` records a test's row of the table that ``tests/faults/table.py`` prints."""
 
 from __future__ import annotations
 
@@ -7,35 +7,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROWS: List[Dict[str, Any]] = []
 
 
 @pytest.fixture
-def fault_row() -> Callable[..., None]:
+def fault_row(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``fault_row(fault, survived=..., lost=..., how=...)`` adds this test's row to the printed table."""
 
     def record(fault: str, *, survived: bool, lost: int, how: str) -> None:
-        ROWS.append({"fault": fault, "survived": survived, "lost": lost, "how": how})
+        row = {"fault": fault, "survived": survived, "lost": lost, "how": how}
+        request.node.user_properties.append(("fault_row", row))
 
     return record
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not ROWS:
-        return
-    tr = terminalreporter
-    tr.section("fault table (tests/faults)")
-    tr.write_line("| fault | survived | questions lost | what happened |")
-    tr.write_line("|---|---|---|---|")
-    for r in ROWS:
-        tr.write_line(f"| {r['fault']} | {'yes' if r['survived'] else 'NO'} | {r['lost']} | {r['how']} |")
-    tr.write_line(f"survived {sum(r['survived'] for r in ROWS)}/{len(ROWS)}, "
-                  f"questions lost {sum(r['lost'] for r in ROWS)}")
 
 
 def child_env() -> Dict[str, str]:

@@ -162,3 +162,25 @@ def test_as_chat_engine_without_an_llm_answers_extractively(index):
     with pytest.raises(ValueError, match=r"as_chat_engine needs an LLM: .* pass llm=None \(extractive answers\) .*"
                                          r"got response_mode='compact'"):
         index.as_chat_engine(llm=None, answer=AnswerOptions(response_mode="compact"))
+
+
+def test_from_vector_store_of_our_store_searches_and_inserts(index, embed_model):
+    again = ConvRAGIndex.from_vector_store(index.vector_store, embed_model=embed_model)
+    assert again.spec == index.spec and again.collection_name == index.collection_name
+    assert isinstance(again.vector_store, ConvRAGMilvusStore)
+    again.insert(Document(text="Giraffes have long necks.", id_="giraffe"))
+    got = index.as_retriever(search_type="sparse", similarity_top_k=1).retrieve("giraffes")
+    assert [n.node.ref_doc_id for n in got] == ["giraffe"]
+
+
+def test_from_vector_store_takes_an_embed_model_assigned_to_settings(index, embed_model, monkeypatch):
+    monkeypatch.setattr(Settings, "_embed_model", embed_model)
+    assert ConvRAGIndex.from_vector_store(index.vector_store).embed_model is embed_model
+
+
+def test_from_vector_store_names_what_it_reads(embed_model):
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    with pytest.raises(ValueError, match=r"pass a ConvRAGMilvusStore or LlamaIndex's MilvusVectorStore .*, "
+                                         r"got SimpleVectorStore"):
+        ConvRAGIndex.from_vector_store(SimpleVectorStore(), embed_model=embed_model)

@@ -53,6 +53,7 @@ def test_their_defaults_read_our_collection_dense_with_metadata_and_source(ours,
     assert top.ref_doc_id is not None and top.ref_doc_id == top.metadata.get("doc_id", top.ref_doc_id)
 
 
+@pytest.mark.divergence("milvus-hybrid-metric")
 def test_their_hybrid_needs_the_cosine_metric_and_bm25_function_named(ours, milvus_target, embed_model):
     """Their hybrid search sends ``similarity_metric`` (default ``IP``) for the dense field, ours is ``COSINE``:
     Milvus refuses the mismatch (a documented divergence). Their default sparse function is picked from
@@ -87,3 +88,41 @@ def test_our_reader_ignores_the_llamaindex_fields(ours, milvus_client, embed_mod
     [hit] = r.retrieve("sourdough yeast")
     assert hit.node.get_content() == TEXTS["bread.txt"] and hit.node.metadata["file_name"] == "bread.txt"
     assert "_node_content" not in hit.node.metadata and "_node_type" not in hit.node.metadata
+
+
+def test_from_vector_store_of_their_store_on_our_collection_writes_our_layout(ours, milvus_target, embed_model):
+    """``ConvRAGIndex.from_vector_store`` over their store opened on our collection: our layout, our retriever, and
+    inserts through our store (their ``add`` cannot write our layout: the next test)."""
+    from llama_index_convrag.milvus.vector_store import ConvRAGMilvusStore
+
+    index = ConvRAGIndex.from_vector_store(theirs(milvus_target, ours), embed_model=embed_model)
+    assert index.spec.layout == "convrag" and isinstance(index.vector_store, ConvRAGMilvusStore)
+    index.insert(Document(text="Giraffes have long necks.", id_="giraffe", metadata={"file_name": "g.txt"}))
+    [hit] = index.as_retriever(search_type="hybrid", similarity_top_k=1).retrieve("giraffes necks")
+    assert hit.node.ref_doc_id == "giraffe" and hit.node.metadata["file_name"] == "g.txt"
+
+
+@pytest.mark.divergence("milvus-add-metadata-field")
+def test_their_add_into_our_collection_is_refused_by_milvus(ours, milvus_target, embed_model):
+    """Our layout keeps metadata in a required JSON field ``metadata``, which their rows lack, and Milvus Lite
+    2.5.1 has no optional (nullable) fields; writes go through ``ConvRAGMilvusStore`` / ``ConvRAGIndex.insert``."""
+    from llama_index.core.schema import TextNode
+    from pymilvus.exceptions import DataNotMatchException
+
+    node = TextNode(text="Giraffes have long necks.", embedding=embed_model.get_text_embedding("giraffes"))
+    with pytest.raises((DataNotMatchException, MilvusException), match=r"metadata"):
+        theirs(milvus_target, ours).add([node])
+
+
+def test_from_vector_store_of_their_own_collection_inserts_through_their_store(milvus_target, collection_name,
+                                                                            embed_model):
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    store = MilvusVectorStore(uri=milvus_target.uri, collection_name=collection_name, dim=384)
+    store.add([TextNode(text=TEXTS["cats.txt"], id_="c", embedding=embed_model.get_text_embedding(TEXTS["cats.txt"]))])
+    index = ConvRAGIndex.from_vector_store(store, embed_model=embed_model)
+    assert index.spec.layout == "llamaindex" and index.vector_store is store
+    index.insert(Document(text=TEXTS["bread.txt"], id_="bread"))
+    [hit] = index.as_retriever(search_type="dense", similarity_top_k=1).retrieve("sourdough yeast")
+    assert hit.node.get_content() == TEXTS["bread.txt"] and hit.node.ref_doc_id == "bread"
