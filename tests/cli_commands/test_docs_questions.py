@@ -21,7 +21,7 @@ QUESTIONS: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
     ("Which address does convrag serve bind by default?", ("SERVE.md", "WEB.md"), "127.0.0.1:8000"),
     ("What is the default timeout per LLM request in seconds?", ("GUIDE.md",), "300"),
     ("Under how many pixels wide is the chat page one column?", ("WEB.md",), "760 px"),
-    ("What is the largest upload convrag serve accepts by default?", ("SERVE.md",), "20 MiB"),
+    ("What is the default of --max-upload-bytes?", ("SERVE.md",), "20 MiB"),
     ("How long did the failing insert onto a full disk take with timeout=5?", ("extractive.md",), "6.7 s"),
     ("Which embedding model runs on ONNX Runtime by default?", ("GUIDE.md", "RESULTS.md"), "all-MiniLM-L6-v2"),
     ("convrag serve 默认绑定哪个地址？", ("SERVE.md", "WEB.md"), "127.0.0.1:8000"),
