@@ -26,6 +26,9 @@ otherwise (:data:`TERM_RULES`, each a :class:`ContextRules` value).
 answer introduced, list items, the topic switch; :data:`FOLLOWUP_RULES`) off and on, on all dialogues and on each half,
 then the Chinese rewrite set's agreement with the human rewrites and the written dialogues of ``bench._conv_data``.
 
+``--conversation-words`` runs ``ctx-fuse`` with ``ContextRules.conversation_words`` (words of talk, not of a topic,
+beyond NLTK's stop lists) on and off, on all dialogues and each half, then the Chinese rewrite set's agreement.
+
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
 
@@ -499,6 +502,25 @@ def followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Embedd
         print(f"{row} | " + " | ".join(cells), flush=True)
 
 
+CONVERSATION_WORDS: Dict[str, Dict[str, object]] = {"default": {}, "conversation words off": {"conversation_words": ()}}
+"""``--conversation-words`` rows."""
+
+
+def conversation_words(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache",
+                       analyzer: "Analyzer", mode: str) -> None:
+    """Print, for each :data:`CONVERSATION_WORDS` row: ``ctx-fuse``'s gap closed and worse share per set and chunk on
+    all dialogues and each half, and the Chinese rewrite set's agreement per half (:func:`zh_agreement`)."""
+    from llama_index_convrag.conversational.contextualize import ContextRules
+
+    if sets:
+        rule_rows("conversation words", CONVERSATION_WORDS, sets, chunks, cache, analyzer, mode, halves=True)
+    print(f"\nzh_utterance_rewrite ({ZH_ROWS} rows; halves of {ZH_ROWS // 2}): human-added characters recovered / "
+          f"rows with only wrong additions (all; first half; second half)")
+    for row, fields in CONVERSATION_WORDS.items():
+        agreement = zh_agreement(ZH_ROWS, ContextRules(**fields))
+        print(f"{row} | " + "; ".join(f"{100 * r:.1f}% / {100 * w:.1f}%" for r, w in agreement), flush=True)
+
+
 ZH_ROWS = 4000
 """``--followups``: the first rows of the Chinese rewrite set read (two halves of ``ZH_ROWS // 2``)."""
 _ZH_FUNCTION = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到个些里上下中哪谁啥几又再才更最太真好")
@@ -642,6 +664,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--followups", action="store_true",
                    help="only ctx-fuse with the follow-up rules (answer subject, topic switch, list items) off / on, "
                         "per half, plus the Chinese rewrite set and the written dialogues")
+    p.add_argument("--conversation-words", action="store_true",
+                   help="only ctx-fuse with ContextRules.conversation_words on / off, per half, plus the Chinese set")
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
@@ -664,7 +688,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     analysis = next((fn for flag, fn in (("shown_answers", shown_answers), ("weight_oracle", weight_oracle),
                                          ("agreement_grid", agreement_grid), ("term_rules", term_rules),
-                                         ("followups", followups))
+                                         ("followups", followups), ("conversation_words", conversation_words))
                      if getattr(args, flag)), None)
     if analysis is not None:  # each runs at every chunk size asked
         analysis(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)

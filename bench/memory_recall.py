@@ -46,7 +46,7 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from llama_index_convrag.config.tokens import count_tokens  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
-from llama_index_convrag._words import fold  # noqa: E402
+from llama_index_convrag.text import stem  # noqa: E402
 from llama_index_convrag.memory.rules import RecallRules  # noqa: E402
 from llama_index_convrag.memory.salient import salient_summary  # noqa: E402
 from llama_index_convrag.memory.units import MemoryUnit  # noqa: E402
@@ -291,7 +291,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def answer_words(text: str) -> set:
-    return {fold(w) for w in re.findall(r"[A-Za-z0-9]+", text) if len(w) > 2} - ANSWER_STOP
+    return {stem(w) for w in re.findall(r"[A-Za-z0-9]+", text) if len(w) > 2} - ANSWER_STOP
 
 
 ANSWER_STOP = {"the", "and", "her", "his", "she", "they", "their", "for", "with", "was", "that", "this", "not",

@@ -143,6 +143,17 @@ def collection_name(request: pytest.FixtureRequest, milvus_client: Any) -> Itera
 
 
 @pytest.fixture(scope="session")
+def repository_docs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """(this checkout's ``docs/``, a Milvus Lite file holding it): ingested once for the tests that ask it questions."""
+    from llama_index_convrag.cli import main
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    uri = str(tmp_path_factory.mktemp("repository_docs") / "docs.db")
+    assert main(["ingest", str(docs), "--uri", uri, "--quiet"]) == 0
+    return docs, uri
+
+
+@pytest.fixture(scope="session")
 def embed_model() -> LocalMiniLMEmbedding:
     """The real local embedding model, loaded once."""
     model = LocalMiniLMEmbedding()

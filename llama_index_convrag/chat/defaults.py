@@ -16,6 +16,7 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.conversational.rewrite import STRATEGIES, QuestionRewriter
 from llama_index_convrag.conversational.retriever import ConversationalRetriever
 from llama_index_convrag.synthesizers import get_response_synthesizer
+from llama_index_convrag.synthesizers.grounding import SupportScorer
 
 CHAT_MODES = ("condense_question", "condense_plus_context", "context")
 """The chat modes this engine serves (``as_chat_engine(chat_mode=...)`` accepts these and ``None``)."""
@@ -90,7 +91,8 @@ def fusing_retriever(retriever: Optional[BaseRetriever], rewriter: QuestionRewri
 
 
 def synthesizer_kwargs(response_mode: Optional[str], citations: bool, citation_mode: str,
-                       embed_model: Optional[BaseEmbedding], llm: Optional[LLM]) -> Dict[str, Any]:
+                       embed_model: Optional[BaseEmbedding], llm: Optional[LLM],
+                       support_scorer: Optional[SupportScorer] = None) -> Dict[str, Any]:
     """``get_response_synthesizer`` arguments of the synthesizers the engine builds (``llm=None``: the
     :data:`NO_LLM_RESPONSE_MODE` unless a mode is given)."""
     kw: Dict[str, Any] = {"citations": citations, "citation_mode": citation_mode}
@@ -99,6 +101,8 @@ def synthesizer_kwargs(response_mode: Optional[str], citations: bool, citation_m
         kw["response_mode"] = mode
     if embed_model is not None:
         kw["embed_model"] = embed_model
+    if support_scorer is not None:
+        kw["support_scorer"] = support_scorer
     return kw
 
 

@@ -198,7 +198,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         node_postprocessors = with_widener(node_postprocessors, retriever, answer.widen)  # before the rewrite wraps it
         retriever = fusing_retriever(retriever, rewriter, rewrite.fusion)
         synth_kw = synthesizer_kwargs(answer.response_mode, answer.citations, answer.citation_mode,
-                                      answer.embed_model, llm)
+                                      answer.embed_model, llm, answer.support_scorer)
         context_chat = None
         if mode != "condense_question" and llm is not None:
             context_chat = ContextChat(llm, mode=mode, system_prompt=system_prompt, context_prompt=answer.context_prompt,
@@ -451,12 +451,12 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             raise
 
     def _commit(self, turn: Turn, status: str, text: str, error: Optional[BaseException], response: Any) -> None:
-        self._port.commit(turn.outcome(status, text, error, response))
+        self._port.commit(turn.outcome(status, text, error, response, self.answer.support_scorer))
         turn.ended()
 
     async def _acommit(self, turn: Turn, status: str, text: str, error: Optional[BaseException],
                        response: Any) -> None:
-        await self._port.acommit(turn.outcome(status, text, error, response))
+        await self._port.acommit(turn.outcome(status, text, error, response, self.answer.support_scorer))
         turn.ended()
 
     def _apply_rewrite(self, turn: Turn) -> None:
@@ -606,8 +606,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             reply = self._no_docs_reply()
             return (_aiter_one(reply) if is_async else iter([reply])), StreamHold()
         raw, hold = stream_parts(response, is_async)
-        rule = turn.answer_rule(self._fallback.judged_question(turn.checked_query(query))) if query is not None \
-            else None
+        fallback = self._fallback
+        rule = turn.answer_rule(fallback.judged_question(turn.checked_query(query)), fallback.echo_rules) \
+            if query is not None else None
         if rule is not None:
             hold.add_rule(rule)
         return raw, hold
@@ -616,7 +617,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         """``text``, or the answer shown instead when it is empty, only citation markers or ``query`` restated
         (chat/fallback.py; ``reason``: why, when the stream's hold has judged it already)."""
         checked = turn.checked_query(query)
-        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(checked))
+        if reason is None:
+            reason = turn.recovery_reason(text, self._fallback.judged_question(checked), self._fallback.echo_rules)
         if reason is None:
             return text
         with watching(turn.output):  # the retry's call is watched too (an answer it cut at max_tokens is flagged)
@@ -627,7 +629,8 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
     async def _arecovered(self, turn: Turn, query: str, text: str, reason: Optional[str] = None) -> str:
         """Async twin of :meth:`_recovered`."""
         checked = turn.checked_query(query)
-        reason = reason if reason is not None else turn.recovery_reason(text, self._fallback.judged_question(checked))
+        if reason is None:
+            reason = turn.recovery_reason(text, self._fallback.judged_question(checked), self._fallback.echo_rules)
         if reason is None:
             return text
         with watching(turn.output):
@@ -664,5 +667,5 @@ def built_synthesizer_options(answer: AnswerOptions) -> List[str]:
     """The :class:`~.options.AnswerOptions` fields that configure the synthesizers the engine builds and differ
     from their defaults (refused beside ``synthesizer=`` / ``query_engine=``)."""
     default = AnswerOptions()
-    return [name for name in ("response_mode", "citations", "citation_mode", "embed_model")
+    return [name for name in ("response_mode", "citations", "citation_mode", "embed_model", "support_scorer")
             if getattr(answer, name) != getattr(default, name)]

@@ -15,8 +15,8 @@ answered, as a small model does with a keyword query) goes straight to the extra
 the same question again would restate it again. The turn record's ``warnings`` say so.
 
 The turn record's ``answer_source`` says which answer is shown (:data:`ANSWER_SOURCES`). A streamed answer is held
-back while it is only markers and whitespace, or could still be the question restated (no content word, number or
-Chinese character the question lacks yet): :class:`AnswerRule` is that rule of the stream's one hold
+back while it is only markers and whitespace, or could still be the question restated (no content term the question
+lacks yet): :class:`AnswerRule` is that rule of the stream's one hold
 (:class:`~llama_index_convrag.synthesizers.stream_hold.StreamHold`); the answer flows on from the first delta that
 decides, and a stream that ends still held shows the recovered answer as its one delta, so nothing wrong was ever
 shown.
@@ -24,23 +24,21 @@ shown.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, FrozenSet, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_convrag._words import CJK_RUN
-from llama_index_convrag.errors import ArgumentTypeError
+from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.prompts.synthesis import CITATION_EXAMPLE
 from llama_index_convrag.synthesizers import BaseSynthesizer, Extractive
 from llama_index_convrag.synthesizers.citations import ALIGNED, citation_metadata, has_answer_text, strip_markers
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE
-from llama_index_convrag.synthesizers.grounding import cite_sentences
+from llama_index_convrag.synthesizers.grounding import SupportScorer, cite_sentences
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
-from llama_index_convrag.synthesizers.sentences import terms_of
 from llama_index_convrag.synthesizers.uncited import without_citations
+from llama_index_convrag.text import HAN, holds_phrase, is_cjk, terms
 
 LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM = "llm", "llm_retry_without_citations", "extractive_fallback", "no_llm"
 ANSWER_SOURCES = (LLM, RETRY, EXTRACTIVE_FALLBACK, NO_LLM)
@@ -80,74 +78,92 @@ def is_empty_answer(text: str) -> bool:
 
 EMPTY, ECHO = "empty", "echo"
 """Why an answer is recovered (:func:`no_answer`): empty or markers only; the question restated."""
-ECHO_COVER = 0.5
-"""An answer restates the question when it adds nothing to it and holds at least this share of its content."""
+
+
+@dataclass(frozen=True)
+class EchoRules:
+    """When an answer only restates its question (:func:`is_echo`), each rule with the measurement that chose it."""
+
+    cover: float = 0.75
+    """An answer restates the question when it adds no content term to it and holds at least this share of its
+    terms: a near-verbatim restatement. ``bench/real_answers_replaced.py --echo-rules``: 0 of 3,418 human answers
+    replaced at 0.75 and at 0.5 (both halves of each set); every echo the real models gave in
+    ``bench/real_answers.py`` holds all of its question's terms, so the share only has to stay well above what a
+    real answer restates."""
+    yes_no: Tuple[str, ...] = ("^is", "^are", "^was", "^were", "^do", "^does", "^did", "^can", "^could", "^will",
+                               "^would", "^should", "^shall", "^may", "^might", "^must", "^has", "^have", "^had",
+                               "吗$", "是否", "是不是", "有没有", "能不能", "可不可以")
+    """Cues of a question answered by yes or no, whose answer may well restate it ("Is Paris the capital?" "Paris
+    is the capital."): never an echo (``bench/real_answers_replaced.py --echo-rules``: without them, the human
+    answers replaced)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cover, bool) or not isinstance(self.cover, (int, float)) or not 0 < self.cover <= 1:
+            raise ConfigurationError(f"cover must be a number in (0, 1], got {self.cover!r}")
+        if isinstance(self.yes_no, str) or not all(isinstance(c, str) for c in self.yes_no):
+            raise ConfigurationError(f"yes_no must be a tuple of cue phrases, got {self.yes_no!r}")
+
+
+DEFAULT_ECHO_RULES = EchoRules()
 ECHO_WARNING = ("the model's answer only restated the question ({answer!r}); shown: the passages' sentences closest "
                 "to the question")
-#: A question answered by yes or no, whose answer may well restate it ("Is Paris the capital?" "Paris is the capital.")
-_YES_NO = re.compile(r"^\s*(?:is|are|was|were|do|does|did|can|could|will|would|should|shall|may|might|must|has|have|"
-                     r"had)\b|[吗么][？?]?\s*$|是否|是不是|有没有|能不能|可不可以", re.IGNORECASE)
-_TRAILING_WORD = re.compile(r"[A-Za-z0-9]+$")
 
 
-#: Chinese function characters, which add nothing to a question ("2018年俄罗斯世界杯的冠军" restates
-#: "2018俄罗斯世界杯的冠军"): neither content nor length.
-FUNCTION_CHARS = frozenset("的了是在年月日为和与及之")
+def _without_trailing_word(text: str) -> str:
+    """``text`` less a word at its end the next delta may continue (a CJK run is not one: its words are cut by the
+    dictionary, not by spaces)."""
+    end = len(text)
+    while end and (text[end - 1].isalnum() or text[end - 1] == "_") and not is_cjk(text[end - 1]):
+        end -= 1
+    return text[:end]
 
 
-def _content(text: str) -> Tuple[FrozenSet[str], FrozenSet[str]]:
-    """Content words and numbers (stemmed, stop words dropped: ``sentences.terms_of``) and Chinese characters (less
-    :data:`FUNCTION_CHARS`)."""
-    words = frozenset(t for t in terms_of(text) if t.isascii())
-    return words, frozenset(ch for run in CJK_RUN.findall(text) for ch in run if ch not in FUNCTION_CHARS)
+def _content(text: str) -> FrozenSet[str]:
+    """Content terms (:func:`llama_index_convrag.text.terms`: stems less stop words, jieba's words for Chinese)."""
+    return frozenset(terms(strip_markers(text)))
 
 
-def _length(text: str) -> int:
-    return sum(ch not in FUNCTION_CHARS for ch in " ".join(strip_markers(text).split()))
+def _kept(found: FrozenSet[str]) -> set:
+    """``found`` less one-character Chinese words ("年" in "2018年": a unit, no content of its own)."""
+    return {t for t in found if len(t) > 1 or not HAN.match(t)}
 
 
 @dataclass(frozen=True)
 class _Question:
     """What an answer is compared with to tell whether it restates a question (computed once per question)."""
 
-    words: FrozenSet[str]
-    chars: FrozenSet[str]
-    length: int
+    terms: FrozenSet[str]
     yes_no: bool
 
     @classmethod
-    def of(cls, question: str) -> "_Question":
-        words, chars = _content(question)
-        return cls(words, chars, _length(question), _YES_NO.search(question) is not None)
-
-    def fits(self, text: str) -> bool:
-        """``text`` may restate the question: not a yes/no question's answer, no longer than the question."""
-        return not self.yes_no and _length(text) <= self.length
+    def of(cls, question: str, rules: EchoRules = DEFAULT_ECHO_RULES) -> "_Question":
+        return cls(frozenset(_kept(_content(question))), any(holds_phrase(question, c) for c in rules.yes_no))
 
     def held(self, text: str) -> Optional[int]:
-        """How many of the question's content words, numbers and Chinese characters ``text`` holds, when it adds
-        none of its own; None when it adds some."""
-        words, chars = _content(strip_markers(text))
-        return len(words) + len(chars) if words <= self.words and chars <= self.chars else None
+        """How many of the question's content terms ``text`` holds, when it adds none of its own (a Chinese term
+        also when it is written inside one of the question's); None when it adds some."""
+        own = _kept(_content(text))
+        if all(t in self.terms or any(t in q for q in self.terms) for t in own):
+            return len(own & self.terms) + sum(1 for t in own - self.terms if any(t in q for q in self.terms))
+        return None
 
 
-def is_echo(text: str, question: str) -> bool:
-    """Whether ``text`` only restates ``question``: no longer than it, it adds no content word, number or Chinese
-    character to it and holds at least :data:`ECHO_COVER` of the question's (a yes/no question's answer may restate
-    it: never an echo)."""
-    target = _Question.of(question)
-    if not target.fits(text):
+def is_echo(text: str, question: str, rules: EchoRules = DEFAULT_ECHO_RULES) -> bool:
+    """Whether ``text`` only restates ``question``: it adds no content term to it and holds at least ``rules.cover``
+    of the question's (a yes/no question's answer may restate it: never an echo)."""
+    target = _Question.of(question, rules)
+    if target.yes_no or not target.terms:
         return False
-    held, total = target.held(text), len(target.words) + len(target.chars)
-    return held is not None and total > 0 and held / total >= ECHO_COVER
+    held = target.held(text)
+    return held is not None and held / len(target.terms) >= rules.cover
 
 
-def no_answer(text: str, question: Optional[str]) -> Optional[str]:
+def no_answer(text: str, question: Optional[str], rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[str]:
     """Why ``text`` is no answer to ``question``: :data:`EMPTY` (:func:`is_empty_answer`), :data:`ECHO`
-    (:func:`is_echo`), or None (it is one)."""
+    (:func:`is_echo` under ``rules``), or None (it is one)."""
     if is_empty_answer(text):
         return EMPTY
-    if question is not None and is_echo(text, question):
+    if question is not None and is_echo(text, question, rules):
         return ECHO
     return None
 
@@ -157,35 +173,56 @@ def passages_of(nodes: Sequence[NodeWithScore]) -> List[str]:
     return [n.node.get_content() for n in nodes]
 
 
-def cited_retry(text: str, nodes: Sequence[NodeWithScore]) -> Optional[Recovered]:
-    """A retry's uncited ``text`` with its sentences cited (pure); None when it is empty or markers only too."""
+def cites(synthesizer: Any) -> bool:
+    """Whether answers of ``synthesizer`` carry markers: ours say so (``citation_mode`` None: ``citations=False``);
+    another synthesizer or a query engine is taken to cite."""
+    return getattr(synthesizer, "citation_mode", ALIGNED) is not None
+
+
+def cited_retry(text: str, nodes: Sequence[NodeWithScore], cite: bool = True,
+                scorer: Optional[SupportScorer] = None) -> Optional[Recovered]:
+    """A retry's uncited ``text`` with its sentences cited (pure; ``scorer`` judging support when given; left
+    uncited when not ``cite``); None when it is empty or markers only too."""
     if is_empty_answer(text):
         return None
-    cited = cite_sentences(text, passages_of(nodes))
-    metadata = {**citation_metadata(cited, nodes), "citation_mode": ALIGNED}
+    cited = cite_sentences(text, passages_of(nodes), scorer) if cite else text
+    metadata = {**citation_metadata(cited, nodes), "citation_mode": ALIGNED if cite else None}
     return Recovered(cited, Response(cited, source_nodes=list(nodes), metadata=metadata), RETRY)
 
 
-def extractive_result(response: Any) -> Recovered:
-    text = str(response)
-    return Recovered(text, response, EXTRACTIVE_FALLBACK)
+def extractive_result(response: Any, cite: bool = True) -> Recovered:
+    """The extractive answer as shown: with its markers, or without them when not ``cite`` (``citations=False``)."""
+    if cite:
+        return Recovered(str(response), response, EXTRACTIVE_FALLBACK)
+    text = " ".join(strip_markers(str(response)).split())
+    metadata = {**(getattr(response, "metadata", None) or {}), "citations": [], "invalid_citation_markers": []}
+    return Recovered(text, Response(text, source_nodes=list(getattr(response, "source_nodes", [])), metadata=metadata),
+                     EXTRACTIVE_FALLBACK)
 
 
 class AnswerFallback:
     """Recovers an empty or marker-only answer, or one that only restates the question (see the module docstring).
     ``retry=False`` goes straight to the extractive answer; ``echo=False`` shows an answer that restates the question
     as it is; ``extractive`` is the synthesizer of the last resort (default: :class:`Extractive` with the local
-    embedding model, loaded on first use)."""
+    embedding model, loaded on first use); ``scorer`` judges which passage supports a retry's sentence (default: the
+    lexical check, :mod:`~llama_index_convrag.synthesizers.grounding`); ``echo_rules`` tell an echo."""
 
-    def __init__(self, *, retry: bool = True, echo: bool = True, extractive: Optional[BaseSynthesizer] = None) -> None:
+    def __init__(self, *, retry: bool = True, echo: bool = True, extractive: Optional[BaseSynthesizer] = None,
+                 scorer: Optional[SupportScorer] = None, echo_rules: EchoRules = DEFAULT_ECHO_RULES) -> None:
         if not isinstance(retry, bool):
             raise ArgumentTypeError(f"retry must be a bool, got {retry!r}")
         if not isinstance(echo, bool):
             raise ArgumentTypeError(f"echo must be a bool, got {echo!r}")
         if extractive is not None and not isinstance(extractive, BaseSynthesizer):
             raise ArgumentTypeError(f"extractive must be a synthesizer (BaseSynthesizer), got {extractive!r}")
+        if scorer is not None and not callable(scorer):
+            raise ArgumentTypeError(f"scorer must be a callable (claim, passages) -> scores or None, got {scorer!r}")
+        if not isinstance(echo_rules, EchoRules):
+            raise ArgumentTypeError(f"echo_rules must be an EchoRules, got {type(echo_rules).__name__}")
         self.retry = retry
         self.echo = echo
+        self.scorer = scorer
+        self.echo_rules = echo_rules
         self._extractive = extractive
 
     @property
@@ -207,44 +244,47 @@ class AnswerFallback:
         ``query`` (the prompt's, memory included), the extractive answer ``question`` (default: ``query``)."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
-            found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes)
+            found = cited_retry(str(twin.synthesize(query, list(nodes))), nodes, cites(synthesizer), self.scorer)
             if found is not None:
                 return found
-        return extractive_result(self.extractive.synthesize(question if question is not None else query, list(nodes)))
+        return extractive_result(self.extractive.synthesize(question if question is not None else query, list(nodes)),
+                                 cites(synthesizer))
 
     async def arecover(self, synthesizer: Any, query: str, nodes: Sequence[NodeWithScore],
                        reason: str = EMPTY, question: Optional[str] = None) -> Recovered:
         """Async twin of :meth:`recover`."""
         twin = self._twin(synthesizer) if reason == EMPTY else None
         if twin is not None:
-            found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes)
+            found = cited_retry(str(await twin.asynthesize(query, list(nodes))), nodes, cites(synthesizer),
+                                self.scorer)
             if found is not None:
                 return found
         return extractive_result(await self.extractive.asynthesize(question if question is not None else query,
-                                                                   list(nodes)))
+                                                                   list(nodes)), cites(synthesizer))
 
 
 class AnswerRule:
     """The stream hold's rule for an LLM answer (a :class:`~llama_index_convrag.synthesizers.stream_hold.HeadRule`):
     holds the start while together it is only markers and whitespace or could still be the citation prompt's example
-    repeated (:data:`EMPTY`), or could still be ``question`` restated (:data:`ECHO`, :func:`is_echo`: no longer than
-    it, adding no content word, number or Chinese character to it; a word the next delta may continue is not judged
-    yet). At the end, :func:`no_answer` is its verdict on a start still held."""
+    repeated (:data:`EMPTY`), or could still be ``question`` restated (:data:`ECHO`, :func:`is_echo` under ``rules``:
+    adding no content term to it; a word the next delta may continue is not judged yet). At the end,
+    :func:`no_answer` is its verdict on a start still held."""
 
-    def __init__(self, question: Optional[str] = None) -> None:
+    def __init__(self, question: Optional[str] = None, rules: EchoRules = DEFAULT_ECHO_RULES) -> None:
         self.question = question
-        self._target = None if question is None else _Question.of(question)  # once, not per delta
+        self.rules = rules
+        self._target = None if question is None else _Question.of(question, rules)  # once, not per delta
 
     def holding(self, head: str) -> Optional[str]:
         if undecided(head):
             return EMPTY
         target = self._target
-        if target is not None and target.fits(head) and target.held(_TRAILING_WORD.sub("", head)) is not None:
+        if target is not None and not target.yes_no and target.held(_without_trailing_word(head)) is not None:
             return ECHO
         return None
 
     def verdict(self, text: str) -> Optional[str]:
-        return no_answer(text, self.question)
+        return no_answer(text, self.question, self.rules)
 
 
 def undecided(head: str) -> bool:
@@ -253,5 +293,6 @@ def undecided(head: str) -> bool:
     return not has_answer_text(head) or EXAMPLE_WORDS.startswith(rest) or is_empty_answer(rest)
 
 
-__all__ = ["ANSWER_SOURCES", "ECHO", "ECHO_COVER", "EMPTY", "AnswerFallback", "AnswerRule", "Recovered",
-           "cited_retry", "is_echo", "is_empty_answer", "no_answer", "passages_of", "undecided", "writes_with_llm"]
+__all__ = ["ANSWER_SOURCES", "AnswerFallback", "AnswerRule", "DEFAULT_ECHO_RULES", "ECHO", "EMPTY", "EchoRules",
+           "Recovered", "cited_retry", "cites", "is_echo", "is_empty_answer", "no_answer", "passages_of", "undecided",
+           "writes_with_llm"]

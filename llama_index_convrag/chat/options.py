@@ -35,6 +35,7 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.judge.options import OLD_KEYWORDS, JudgeArg, judge_options
 from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, WidenRules, widen_rules
 from llama_index_convrag.synthesizers.citations import check_citation_mode
+from llama_index_convrag.synthesizers.grounding import SupportScorer
 from llama_index_convrag.synthesizers.registry import lookup_mode
 
 PromptLike = Union[str, BasePromptTemplate]
@@ -119,7 +120,10 @@ class AnswerOptions:
     ``return_generated_question`` / ``return_source_nodes``: what ``response.metadata`` and the response carry;
     ``widen``: what the answer reads around each hit of our Milvus retriever (a
     :class:`~llama_index_convrag.postprocessors.widen.WidenRules`: its neighbouring chunks, merged and deduplicated,
-    cut back first when the budget is short; None: the matched chunks alone)."""
+    cut back first when the budget is short; None: the matched chunks alone);
+    ``support_scorer``: a model that judges which passage supports an answer sentence (``scorer(claim, passages) ->
+    scores`` in 0..1, :data:`~llama_index_convrag.synthesizers.grounding.SupportScorer`) for the aligned citations,
+    the turn record's ``grounding`` and the default fallback's retry (None: the lexical check)."""
 
     response_mode: Optional[str] = None
     citations: bool = True
@@ -137,6 +141,7 @@ class AnswerOptions:
     return_generated_question: bool = False
     return_source_nodes: bool = True
     widen: Optional[WidenRules] = DEFAULT_WIDEN
+    support_scorer: Optional[SupportScorer] = None
 
     def __post_init__(self) -> None:
         if self.response_mode is not None:
@@ -169,11 +174,16 @@ class AnswerOptions:
         object.__setattr__(self, "hooks", tuple(self.hooks))
         judge_options(self.judge)  # names the accepted kinds
         widen_rules(self.widen, "AnswerOptions.widen")
+        if self.support_scorer is not None and not callable(self.support_scorer):
+            raise ArgumentTypeError(f"AnswerOptions.support_scorer must be a callable (claim, passages) -> scores or "
+                                    f"None, got {self.support_scorer!r}")
 
     @property
     def fallback_or_default(self) -> AnswerFallback:
-        """:attr:`fallback`, or the default :class:`~.fallback.AnswerFallback`."""
-        return self.fallback if self.fallback is not None else _DEFAULT_FALLBACK
+        """:attr:`fallback`, or the default :class:`~.fallback.AnswerFallback` (judging with :attr:`support_scorer`)."""
+        if self.fallback is not None:
+            return self.fallback
+        return _DEFAULT_FALLBACK if self.support_scorer is None else AnswerFallback(scorer=self.support_scorer)
 
 
 _DEFAULT_FALLBACK = AnswerFallback()

@@ -25,8 +25,8 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.chat.blocks import BlockReport
 from llama_index_convrag.chat.budget import TrimReport
 from llama_index_convrag.chat.memory_step import MemoryFit
-from llama_index_convrag.chat.fallback import (ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM, RETRY, AnswerRule,
-                                               Recovered, no_answer, passages_of)
+from llama_index_convrag.chat.fallback import (DEFAULT_ECHO_RULES, ECHO, ECHO_WARNING, LLM as LLM_ANSWER, NO_LLM,
+                                               RETRY, AnswerRule, EchoRules, Recovered, no_answer, passages_of)
 from llama_index_convrag.chat.events import ChatTurnEndEvent, ChatTurnStartEvent, ContextTrimEvent, QuestionRewriteEvent
 from llama_index_convrag.chat.records import TurnRecord
 from llama_index_convrag.conversational.query import ConversationalQuery
@@ -43,7 +43,7 @@ from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER
 from llama_index_convrag.storage.conversation.base import Citation
 from llama_index_convrag.synthesizers.citations import has_answer_text
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY
-from llama_index_convrag.synthesizers.grounding import grounding_record
+from llama_index_convrag.synthesizers.grounding import SupportScorer, grounding_record
 from llama_index_convrag.synthesizers.stream_hold import GROUNDING_KEY
 
 dispatcher = get_dispatcher(__name__)
@@ -176,20 +176,21 @@ class Turn:
         """The answer about to be written is the LLM's (``llm``) or not (``no_llm``)."""
         self.record.answer_source = LLM_ANSWER if llm_writes else NO_LLM
 
-    def answer_rule(self, question: Optional[str]) -> Optional[AnswerRule]:
+    def answer_rule(self, question: Optional[str], rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[AnswerRule]:
         """The stream hold's rule for this turn's answer (:class:`~.fallback.AnswerRule`, checked against
-        ``question``), or None when the answer is not the LLM's or has no passages (nothing to recover from)."""
+        ``question`` under ``rules``), or None when the answer is not the LLM's or has no passages (nothing to recover from)."""
         if self.record.answer_source != LLM_ANSWER or not self.nodes:
             return None
-        return AnswerRule(question)
+        return AnswerRule(question, rules)
 
-    def recovery_reason(self, text: str, query: Optional[str]) -> Optional[str]:
+    def recovery_reason(self, text: str, query: Optional[str],
+                        rules: EchoRules = DEFAULT_ECHO_RULES) -> Optional[str]:
         """Why ``text``, the LLM's answer over this turn's passages to ``query``, is recovered
         (``fallback.no_answer``: empty or only citation markers, or ``query`` restated; None: not checked for that);
         None when it is shown."""
         if self.record.answer_source != LLM_ANSWER or not self.nodes:
             return None
-        return no_answer(text, query)
+        return no_answer(text, query, rules)
 
     def apply_recovered(self, recovered: Recovered, reason: str, text: str) -> str:
         """Show ``recovered`` instead of the LLM's answer ``text`` (its citations become the turn's); its text. An
@@ -200,13 +201,14 @@ class Turn:
             self.record.warnings.append(ECHO_WARNING.format(answer=text.strip()))
         return recovered.text
 
-    def outcome(self, status: str, text: str, error: Optional[BaseException], response: Any) -> TurnOutcome:
+    def outcome(self, status: str, text: str, error: Optional[BaseException], response: Any,
+                scorer: Optional[SupportScorer] = None) -> TurnOutcome:
         """The turn's final state as the port commits it: the answer, its citations, its grounding and the record.
         An answer the model cut at its output limit, or left empty, is stored as ``error`` with its text kept
         (:meth:`OutputWatch.problem`): the LLM's answer, or its retry (the last call watched); the extractive answer
         shown after an empty one (:meth:`apply_recovered`) is no LLM call's, so it is not judged by them. The
         grounding is the one judged while the answer was cited (``response.metadata["grounding"]``), else judged
-        here, once."""
+        here, once (by ``scorer`` when given)."""
         rec = self.record
         by_llm = self.recovered is None or self.recovered.source == RETRY
         judged = status == "complete" and response is not None and by_llm
@@ -224,7 +226,8 @@ class Turn:
         metadata = getattr(response, "metadata", None) or {}
         if status == "complete" and rec.status != "no_docs" and self.nodes and has_answer_text(text):
             carried = metadata.get(GROUNDING_KEY)
-            rec.grounding = carried if carried is not None else grounding_record(text, passages_of(self.nodes))
+            rec.grounding = carried if carried is not None else grounding_record(text, passages_of(self.nodes),
+                                                                                 scorer=scorer)
         citations = build_citations(response, self.nodes) if response is not None else []
         rec.citation_mode = metadata.get("citation_mode")
         rec.answer_completion = metadata.get(COMPLETION_KEY)

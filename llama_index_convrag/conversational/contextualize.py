@@ -43,49 +43,23 @@ number below is a field of :class:`ContextRules`, passed as one typed argument:
 
 from __future__ import annotations
 
-import re
+import regex as re
 from functools import lru_cache
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from llama_index_convrag._words import CJK_RUN, fold
-from llama_index_convrag.conversational.referents import Referent, item_reference, list_items, pick, refers_to_answer
+from llama_index_convrag.conversational.referents import (DEFAULT_REFERENT_RULES, Referent, ReferentRules,
+                                                         item_reference, list_items, pick, refers_to_answer)
 from llama_index_convrag.conversational.triggers import needs_rewrite
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.text import HAN, identify, rules_on, sentence_spans, split_sentences, stop_words, words
 
-EN_STOPWORDS = frozenset("""
-a about above after again against all also am an and any are aren't as at be because been before being below
-between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each else
-ever few for from further get gets got had hadn't has hasn't have haven't having he he'd he'll he's her here
-here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself just
-let's like likely lot lots me might more most much must mustn't my myself need no nor not now of off often on once
-one ones only or other others ought our ours ourselves out over own please quite rather really same say says
-shall shan't she she'd she'll she's should shouldn't so some such than that that's the their theirs them
-themselves then there there's these they they'd they'll they're they've thing things this those though through
-to too under until up upon us very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-where's whether which while who who's whom whose why why's will with within without won't would wouldn't yes yet
-you you'd you'll you're you've your yours yourself yourselves
-tell know want wanted explain describe describes give show mean means meant think thought talk learn
-interesting interested thanks thank okay ok wow great cool sure sounds sound good nice well anything
-something everything anyone someone kind kinds sort type types way ways example examples many make makes made
-use used using important main different differences difference specific specifically info information detail
-details else another however still even back around actually maybe go going went take took come came see seem
-whatever again first last next new old kinds lot also happened happen happens did does doing done known
-""".split())
-# Function characters and words that never carry a Chinese topic (split points for CJK runs).
-ZH_STOP_WORDS = (
-    "什么", "怎么", "怎样", "为什么", "哪里", "哪个", "哪些", "多少", "是不是", "有没有", "可以", "可能", "知道", "告诉",
-    "一下", "一个", "一些", "这个", "那个", "这些", "那些", "它们", "他们", "她们", "我们", "你们", "前者", "后者",
-    "还有", "就是", "但是", "因为", "所以", "如果", "然后", "还是", "或者", "觉得", "喜欢", "现在", "时候", "应该",
-    "没有", "不是", "刚才", "之前", "上面", "上述", "同样",
-)
-ZH_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯么我你他她它这那有在和与也都就不很还要会说过着被把给让对从到吗么个些里上下中"
-                          "哪谁啥几又再才更最太真好")
-_EN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+#: A word of a language written with spaces (any script but CJK), with its inner apostrophes and hyphens.
+_EN_WORD = re.compile(r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])[\p{L}\p{N}])"
+                      r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])[\p{L}\p{N}\p{M}'’\-])*")
 # "how long", "how many": the word after "how" asks for a quantity, it names no topic.
 _HOW_MODIFIER = re.compile(r"\bhow\s+(?:long|much|many|far|often|big|large|small|tall|high|deep|wide|soon|late|"
                            r"early|fast|quickly|easy|hard|well|bad|good)\s*$", re.IGNORECASE)
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)$")
 
 
 @dataclass(frozen=True)
@@ -94,53 +68,95 @@ class ContextRules:
     measured settings; ``bench/conversational_retrieval.py`` passes others to compare). Checked once, here."""
 
     max_terms: int = 6
-    """History terms added at most."""
+    """History terms added at most. Measured: ``bench/conversational_retrieval.py --term-rules`` (CAsT and CANARD, per
+    half)."""
     decay: float = 0.5
-    """Recency: a turn ``k`` turns back weighs ``decay ** (k - 1)``."""
+    """Recency: a turn ``k`` turns back weighs ``decay ** (k - 1)``. Measured: ``bench/conversational_retrieval.py``
+    (the ``ctx-expand`` and ``ctx-fuse`` rows, CAsT 2021 / 2022 and CANARD; ``--split dev|test`` for the halves)."""
     anchor_weight: float = 0.5
-    """The conversation's opening turn weighs at least this (it usually names the topic)."""
+    """The conversation's opening turn weighs at least this (it usually names the topic). Measured:
+    ``bench/conversational_retrieval.py`` ``--split dev|test`` (CAsT opens with its topic)."""
     answer_weight: float = 0.15
-    """An answer's term weighs this much of a question's."""
+    """An answer's term weighs this much of a question's. Measured: ``bench/conversational_retrieval.py
+    --shown-answers`` (no, gold or extractive answers, per set)."""
     answer_repeat_cap: int = 3
-    """A name an answer repeats counts as often as it is named, at most this (1: once)."""
+    """A name an answer repeats counts as often as it is named, at most this (1: once). Measured:
+    ``bench/conversational_retrieval.py --term-rules`` (cap 2 / 3 / 5, per set)."""
     shift_damping: float = 0.2
-    """Factor on the terms of turns before the latest earlier topic shift."""
+    """Factor on the terms of turns before the latest earlier topic shift. Measured: ``bench/conversational_retrieval.py
+    --term-rules`` (the shift test on earlier turns)."""
     min_weight: float = 0.25
-    """A term is added when its summed weight reaches this."""
+    """A term is added when its summed weight reaches this. Measured: ``bench/conversational_retrieval.py``
+    (the ``ctx-fuse`` rows, per set and ``--split``)."""
     context_scale: float = 2.0
-    """The expanded list's weight is ``context_scale / own content terms`` ..."""
+    """The expanded list's weight is ``context_scale / own content terms`` ... Measured:
+    ``bench/conversational_retrieval.py --weights-grid`` (scale 2 / 3, per set)."""
     max_context_weight: float = 3.0
-    """... at most this."""
+    """... at most this. Measured: ``bench/conversational_retrieval.py --weights-grid`` (cap 3 / 4 / 5)."""
     named_subject_weight: float = 0.3
-    """The weight's ceiling for a follow-up that names its own subject (history as a light prior)."""
+    """The weight's ceiling for a follow-up that names its own subject (history as a light prior). Measured:
+    ``bench/conversational_retrieval.py --weights-grid`` (0.3 / 0.5 / 0.6; CAsT 2022 78/77 -> 79/79% per half when it
+    was added)."""
     shift_min_terms: int = 3
     """A self-contained follow-up of new words (``shift_new_share``) is a topic shift when it names something or holds
-    at least this many distinct content words."""
+    at least this many distinct content words. Measured: ``bench/conversational_retrieval.py --term-rules`` (shift at
+    3 / 4 / 5 words or by names only)."""
     shift_new_share: float = 0.6
-    """A self-contained follow-up counts as new words when every content term of it is new to the conversation, or
-    when it holds no term of the last turn and its question (its last sentence) holds at least ``shift_min_terms``
-    terms, at least this share of them new, and no definite reference ("the album") (1.0: only the first). A change of subject often keeps a common word of the old one: "files" of
-    "How do I extract files from an archive with tar?" in "How do I find files by name?"."""
+    """A self-contained follow-up counts as new words when every content term of it is new to the conversation, or when
+    it holds no term of the last turn and its question (its last sentence) holds at least ``shift_min_terms`` terms,
+    at least this share of them new, and no definite reference ("the album") (1.0: only the first). A change of
+    subject often keeps a common word of the old one: "files" of "How do I extract files from an archive with tar?"
+    in "How do I find files by name?". Measured: ``bench/conversational_retrieval.py`` (1.0 against 0.6 moves no
+    figure by a point, CAsT 2021 / 2022 and CANARD per half; ``tests/cli_commands/test_topic_change.py``)."""
     coverage_depth: int = 10
-    """The question's own top results whose mention of the added terms sets ``coverage``."""
+    """The question's own top results whose mention of the added terms sets ``coverage``. Measured:
+    ``bench/conversational_retrieval.py --weights-grid`` (the coverage factors read the top 10)."""
     covered_factor: float = 0.25
-    """Context-weight factor when every one of those results mentions an added term."""
+    """Context-weight factor when every one of those results mentions an added term. Measured:
+    ``bench/conversational_retrieval.py --weights-grid`` (0.25 / 0.35 / 0.5)."""
     uncovered_factor: float = 2.0
-    """Context-weight factor when none does."""
+    """Context-weight factor when none does. Measured: ``bench/conversational_retrieval.py --weights-grid`` (2.0 / 2.5 /
+    3.0)."""
     agreement_pivot: float = 0.4
-    """The two lists' agreement beyond chance at which the context weight stays as it is."""
+    """The two lists' agreement beyond chance at which the context weight stays as it is. Measured:
+    ``bench/conversational_retrieval.py --agreement-grid`` (pivot 0.35 / 0.4 / 0.45 / 0.5 at every chunk size)."""
     agreement_slope: float = 4.0
-    """How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0."""
+    """How fast the agreement factor falls with the agreement: ``1 + slope x (pivot - agreement)``, at least 0.
+    Measured: ``bench/conversational_retrieval.py --agreement-grid`` (slope 0 (off) / 3 / 4 / 5)."""
     answer_subject_weight: float = 1.0
-    """For a follow-up that refers with a pronoun (he / it / 它) after a question that asked for a name (who / which,
-    谁 / 哪): the name the last answer introduced weighs this x its salience, as a term of the last question would
-    (0: off; see :mod:`~llama_index_convrag.conversational.referents`)."""
+    """For a follow-up that refers with a pronoun (he / it / 它) after a question that asked for a name (who / which, 谁 /
+    哪): the name the last answer introduced weighs this x its salience, as a term of the last question would (0: off;
+    see :mod:`~llama_index_convrag.conversational.referents`). Measured: ``bench/conversational_retrieval.py
+    --followups`` (on, CAsT 2021 / 256 closes 101% of the gap (111% / 89% per half) against 99% (110% / 84%) with
+    both follow-up rules off)."""
     referent_shift: bool = False
     """When the pronoun resolves to such a name, the topic switched: every earlier turn's terms are damped by
-    ``shift_damping`` (off: measured, it loses on CANARD in both halves of the dialogues)."""
+    ``shift_damping`` (off: measured, it loses on CANARD in both halves of the dialogues). Measured:
+    ``bench/conversational_retrieval.py --followups`` (on, CANARD / 256 closes 76% (80% / 71%) against 77% (82% /
+    72%) off)."""
+    referents: ReferentRules = DEFAULT_REFERENT_RULES
+    """The words the list-item and answer-subject rules read (:class:`~.referents.ReferentRules`). Measured:
+    ``bench/conversational_retrieval.py --followups`` (and ``tests/conversational/test_followups.py``)."""
+    conversation_words: Tuple[Tuple[str, FrozenSet[str]], ...] = (
+        ("en", frozenset("""
+actually also another anyone anything around back came can't cannot come cool could describe describes detail details
+difference differences different done else even ever everything example examples explain first get gets give go going
+good got great happen happened happens here's how's however important info information interested interesting kind
+kinds know known last learn let's like likely lot lots made main make makes many maybe mean means meant might much
+must need new next nice often ok okay old one ones others ought please quite rather really say says see seem shall
+show someone something sort sound sounds specific specifically still sure take talk tell thank thanks that's there's
+thing things think though thought took type types upon us use used using want wanted way ways well went what's
+whatever when's where's whether who's whose why's within without would wow yes yet""".split())),
+        ("zh", frozenset("喜欢 觉得 告诉 可以 可能 想 请 介绍 一下".split())),
+    )
+    """Per language, words of talk rather than of a topic ("tell me", "interesting", "thanks", "the first one"),
+    never history terms, beyond the language's stop list (NLTK's): ``bench/conversational_retrieval.py
+    --conversation-words`` measures them off and on (CAsT, CANARD, each half; the Chinese term check)."""
     list_item_weight: float = 2.0
-    """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list
-    (else the last question's: "A or B?") weigh this x their salience (0: off)."""
+    """For "the second one", "the last", "both", 前者 / 后者 / 第二个: the words of that item of the last answer's list (else
+    the last question's: "A or B?") weigh this x their salience (0: off). Measured:
+    ``bench/conversational_retrieval.py --followups`` (the written list dialogues get their item 4 of 4 on, 1 of 4
+    off; the sets rarely hold the pattern (4 follow-ups of CAsT 2021))."""
     def __post_init__(self) -> None:
         for name, low in (("max_terms", 1), ("answer_repeat_cap", 1), ("shift_min_terms", 0), ("coverage_depth", 1)):
             value = getattr(self, name)
@@ -152,6 +168,12 @@ class ContextRules:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:  # NaN too
                 raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
+        if not isinstance(self.referents, ReferentRules):
+            raise ConfigurationError(f"referents must be a ReferentRules, got {type(self.referents).__name__}")
+        if isinstance(self.conversation_words, dict) or not all(
+                isinstance(lang, str) and isinstance(ws, frozenset) for lang, ws in self.conversation_words):
+            raise ConfigurationError("conversation_words must be (language, frozenset of words) pairs, got "
+                                     f"{self.conversation_words!r}")
         share = self.shift_new_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise ConfigurationError(f"shift_new_share must be a number in (0, 1], got {share!r}")
@@ -250,12 +272,36 @@ class _Term:
     order: int = field(default=0)
 
 
-def _en_terms(text: str) -> List[_Term]:
+def fold(word: str) -> str:
+    """``word`` lower-cased, without a possessive ``'s`` or edge quotes and hyphens, a plural made singular (``-ies``
+    -> ``-y`` past four letters; ``-s`` past three, not ``-ss``, ``-us``, ``-is``): the key a term is compared by,
+    and what :func:`mentions` searches for in any of those forms."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.strip("'-")
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def _stops(language: str, rules: "ContextRules") -> frozenset:
+    """The words of ``language`` that are never terms: its stop list (NLTK's,
+    :func:`~llama_index_convrag.text.stop_words`) and its ``rules.conversation_words``."""
+    return stop_words(language) | dict(rules.conversation_words).get(language, frozenset())
+
+
+def _en_terms(text: str, rules: "ContextRules") -> List[_Term]:
     out = []
+    language = identify(text)
+    stops = _stops(language if rules_on(language) and language != "zh" else "en", rules)
+    starts = {start for start, _, _ in sentence_spans(text)}
     for m in _EN_WORD.finditer(text):
         word = m.group(0).strip("'’-")
         low = word.lower().replace("’", "'")
-        if len(word) < 2 or low in EN_STOPWORDS or fold(word) in EN_STOPWORDS:
+        if len(word) < 2 or low in stops or fold(word) in stops:
             continue
         if _HOW_MODIFIER.search(text[max(0, m.start() - 12):m.end()]):
             continue
@@ -263,7 +309,7 @@ def _en_terms(text: str) -> List[_Term]:
             salience, label = 1.0, "number"
         elif word.isupper() and len(word) >= 2:
             salience, label = 1.5, "acronym"
-        elif word[0].isupper() and not _SENTENCE_START.search(text[:m.start()]):
+        elif word[0].isupper() and m.start() not in starts:
             salience, label = 1.5, "proper noun"
         else:
             salience, label = 1.0, "content word"
@@ -271,36 +317,49 @@ def _en_terms(text: str) -> List[_Term]:
     return out
 
 
-def _zh_terms(text: str) -> List[_Term]:
+def _zh_terms(text: str, rules: "ContextRules") -> List[_Term]:
+    """Chinese words: jieba's words of each run of Han characters (the words that tile it), less NLTK's Chinese
+    stop words, the Chinese ``conversation_words`` and one-character words; longer words weigh a little more."""
     out = []
-    for run in CJK_RUN.finditer(text):
-        chunk = run.group(0)
-        for word in ZH_STOP_WORDS:
-            chunk = chunk.replace(word, " ")
-        chunk = "".join(" " if ch in ZH_STOP_CHARS else ch for ch in chunk)
-        offset = run.start()
-        for piece in chunk.split():
-            if len(piece) >= 2:
-                out.append(_Term(piece, piece, 1.0 + 0.1 * min(len(piece), 5), "content phrase", offset))
+    stops = _stops("zh", rules)
+    for run in _HAN_RUN.finditer(text):
+        pos = run.start()
+        for word in _exact_words(run.group(0)):
+            if word not in stops and len(word) >= 2:
+                out.append(_Term(word, word, 1.0 + 0.1 * min(len(word), 5), "content phrase", pos))
+            pos += len(word)
+    return out
+
+
+_HAN_RUN = re.compile(r"\p{Han}+")
+
+
+def _exact_words(run: str) -> List[str]:
+    """jieba's words of ``run`` that tile it (search mode's extra sub-words left out)."""
+    out, pos = [], 0
+    for word in words(run):
+        if run.startswith(word, pos):
+            out.append(word)
+            pos += len(word)
     return out
 
 
 @lru_cache(maxsize=4096)
-def _terms_cached(text: str) -> Tuple[_Term, ...]:
-    return tuple(_en_terms(text) + _zh_terms(text))
+def _terms_cached(text: str, rules: "ContextRules") -> Tuple[_Term, ...]:
+    return tuple(_en_terms(text, rules) + _zh_terms(text, rules))
 
 
-def extract_terms(text: str) -> Tuple[_Term, ...]:
+def extract_terms(text: str, rules: Optional["ContextRules"] = None) -> Tuple[_Term, ...]:
     """Candidate topic terms of ``text`` (English words and Chinese phrases), in text order (memoised)."""
-    return _terms_cached(text) if text else ()
+    return _terms_cached(text, DEFAULT_RULES if rules is None else rules) if text else ()
 
 
 def _covered(term: _Term, question: str, question_keys: frozenset) -> bool:
-    return term.key in question_keys or (term.key[0] >= "\u3400" and term.key in question)
+    return term.key in question_keys or (HAN.match(term.key) is not None and term.key in question)
 
 
-def _keys(turn: HistoryTurn) -> set:
-    return {t.key for text in (turn.question, turn.answer) for t in extract_terms(text)}
+def _keys(turn: HistoryTurn, rules: "ContextRules") -> set:
+    return {t.key for text in (turn.question, turn.answer) for t in extract_terms(text, rules)}
 
 
 _NAMES = ("proper noun", "acronym")
@@ -322,29 +381,33 @@ def _repeats(terms: Sequence[_Term], cap: int, names_only: bool = True) -> Dict[
 def _names_subject(terms: Sequence[_Term], min_terms: int) -> bool:
     """Whether ``terms`` name a subject of their own (pure): a name (:data:`_NAMES`), a Chinese phrase (no capitals
     tell a Chinese name apart) or at least ``min_terms`` distinct content words."""
-    return any(t.label in _NAMES or t.key[0] >= "\u3400" for t in terms) or \
+    return any(t.label in _NAMES or HAN.match(t.key) is not None for t in terms) or \
         len({t.key for t in terms}) >= min_terms
 
 
-#: "the album", "the first stage": a definite noun phrase points back at something the conversation named.
-_DEFINITE = re.compile(r"\bthe\s+(?!same\b)[a-z]", re.IGNORECASE)
-_LAST_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def _names_new(question: str, seen: set, share: float = 1.0, last: Optional[set] = None,
+def _definite(text: str) -> bool:
+    """Whether ``text`` holds "the" before a word ("the album", "the first stage", not "the same"): a definite noun
+    phrase points back at something the conversation named."""
+    tokens = words(text.lower())
+    return any(t == "the" and nxt != "same" and nxt[:1].isalpha() for t, nxt in zip(tokens, tokens[1:]))
+
+
+def _names_new(question: str, seen: set, rules: "ContextRules", share: float = 1.0, last: Optional[set] = None,
                min_terms: int = 0) -> Tuple[bool, bool]:
     """(names a term outside ``seen``, names only terms outside ``seen``: or, holding none of ``last``'s, its last
     sentence holding at least ``min_terms`` terms, ``share`` of them outside ``seen``, and no definite reference ("the
-    movie": :data:`_DEFINITE`)) for a self-contained question."""
-    own = {t.key for t in extract_terms(question)}
+    movie": :func:`_definite`)) for a self-contained question."""
+    own = {t.key for t in extract_terms(question, rules)}
     if not own:
         return False, False
     fresh = own - seen
     if fresh == own or last is None or own & last:
         return bool(fresh), fresh == own
-    asked = _LAST_SENTENCE.split(question.strip())[-1]
-    keys = {t.key for t in extract_terms(asked)}
-    mostly = len(keys) >= min_terms and len(keys - seen) >= share * len(keys) and not _DEFINITE.search(asked)
+    asked = (split_sentences(question) or [question])[-1]
+    keys = {t.key for t in extract_terms(asked, rules)}
+    mostly = len(keys) >= min_terms and len(keys - seen) >= share * len(keys) and not _definite(asked)
     return bool(fresh), bool(keys) and mostly
 
 
@@ -353,6 +416,10 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
     """Expand ``question`` with salient, recent history terms under ``rules`` (pure; see the module docstring)."""
     if not isinstance(rules, ContextRules):
         raise ArgumentTypeError(f"rules must be a ContextRules, got {type(rules).__name__}")
+    language = identify(question)
+    if not rules_on(language):
+        return Contextualized(question, question, (), False, False,
+                              f"rules off: language {language!r} not supported (the follow-up as written)", rules=rules)
     decision = needs_rewrite(question)
     if not history:
         return Contextualized(question, question, (), False, False, "no history", rules=rules)
@@ -362,15 +429,15 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
     asked: set = set()  # term keys of the earlier questions
     last_shift = 0
     for i, turn in enumerate(history):
-        if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen)[0]:
+        if i and not needs_rewrite(turn.question).rewrite and _names_new(turn.question, seen, rules)[0]:
             last_shift = i
-        seen |= _keys(turn)
-        asked |= {t.key for t in extract_terms(turn.question)}
-    question_keys = frozenset(t.key for t in extract_terms(question))
+        seen |= _keys(turn, rules)
+        asked |= {t.key for t in extract_terms(turn.question, rules)}
+    question_keys = frozenset(t.key for t in extract_terms(question, rules))
     boosts, referent = _referents(question, decision.reason, history[-1], asked, question_keys, rules)
-    all_new = not decision.rewrite and _names_new(question, seen, rules.shift_new_share, _keys(history[-1]),
-                                                   rules.shift_min_terms)[1]
-    if referent is None and all_new and _names_subject(extract_terms(question), rules.shift_min_terms):
+    all_new = not decision.rewrite and _names_new(question, seen, rules, rules.shift_new_share,
+                                                   _keys(history[-1], rules), rules.shift_min_terms)[1]
+    if referent is None and all_new and _names_subject(extract_terms(question, rules), rules.shift_min_terms):
         return Contextualized(question, question, (), False, True,
                               "topic shift: self-contained and names a subject new to the conversation", rules=rules)
     if referent is not None and referent.kind == "answer subject" and rules.referent_shift:
@@ -387,7 +454,7 @@ def contextualize(question: str, history: Sequence[HistoryTurn], rules: ContextR
             recency *= rules.shift_damping
         for text, source_weight, source in ((turn.question, 1.0, "question"),
                                             (turn.answer, rules.answer_weight, "answer")):
-            terms = extract_terms(text)
+            terms = extract_terms(text, rules)
             repeats = _repeats(terms, rules.answer_repeat_cap if source == "answer" else 1)
             for term in terms:
                 if term.key not in repeats or _covered(term, question, question_keys):
@@ -433,24 +500,27 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
       which: :func:`~.referents.refers_to_answer`), the name the last answer introduced (not in any earlier question
       nor in this one; the most repeated, then the first), weighing ``answer_subject_weight`` x salience.
     """
-    positions = item_reference(question) if rules.list_item_weight > 0 else None
+    positions = item_reference(question, rules.referents) if rules.list_item_weight > 0 else None
     if positions is not None:
         for text in (last.answer, last.question):
-            chosen = pick(list_items(text), positions)
+            chosen = pick(list_items(text, rules.referents), positions)
             if chosen:
                 # a one-character Chinese item ("狗") holds no two-character phrase: the item itself
-                terms = [t for item in chosen for t in (extract_terms(item) or (
-                    (_Term(item, item, 1.0, "list item"),) if item[0] >= "\u3400" else ()))]
+                terms = [t for item in chosen for t in (extract_terms(item, rules) or (
+                    (_Term(item, item, 1.0, "list item"),) if HAN.match(item) is not None else ()))]
                 fresh = [t for t in terms if t.key not in question_keys]
                 return [(t, rules.list_item_weight * t.salience) for t in fresh], \
                     Referent("list item", " / ".join(chosen))
-    if rules.answer_subject_weight <= 0 or not trigger.startswith(_REFERRING) or \
-            not refers_to_answer(question, last.question):
+    # in a language without reference lists (German, French ...), a short follow-up stands for its pronoun
+    listed = identify(question) in ("en", "zh")
+    referring = trigger.startswith(_REFERRING) or (not listed and trigger.startswith("short follow-up"))
+    if rules.answer_subject_weight <= 0 or not referring or \
+            not refers_to_answer(question, last.question, any_pronoun=not listed, rules=rules.referents):
         return [], None
     # names, and capitalised words at a sentence's start ("Galileo discovered them."); the referent is new to the
     # questions, the most repeated, then the first (an answer names its subject first)
-    said = extract_terms(last.answer)
-    names = [t for t in said if t.label in _NAMES or t.surface[0].isupper() or t.key[0] >= "\u3400"]
+    said = extract_terms(last.answer, rules)
+    names = [t for t in said if t.label in _NAMES or t.surface[0].isupper() or HAN.match(t.key) is not None]
     fresh = [t for t in names if t.key not in asked and not _covered(t, question, question_keys)]
     if not fresh:
         return [], None
@@ -463,7 +533,7 @@ def _referents(question: str, trigger: str, last: HistoryTurn, asked: set, quest
 
 def _run_around(top: _Term, names: Sequence[_Term], text: str) -> List[_Term]:
     """``top`` with the names written right before and after it in ``text`` ("Edwin Hubble", "Moto G7 Power")."""
-    if top.key[0] >= "\u3400":
+    if HAN.match(top.key) is not None:
         return [top]
     run = [top]
     at = names.index(top)
@@ -493,7 +563,7 @@ def _context_weight(question: str, trigger: str, own_terms: int, rules: ContextR
     """
     weight = min(rules.max_context_weight, rules.context_scale / max(own_terms, 1))
     named_weight = rules.named_subject_weight
-    terms = extract_terms(question)
+    terms = extract_terms(question, rules)
     named = next((t.surface for t in terms if t.label in _NAMES), None)
     if named is None and trigger in ("ellipsis", "elliptical ending") and terms:
         named = terms[-1].surface
@@ -507,10 +577,10 @@ def _context_weight(question: str, trigger: str, own_terms: int, rules: ContextR
 def mentions(text: str, terms: Sequence[str]) -> bool:
     """Whether ``text`` holds one of ``terms`` (English: as a word, case-, plural- and possessive-folded; Chinese:
     as a substring)."""
-    cjk = [t for t in terms if t and t[0] >= "\u3400"]
+    cjk = [t for t in terms if t and HAN.match(t) is not None]
     if any(t in text for t in cjk):
         return True
-    keys = {fold(t) for t in terms if t and t[0] < "\u3400"}
+    keys = {fold(t) for t in terms if t and not HAN.match(t)}
     lower = text.lower()
     # every folded form holds its key, less a final 'y' ('companies' -> 'company'): the regex runs on a substring hit
     if not any((k[:-1] if k.endswith("y") else k) in lower for k in keys if k):
@@ -521,7 +591,7 @@ def mentions(text: str, terms: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=1024)
 def _mention_pattern(keys: Tuple[str, ...]) -> Optional["re.Pattern[str]"]:
-    """One regex for the words :func:`~llama_index_convrag._words.fold` folds onto ``keys`` (plural, possessive,
+    """One regex for the words :func:`fold` folds onto ``keys`` (plural, possessive,
     -ies), case-insensitive."""
     forms = []
     for k in keys:
@@ -550,4 +620,4 @@ def history_turns(messages: Sequence[object]) -> List[HistoryTurn]:
 
 
 def _key_of(term: AddedTerm) -> str:
-    return term.term if term.term and term.term[0] >= "\u3400" else fold(term.term)
+    return term.term if term.term and HAN.match(term.term) else fold(term.term)

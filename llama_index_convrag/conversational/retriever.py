@@ -123,13 +123,16 @@ def fuse_ranked(own: Sequence[Tuple[Hashable, float]], ctx: Sequence[Tuple[Hasha
     lists that differ carry what the history found); then min-max weighted fusion. The own list's first result stays
     first when the expanded query also ranks it among its first :data:`CONSENSUS_DEPTH` (both queries find it; only
     where the agreement is known: in a corpus of a few chunks every list holds it) or it already mentions an added
-    history term (it answers the question's words and is on the conversation's topic). Returns the fused list and the
-    decision (weights, coverage, agreement, ``own_top_kept``)."""
+    history term (it answers the question's words and is on the conversation's topic). The fused scores are divided by
+    the sum of the two weights, so they stay on the scale a plain search prints (1.0: the best of both lists, after
+    per-query min-max normalisation; the order is that of the weighted sum). Returns the fused list and the decision
+    (weights, coverage, agreement, ``own_top_kept``)."""
     coverage, weight = plan.weight_given([text_of(d) for d, _ in own[: plan.coverage_depth]])
     agreed = agreement(own, ctx, plan.coverage_depth)
     if agreed is not None:
         weight *= plan.agreement_factor(agreed)
-    fused = fusion.weighted([own, ctx], [plan.question_weight, weight])
+    total = plan.question_weight + weight
+    fused = fusion.weighted([own, ctx], [plan.question_weight / total, weight / total] if total > 0 else [1.0, 0.0])
     both_rank_it = agreed is not None and own[0][0] in {d for d, _ in ctx[:CONSENSUS_DEPTH]}  # known: own not empty
     kept = bool(own and fused and fused[0][0] != own[0][0] and (
         both_rank_it or plan.mentioned_in(text_of(own[0][0]))))

@@ -13,7 +13,10 @@ question ("looks like an answer") and repeats of an earlier user question.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+from llama_index_convrag.text import has_cjk, words
 
 #: Longer cleaned replies are answers or essays, not retrieval questions.
 MAX_REWRITE_CHARS = 400
@@ -28,7 +31,6 @@ _LABEL = re.compile(
 )
 _ZH_LABEL = re.compile(r"^[*_#\s]*[^\n:：?？。]{0,12}(?:问题|提问|查询)(?:是|为)?[*_]*\s*[:：][*_]*")
 _PREAMBLE_LINE = re.compile(r"[:：]\s*$")
-_QUOTES = (('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("「", "」"), ("『", "』"), ("`", "`"), ("«", "»"))
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+)\1$", re.DOTALL)
 _BULLET = re.compile(r"^\s*(?:[-*•>]+|\d+[.)])\s+")
 _REFUSAL = re.compile(
@@ -48,8 +50,6 @@ _ZH_INTERROGATIVES = ("吗", "什么", "哪", "谁", "怎么", "怎样", "如何
                       "是不是", "有没有")
 _ZH_IMPERATIVES = ("请", "介绍", "说明", "解释", "列出", "比较", "告诉")
 _SENTENCE_END = re.compile(r"[.!。！]\s*$|[.!。！]\s+\S")
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_FIRST_WORD = re.compile(r"[A-Za-z']+")
 
 
 class ParsedRewrite(NamedTuple):
@@ -64,12 +64,12 @@ def _asks(text: str, *, or_requests: bool = False) -> bool:
     """A question (question mark or interrogative word); with ``or_requests`` also a request ("Tell me ...")."""
     if text.rstrip().endswith(("?", "？")):
         return True
-    if _CJK.search(text):
+    if has_cjk(text):
         markers = _ZH_INTERROGATIVES + (_ZH_IMPERATIVES if or_requests else ())
         return any(m in text for m in markers)
-    first = _FIRST_WORD.search(text)
-    words = _EN_INTERROGATIVES | (_EN_IMPERATIVES if or_requests else frozenset())
-    return first is not None and first.group(0).lower() in words
+    first = words(text.lower())[:1]
+    asking = _EN_INTERROGATIVES | (_EN_IMPERATIVES if or_requests else frozenset())
+    return bool(first) and first[0] in asking
 
 
 def _is_question(text: str) -> bool:
@@ -94,13 +94,20 @@ def _unwrap(text: str, steps: List[str]) -> str:
         if emphasis is not None:
             text = emphasis.group(2).strip()
             steps.append("emphasis")
-        for opening, closing in _QUOTES:
-            if len(text) >= 2 and text.startswith(opening) and text.endswith(closing):
-                text = text[len(opening):-len(closing)].strip()
-                steps.append("quotes")
-                break
+        if _quoted(text):
+            text = text[1:-1].strip()
+            steps.append("quotes")
         if text == before:
             return text
+
+
+def _quoted(text: str) -> bool:
+    """Whether ``text`` is wrapped in one pair of quotes: an opening and a closing quotation mark or bracket of
+    Unicode (“…”, «…», 「…」), or the same straight quote, apostrophe or backtick at both ends."""
+    if len(text) < 2:
+        return False
+    first, last = unicodedata.category(text[0]), unicodedata.category(text[-1])
+    return (first in ("Pi", "Ps") and last in ("Pf", "Pe")) or (text[0] == text[-1] and text[0] in "\"'`")
 
 
 def clean_rewrite(text: str) -> str:
@@ -110,7 +117,7 @@ def clean_rewrite(text: str) -> str:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"[\W_]+", " ", text.lower()).strip()
+    return " ".join(words(text.lower()))
 
 
 def parse_rewrite(text: str, question: Optional[str] = None, earlier: Sequence[str] = ()) -> ParsedRewrite:

@@ -1,7 +1,7 @@
 """Evaluation: data loaders, retrieval and answer metrics, conversation replay, JSON reports and plots."""
 
 from llama_index_convrag.evaluation.answers import (AnswerMetrics, answer_tokens, evaluate_answers, exact_match,
-                                                    is_cjk, normalize_answer, token_f1)
+                                                    normalize_answer, token_f1)
 from llama_index_convrag.evaluation.conversation import (MANUAL, RAW, ConversationResult, RewriteEffect,
                                                          StrategyResult, ScoredTurn, collect_records,
                                                          concat_history, contextual_strategy, raw_utterance, replay_conversations,
@@ -22,7 +22,7 @@ __all__ = [
     "METRICS", "Qrels", "Query", "RAW", "REPORT_SCHEMA", "RetrievalMetrics", "RetrievalResult", "RewriteEffect",
     "StrategyResult", "ScoredTurn", "aevaluate_retriever", "answer_tokens", "available_splits", "build_report",
     "cast_passage_corpus", "collect_records", "concat_history", "contextual_strategy", "dialogue_qrels", "evaluate_answers",
-    "evaluate_retriever", "evaluate_run", "exact_match", "is_cjk", "latency_summary", "load_beir", "load_canard",
+    "evaluate_retriever", "evaluate_run", "exact_match", "latency_summary", "load_beir", "load_canard",
     "load_cast_turns", "load_corpus", "load_qrels", "load_queries", "load_report", "metric_names", "metric_table",
     "nodes_to_ranked", "normalize_answer", "plot_latency_distribution", "plot_metric_bars", "plot_turn_curves",
     "ranked_to_run_entry", "raw_utterance", "replay_conversations", "rewrite_effect", "strategy_from_records",

@@ -14,26 +14,23 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Sequence, Union
+
+import regex
+
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.text import CJK, has_cjk
 
 Gold = Union[str, Sequence[str]]
 
-_CJK_CLASS = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af\U00020000-\U0002ebef]"
-_CJK = re.compile(_CJK_CLASS)
-# One CJK character, or a run of other letters/digits (which must stop at the next CJK character).
-_CJK_TOKENS = re.compile(f"{_CJK_CLASS}|(?:(?!{_CJK_CLASS})[^\\W_])+")
+# One CJK character (the text layer's definition), or a run of other letters/digits (which stops at the next CJK one).
+_CJK_TOKENS = regex.compile(f"{CJK.pattern}|(?:(?!{CJK.pattern})[^\\W_])+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
-def is_cjk(text: str) -> bool:
-    """True when ``text`` contains at least one CJK (Chinese, Japanese kana, Korean) character."""
-    return _CJK.search(text) is not None
-
-
 def normalize_answer(text: str) -> str:
     """SQuAD normalisation; for CJK text, also drops Unicode punctuation and all whitespace between CJK tokens."""
-    if is_cjk(text):
+    if has_cjk(text):
         return " ".join(_cjk_tokens(text))
     lowered = text.lower()
     no_punct = "".join(ch for ch in lowered if ch not in _PUNCT)

@@ -1,26 +1,24 @@
 """Pick the BM25 analyzer of a new collection from the language of its documents (Chinese or not).
 
 A sample of the files (the first :data:`SAMPLE_CHARS` characters of up to :data:`SAMPLE_FILES` files) is read; a
-CJK character counts as one word, a run of Latin letters or digits as one word. When Chinese makes at least
+Chinese character counts as one word, any other word as one word (:func:`llama_index_convrag.text.words`). When Chinese makes at least
 :data:`CHINESE_SHARE` of the words the analyzer is ``chinese`` (jieba word segmentation; Latin words stay whole
 words), else ``english``. A mixed folder therefore gets the analyzer of most of its words, and the choice is said.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from llama_index_convrag.errors import ReaderError
 from llama_index_convrag.ingest.readers import read_file
+from llama_index_convrag.text import HAN, words
 
 SAMPLE_FILES = 50
 SAMPLE_CHARS = 4000
 CHINESE_SHARE = 0.3
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LATIN_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -38,9 +36,9 @@ class AnalyzerChoice:
 
 def chinese_share(text: str) -> float:
     """Chinese characters over all words of ``text`` (0.0 for text without words)."""
-    cjk = len(_CJK.findall(text))
-    words = cjk + len(_LATIN_WORD.findall(text))
-    return cjk / words if words else 0.0
+    cjk = len(HAN.findall(text))
+    total = cjk + len(words(HAN.sub(" ", text)))
+    return cjk / total if total else 0.0
 
 
 def choose_analyzer(files: Sequence[Path]) -> AnalyzerChoice:

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from typing import Callable, Iterable, List
 
-from llama_index_convrag._words import fold
+from llama_index_convrag.text import stem
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+(?:[.,:]\d+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
@@ -19,7 +19,7 @@ HEADER = "Names and numbers mentioned earlier: "
 
 
 def salient_terms(texts: Iterable[str]) -> List[str]:
-    """Names and numbers of ``texts``, most frequent first (ties: first seen), each once (folded forms compared)."""
+    """Names and numbers of ``texts``, most frequent first (ties: first seen), each once (stems compared)."""
     counts: Counter = Counter()
     shown = {}
     order = {}
@@ -32,7 +32,7 @@ def salient_terms(texts: Iterable[str]) -> List[str]:
             is_name = word[0].isupper() and not _SENTENCE_START.search(text[: m.start()]) and len(word) > 1
             if not (is_number or is_name) or word.upper() == "I":
                 continue
-            key = word if is_number else fold(word)
+            key = word if is_number else stem(word)
             counts[key] += 1
             shown.setdefault(key, word)
             order.setdefault(key, len(order))

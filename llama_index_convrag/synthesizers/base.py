@@ -67,7 +67,7 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import emit, quiet_spans, span_when_observed
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY, complete_answer
-from llama_index_convrag.synthesizers.grounding import cite_judged, grounding_of, passage_terms_of
+from llama_index_convrag.synthesizers.grounding import SupportScorer, cite_judged, grounding_of, passage_terms_of
 from llama_index_convrag.synthesizers.stream_hold import GROUNDING_KEY, StreamHold, held_response
 from llama_index_convrag.synthesizers.calls import (
     KNOWN_VARIABLES,
@@ -168,6 +168,7 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         use_async: bool = False,
         structured_answer_filtering: bool = False,
         program_factory: Optional[ProgramFactory] = None,
+        support_scorer: Optional[SupportScorer] = None,
         **templates: Optional[BasePromptTemplate],
     ) -> None:
         # Core's __init__ reads Settings.llm, whose getter builds a default OpenAI; ours takes the LLM it is given,
@@ -175,6 +176,10 @@ class BaseSynthesizer(CoreBaseSynthesizer):
         # given program_factory, needs none.
         if self.requires_llm and program_factory is None:
             llm = require_llm(llm, type(self).__name__)
+        if support_scorer is not None and not callable(support_scorer):
+            raise ArgumentTypeError(f"support_scorer must be a callable (claim, passages) -> scores or None, "
+                                    f"got {support_scorer!r}")
+        self._support_scorer = support_scorer
         if not isinstance(empty_response, str):
             raise ConfigurationError(f"empty_response must be a str, got {empty_response!r}")
         if multimodal and (llm is None or not is_chat_model(llm)):
@@ -640,14 +645,15 @@ class BaseSynthesizer(CoreBaseSynthesizer):
                 result, done = complete_answer(result, passages, question)
                 if done is not None:
                     metadata[COMPLETION_KEY] = done.to_dict()
-                result, judged, _ = cite_judged(result, passages, passage_terms_of(passages))
-                metadata[GROUNDING_KEY] = grounding_of(judged)
+                result, judged, _ = cite_judged(result, passages, passage_terms_of(passages),
+                                                scorer=self._support_scorer)
+                metadata[GROUNDING_KEY] = grounding_of(judged, scorer=self._support_scorer)
             if citing:
                 metadata.update(cite.citation_metadata(result, numbered))
             return Response(result, source_nodes=sources, metadata=metadata)
         if isinstance(result, (Generator, AsyncGenerator)):
             hold = StreamHold(passages, question if self._aligned else None, align=self._aligned,
-                              nodes=numbered if citing else None, metadata=metadata)
+                              nodes=numbered if citing else None, metadata=metadata, scorer=self._support_scorer)
             return held_response(result, hold, sources)
         if self._output_cls is not None and isinstance(result, self._output_cls):
             return PydanticResponse(result, source_nodes=sources, metadata=metadata)

@@ -12,6 +12,7 @@ from llama_index.core.indices.prompt_helper import ChatPromptHelper, PromptHelpe
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 
+from llama_index_convrag.synthesizers.grounding import SupportScorer
 from llama_index_convrag.synthesizers.packing import Tokenizer
 from llama_index_convrag.synthesizers.structured import ProgramFactory
 
@@ -46,6 +47,7 @@ class SynthesizerConfig:
     early_stop: bool = False
     tokenizer: Optional[Tokenizer] = None
     embed_model: Optional[BaseEmbedding] = None
+    support_scorer: Optional[SupportScorer] = None
 
     def common(self) -> Dict[str, Any]:
         """The keyword arguments every mode accepts."""
@@ -64,4 +66,5 @@ class SynthesizerConfig:
             "use_async": self.use_async,
             "structured_answer_filtering": self.structured_answer_filtering,
             "program_factory": self.program_factory,
+            "support_scorer": self.support_scorer,
         }

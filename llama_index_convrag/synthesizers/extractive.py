@@ -9,12 +9,14 @@ best few by those scores, the embedding similarity with the question (``embed_mo
 one source followed by its marker ``[n]``, numbered as ``citations=True`` numbers sources, so
 ``response.metadata["citations"]`` maps markers to nodes.
 
-``embed_model`` defaults to :class:`~llama_index_convrag.embeddings.LocalMiniLMEmbedding` (offline, the ``local``
+``rules`` (:class:`~llama_index_convrag.synthesizers.answer_rules.AnswerRules`) holds every weight and share of the
+scoring and the cue phrases of the answer types. ``embed_model`` defaults to :class:`~llama_index_convrag.embeddings.LocalMiniLMEmbedding` (offline, the ``local``
 extra); pass the index's embedding model to score with the same model that retrieved.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -24,6 +26,7 @@ from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers import sentences as S
+from llama_index_convrag.synthesizers.answer_rules import DEFAULT_ANSWER_RULES, AnswerRules
 from llama_index_convrag.synthesizers.base import BaseSynthesizer, RunState, Steps, SynthesizerConfig
 from llama_index_convrag.synthesizers.calls import EmbedRequest
 from llama_index_convrag.synthesizers.types import ResponseMode
@@ -60,6 +63,7 @@ class Extractive(BaseSynthesizer):
         similarity_cutoff: Optional[float] = None,
         citations: bool = True,
         embed_cap: Optional[int] = None,
+        rules: Optional[AnswerRules] = None,
         **common: Any,
     ) -> None:
         if not isinstance(max_sentences, int) or max_sentences < 1:
@@ -68,6 +72,8 @@ class Extractive(BaseSynthesizer):
             raise ConfigurationError(f"max_tokens must be None or an int >= 1, got {max_tokens!r}")
         if embed_cap is not None and (not isinstance(embed_cap, int) or embed_cap < 1):
             raise ConfigurationError(f"embed_cap must be None or an int >= 1, got {embed_cap!r}")
+        if rules is not None and not isinstance(rules, AnswerRules):
+            raise ArgumentTypeError(f"rules must be an AnswerRules, got {type(rules).__name__}")
         if not citations:
             raise ConfigurationError("extractive answers always cite their sources; citations=False is not supported")
         if common.get("output_cls") is not None:
@@ -79,7 +85,8 @@ class Extractive(BaseSynthesizer):
         self._max_sentences = max_sentences
         self._max_tokens = max_tokens
         self._similarity_cutoff = similarity_cutoff
-        self._embed_cap = S.EMBED_CAP if embed_cap is None else embed_cap
+        rules = DEFAULT_ANSWER_RULES if rules is None else rules
+        self.rules = rules if embed_cap is None else replace(rules, embed_cap=embed_cap)
 
     @classmethod
     def config_kwargs(cls, config: SynthesizerConfig) -> Dict[str, Any]:
@@ -99,17 +106,17 @@ class Extractive(BaseSynthesizer):
         candidates = S.sentences_of(chunks)
         if not candidates:
             return self._empty_response
-        question = S.question_of(run.query_str)
+        question = S.question_of(run.query_str, self.rules)
         overlap = S.overlaps(question, candidates)
         cheap = S.cheap_scores(question, candidates, overlap)
-        short = S.shortlist(cheap, self._embed_cap, S.definition_lines(question, candidates))
+        short = S.shortlist(cheap, self.rules.embed_cap, S.reserved(question, candidates))
         query_vector, vectors = yield EmbedRequest(
-            run.query_str, [S.embed_text(candidates[i].text) for i in short]
+            run.query_str, [S.embed_text(candidates[i].text, self.rules) for i in short]
         )
         similarity = S.cosine(query_vector, vectors)
         if self._similarity_cutoff is not None:
             short, similarity = _above(short, similarity, self._similarity_cutoff)
-        scores = {i: cheap[i] + S.W_EMBED * sim for i, sim in zip(short, similarity)}
+        scores = {i: cheap[i] + self.rules.w_embed * sim for i, sim in zip(short, similarity)}
         short = S.with_evidence(question, candidates, short)
         scores = [scores[i] for i in short]
         kept = S.near_best(scores, shares=[S.keep_share(question, overlap[i] > 0) for i in short])

@@ -23,6 +23,7 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.synthesizers.base import BaseSynthesizer
 from llama_index_convrag.synthesizers.citations import check_citation_mode
 from llama_index_convrag.synthesizers.config import DEFAULT_EMPTY_RESPONSE, SynthesizerConfig
+from llama_index_convrag.synthesizers.grounding import SupportScorer
 from llama_index_convrag.synthesizers.packing import Tokenizer
 from llama_index_convrag.synthesizers.registry import lookup_mode, registered_modes
 from llama_index_convrag.synthesizers.resolve import require_llm
@@ -60,6 +61,7 @@ def get_response_synthesizer(
     early_stop: bool = False,
     tokenizer: Optional[Tokenizer] = None,
     embed_model: Optional[BaseEmbedding] = None,
+    support_scorer: Optional[SupportScorer] = None,
 ) -> BaseSynthesizer:
     """A response synthesizer for ``response_mode`` (a drop-in for core's factory).
 
@@ -69,7 +71,8 @@ def get_response_synthesizer(
     templates and each answer sentence is then cited with the passage that supports it, no extra call),
     ``early_stop`` (refine family: stop once the answer is final, see ``refine.py``), ``tokenizer`` (packing and prompt-token counting; default
     tiktoken's gpt-3.5 encoding, as core), ``embed_model`` (the ``extractive`` mode's sentence scorer; default the
-    local MiniLM model).
+    local MiniLM model), ``support_scorer`` (``citation_mode="aligned"``: a model that scores how well each passage
+    supports an answer sentence, instead of the lexical check; ``synthesizers.grounding.SupportScorer``).
     """
     check_citation_mode(citation_mode)
     cls = lookup_mode(response_mode)
@@ -108,6 +111,7 @@ def get_response_synthesizer(
         citations=citations,
         citation_mode=citation_mode,
         early_stop=early_stop,
+        support_scorer=support_scorer,
         tokenizer=tokenizer,
         embed_model=embed_model,
     )

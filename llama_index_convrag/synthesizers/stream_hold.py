@@ -29,8 +29,9 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_convrag.synthesizers import citations as cite
 from llama_index_convrag.synthesizers.completion import COMPLETION_KEY, Completion, complete_answer, could_be_short
-from llama_index_convrag.synthesizers.grounding import (_MAY_END, SentenceSupport, _body_end, _sentence_spans,
-                                                        cite_judged, grounding_of, passage_terms_of)
+from llama_index_convrag.synthesizers.grounding import (SentenceSupport, SupportScorer, _body_end, cite_judged,
+                                                        grounding_of, passage_terms_of)
+from llama_index_convrag.text import may_end_sentence, sentence_spans
 
 SHORT, SENTENCE = "short", "sentence"
 """:attr:`StreamHold.held_for` values of the hold's own reasons (a head rule names its own)."""
@@ -53,7 +54,8 @@ class StreamHold:
     """Decides what of a streamed answer may be shown (see the module docstring). ``passages`` are the numbered
     passages (``[n]`` is passage n); ``align``: cite each sentence with its passage (and widen a short answer
     toward ``question``); ``nodes``: map the shown text's markers to them in ``metadata`` at the end (None: the answer
-    is not cited); ``rules``: head rules (the chat engine's is added by :meth:`add_rule` before the first delta)."""
+    is not cited); ``rules``: head rules (the chat engine's is added by :meth:`add_rule` before the first delta);
+    ``scorer``: judges support instead of the lexical check (:data:`~.grounding.SupportScorer`)."""
 
     passages: Sequence[str] = ()
     question: Optional[str] = None
@@ -61,6 +63,7 @@ class StreamHold:
     nodes: Optional[Sequence[NodeWithScore]] = None
     metadata: Dict[str, Any] = field(default_factory=dict)
     rules: List[HeadRule] = field(default_factory=list)
+    scorer: Optional[SupportScorer] = None
     #: why text is held right now (None: nothing is)
     held_for: Optional[str] = field(default=None, init=False)
     #: everything shown so far
@@ -138,14 +141,14 @@ class StreamHold:
             self.held_for = None
             return delta
         self._pending += delta
-        self._may_end = self._may_end or _MAY_END.search(delta) is not None
+        self._may_end = self._may_end or may_end_sentence(delta)
         out = ""
-        spans = _sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
+        spans = sentence_spans(self._pending) if self._may_end else ()  # the split only where a sentence can end
         if len(spans) >= 2:
             cut = spans[-2][1]
             out = self._cite(self._pending[:cut])[self._shown:]
             self._pending, self._shown = self._pending[cut:], 0
-            self._may_end = _MAY_END.search(self._pending) is not None
+            self._may_end = may_end_sentence(self._pending)
         safe = _body_end(self._pending, self._shown)
         if safe > self._shown:
             out, self._shown = out + self._pending[self._shown:safe], safe
@@ -158,7 +161,8 @@ class StreamHold:
         return self._cite(rest)[shown:] if self.align else rest
 
     def _cite(self, text: str) -> str:
-        cited, judged, count = cite_judged(text, self.passages, self._terms, first=self._sentences)
+        cited, judged, count = cite_judged(text, self.passages, self._terms, first=self._sentences,
+                                            scorer=self.scorer)
         self.judged.extend(judged)
         self._sentences += count
         return cited
@@ -169,7 +173,7 @@ class StreamHold:
         if self.completion is not None:
             self.metadata[COMPLETION_KEY] = self.completion.to_dict()
         if self.align:
-            self.metadata[GROUNDING_KEY] = grounding_of(self.judged)
+            self.metadata[GROUNDING_KEY] = grounding_of(self.judged, scorer=self.scorer)
 
 
 def held_stream(deltas: Iterator[str], hold: StreamHold) -> Generator[str, None, None]:

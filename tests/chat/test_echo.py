@@ -20,8 +20,8 @@ from tests.chat.test_fallback import QUESTION, engine, extractive_answer, held
     ("2018年人口出生率[1]", "中国2018年人口出生率"),
     ("2018年俄罗斯世界杯的冠军[1]", "2018俄罗斯世界杯的冠军"),  # 年 is no content, nor length (FUNCTION_CHARS)
     ("世界杯的冠军是[1]", "世界杯冠军"),
-    ("Inception [1].", "Who directed Inception?"),
-    ("Paul Graham.", "What did Paul Graham write?"),
+    ("Directed: Inception [1].", "Who directed Inception?"),
+    ("Inception: who directed Inception, and who directed it?", "Who directed Inception?"),  # near-verbatim
 ])
 def test_an_answer_adding_nothing_to_the_question_is_an_echo(answer: str, question: str) -> None:
     assert is_echo(answer, question) and no_answer(answer, question) == ECHO
@@ -33,7 +33,9 @@ def test_an_answer_adding_nothing_to_the_question_is_an_echo(answer: str, questi
     ("Venus.", "Which is bigger, Mars or Venus?"),  # a choice the question offers
     ("Paris is the capital of France.", "Is Paris the capital of France?"),  # yes/no: the statement is the answer
     ("是的，北京是中国的首都。", "北京是中国的首都吗？"),
-    ("Inception: who directed Inception, and who directed it?", "Who directed Inception?"),  # longer than it
+    ("Inception [1].", "Who directed Inception?"),  # the model's own answer: half the question, not a restatement
+    ("Paul Graham.", "What did Paul Graham write?"),
+    ("You would stop.", "What do I do about stop signs?"),  # a real human answer (CAsT)
 ])
 def test_an_answer_that_says_something_is_not(answer: str, question: str) -> None:
     assert not is_echo(answer, question)
@@ -53,35 +55,35 @@ def test_a_stream_is_held_while_it_could_still_restate_the_question() -> None:
 
 
 def test_an_echo_is_answered_by_the_extractive_answer_without_a_second_llm_call(store, embed_model) -> None:
-    echo = "Inception [1]."
+    echo = "Directed: Inception [1]."
     llm = ScriptedLLM.fixed(echo)
     response = engine(llm, store, embed_model).chat(QUESTION)
     record = response.metadata["turn"]
     assert response.response == extractive_answer(embed_model)
     assert (record.answer_source, llm.call_count) == ("extractive_fallback", 1)
-    assert record.warnings == ["the model's answer only restated the question ('Inception [1].'); shown: the "
+    assert record.warnings == ["the model's answer only restated the question ('Directed: Inception [1].'); shown: the "
                                "passages' sentences closest to the question"]
     assert store.get_message(response.metadata["message_id"]).content == extractive_answer(embed_model)
 
 
 def test_a_streamed_echo_is_never_shown(store, embed_model) -> None:
-    streamed = engine(ScriptedLLM.fixed("Inception [1]."), store, embed_model).stream_chat(QUESTION)
+    streamed = engine(ScriptedLLM.fixed("Directed: Inception [1]."), store, embed_model).stream_chat(QUESTION)
     assert list(streamed.response_gen) == [extractive_answer(embed_model)]
     assert streamed.metadata["turn"].answer_source == "extractive_fallback"
 
 
 async def test_an_async_streamed_echo_is_never_shown(store, embed_model) -> None:
-    streamed = await engine(ScriptedLLM.fixed("Inception [1]."), store, embed_model).astream_chat(QUESTION)
+    streamed = await engine(ScriptedLLM.fixed("Directed: Inception [1]."), store, embed_model).astream_chat(QUESTION)
     assert [d async for d in streamed.async_response_gen()] == [extractive_answer(embed_model)]
 
 
-def test_an_answer_restating_the_question_is_held_no_longer_than_the_question(store: Any, embed_model: Any) -> None:
-    # "Inception was directed" adds nothing to "Who directed Inception?"; with " by" it is longer than the question
+def test_an_answer_restating_the_question_is_held_until_it_adds_a_term(store: Any, embed_model: Any) -> None:
+    # "Inception was directed by" adds nothing to "Who directed Inception?"; "Christopher" does
     # (inline: an aligned answer is also held while it could be a short one, synthesizers/completion.py)
     streamed = engine(ScriptedLLM.fixed("Inception was directed by Christopher Nolan."), store, embed_model,
                       citation_mode="inline").stream_chat(QUESTION)
     deltas = list(streamed.response_gen)
-    assert deltas[:2] == ["Inception was directed by ", "Christopher "]
+    assert deltas[:2] == ["Inception was directed by Christopher ", "Nolan."]  # held until a new term
     assert streamed.metadata["turn"].answer_source == "llm"
 
 

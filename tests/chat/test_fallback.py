@@ -128,7 +128,7 @@ def test_the_turn_record_flags_the_sentence_no_passage_supports(store, embed_mod
         "method": "lexical", "support_share": 0.5, "judged": 2,
         # terms film, moon, 1950: only "film" is in a passage (1: "science fiction film")
         "unsupported": [{"sentence": 1, "text": "He filmed it on the Moon in 1950 [2].", "best_source": 1,
-                         "overlap": 0.333}],
+                         "overlap": 0.333, "reason": "overlap"}],
     }
     assert store.get_turn_record(response.metadata["message_id"])["grounding"]["unsupported"][0]["sentence"] == 1
 
@@ -165,3 +165,27 @@ def test_an_answer_repeating_the_prompt_example_is_recovered(store, embed_model)
 def test_the_pipeline_shows_a_held_answer_that_only_began_like_the_example() -> None:
     assert held(["The ", "bridge"]) == ["The bridge"]
     assert held(["The ", "tower."]) == ["The tower."]
+
+
+def test_a_scenario_answer_stays_the_models_and_citations_false_adds_no_marker(store, embed_model) -> None:
+    """LangChain's scenario answer "I know the answer!" is an answer (it adds words the question lacks): shown as the
+    model wrote it, with no ``[n]`` and no citation, when ``citations=False``."""
+    llm = ScriptedLLM.fixed("I know the answer!")
+    answer = AnswerOptions(citations=False, fallback=AnswerFallback(extractive=Extractive(embed_model)))
+    eng = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes()), llm, conversation_store=store,
+                                          conversation_id="c", answer=answer)
+    response = eng.chat("What is the answer?")
+    assert (response.response, response.metadata["turn"].answer_source) == ("I know the answer!", "llm")
+    assert "[" not in response.response
+    assert all(c["marker"] is None for c in response.metadata["citations"])  # sources listed, none cited
+
+
+def test_the_support_scorer_and_echo_rules_are_checked() -> None:
+    from llama_index_convrag.chat.fallback import EchoRules
+
+    with pytest.raises(ArgumentTypeError, match="scorer must be a callable"):
+        AnswerFallback(scorer="nli")
+    with pytest.raises(ArgumentTypeError, match="echo_rules must be an EchoRules, got dict"):
+        AnswerFallback(echo_rules={})
+    with pytest.raises(ValueError, match=r"cover must be a number in \(0, 1\], got 0"):
+        EchoRules(cover=0)

@@ -76,3 +76,26 @@ def test_context_rules_reach_the_llm_free_rewrite(store) -> None:  # type: ignor
 
     assert rewritten(ContextRules()) != rewritten(ContextRules(max_terms=1))
     assert len(rewritten(ContextRules(max_terms=1)).split()) == len("How deep is it?".split()) + 1
+
+
+def test_the_support_scorer_reaches_the_aligned_citations_and_the_grounding_record(store) -> None:  # type: ignore[no-untyped-def]
+    """``AnswerOptions(support_scorer=...)`` judges the answer's sentences in place of the lexical check: the record's
+    grounding names it and its verdict (no passage above 0.5) leaves the sentence uncited and unsupported."""
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    nodes = [NodeWithScore(node=TextNode(id_="n", text="Christopher Nolan directed Inception."), score=1.0)]
+    calls = []
+
+    def doubtful(claim: str, passages: list) -> list:
+        calls.append(claim)
+        return [0.1 for _ in passages]
+
+    with pytest.raises(ArgumentTypeError, match=r"AnswerOptions.support_scorer must be a callable .*got 'nli'"):
+        AnswerOptions(support_scorer="nli")  # type: ignore[arg-type]
+    engine = ConvRAGChatEngine.from_defaults(FixedRetriever(nodes), ScriptedLLM.fixed("Christopher Nolan directed it."),
+                                             conversation_store=store, answer=AnswerOptions(support_scorer=doubtful))
+    record = engine.chat("Who directed Inception?").metadata["turn"]
+    assert calls == ["Christopher Nolan directed it."]
+    assert record.answer == "Christopher Nolan directed it."  # uncited: the scorer finds no support
+    assert record.grounding["method"] == "doubtful"
+    assert [u["text"] for u in record.grounding["unsupported"]] == ["Christopher Nolan directed it."]

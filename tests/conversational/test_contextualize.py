@@ -134,7 +134,8 @@ def test_contextualize_takes_rules_as_one_typed_argument() -> None:
 def test_chinese_reference_word() -> None:
     c = contextualize("他最好听的歌是哪首", [H("你喜欢周杰伦吗", "喜欢他的歌")])
     assert terms(c) == ["周杰伦"] and c.query == "他最好听的歌是哪首 周杰伦"
-    assert c.reason == "needs context (reference word '他'); 0 own content term(s): expansion weight 2.00"
+    # jieba's words 最好 and 好听 are content words of the follow-up (before: one run cut at 的 and 是 only)
+    assert c.reason == "needs context (reference word '他'); 2 own content term(s): expansion weight 1.00"
 
 
 def test_no_history() -> None:
@@ -165,8 +166,9 @@ def test_rewriter_strategy_records_the_plan() -> None:
 
 def test_chinese_ellipsis_keeps_the_asked_attribute_not_the_replaced_subject() -> None:
     c = contextualize("北京呢？", [H("上海的人口有多少", "两千多万")])
-    assert (c.query, c.reason) == ("北京呢？ 人口", "needs context (elliptical ending); names its own subject '北京': "
-                                                "history as a light prior")
+    # jieba's words: 上海 joins 人口 (before, the run 上海的人口 was cut at 的 and 有 only, and 上海 ranked lower)
+    assert (c.query, c.reason) == ("北京呢？ 上海 人口", "needs context (elliptical ending); names its own subject '北京': "
+                                                   "history as a light prior")
     assert c.context_weight == 0.3  # 北京 replaces 上海: its own list stays on top
 
 

@@ -48,8 +48,10 @@ def test_fuse_lists_exact() -> None:
     # ids held, agreement (2/3 - 3/5) / (1 - 3/5) = 1/6. 'generic' is 4th of the expanded list: not kept first.
     assert PLAN.context_weight == 2.0
     w = 4 * (1 + 4 * (0.4 - 1 / 6))
+    # the sum is divided by the weights' sum (1 + w): scores stay between 0 and 1, as a plain search prints them
     assert [(n.node.node_id, round(n.score, 6)) for n in fused] == [
-        ("throat-treat", round(0.5 + w, 6)), ("throat-what", round(w / 2, 6)), ("throat-more", round(w / 4, 6))]
+        ("throat-treat", round((0.5 + w) / (1 + w), 6)), ("throat-what", round(w / 2 / (1 + w), 6)),
+        ("throat-more", round(w / 4 / (1 + w), 6))]
     assert decision == {"question": 1.0, "context": pytest.approx(w), "coverage": 0.0,
                         "agreement": pytest.approx(1 / 6), "own_top_kept": False}
 
@@ -63,7 +65,7 @@ def test_an_on_topic_own_first_result_stays_first() -> None:
                         "agreement": pytest.approx(1 / 6), "own_top_kept": True}
     # fusion alone ranks throat-treat (.5 + w) over generic (1.0); generic answers the question and is on topic
     assert [d for d, _ in fused] == ["generic", "throat-treat", "throat-what", "throat-more", "other"]
-    assert fused[0][1] == fused[1][1] == pytest.approx(0.5 + weight)
+    assert fused[0][1] == fused[1][1] == pytest.approx((0.5 + weight) / (1 + weight))
 
 
 def test_lists_that_agree_keep_the_own_order_lists_that_differ_lean_on_the_expansion() -> None:
@@ -79,7 +81,9 @@ def test_lists_that_agree_keep_the_own_order_lists_that_differ_lean_on_the_expan
     # 1 of 10 shared, chance 10 / 32: agreement 0, factor 1 + 4 x 0.4 = 2.6 on 2 (context) x 2 (coverage 0)
     assert (decision["agreement"], decision["context"]) == (0.0, pytest.approx(10.4))
     # min-max: y0 10.4 x 1, y1 10.4 x 0.5, d0 1 (own first), d9 0 (last of both lists)
-    assert [(d, round(v, 6)) for d, v in fused[:3]] == [("y0", 10.4), ("y1", 5.2), ("d0", 1.0)]
+    assert [(d, round(v, 6)) for d, v in fused[:3]] == [("y0", round(10.4 / 11.4, 6)), ("y1", round(5.2 / 11.4, 6)),
+                                                        ("d0", round(1 / 11.4, 6))]
+    assert all(0.0 <= v <= 1.0 for _, v in fused)
 
 
 def test_the_own_first_result_stays_first_when_the_expansion_ranks_it_high_too() -> None:
@@ -264,13 +268,13 @@ def test_a_fused_result_outside_the_first_fetch_is_fetched_in_a_second_round() -
     slow = ConversationalRetriever(TableRetriever(table), top_k=1)
     # c1: 50 x 1; own0: 1 + 50 x 8/9 = 45.4. First fetch: own[:10] (their texts set the weight), ctx[:2] not in own.
     assert [(n.node_id, n.score) for n in retriever.retrieve(carrying(plan))] == \
-        [(n.node_id, n.score) for n in slow.retrieve(carrying(plan))] == [("c1", 50.0)]
+        [(n.node_id, n.score) for n in slow.retrieve(carrying(plan))] == [("c1", 50.0 / 51.0)]
     assert fast.fetched == [[[f"own{i}" for i in range(10)], ["c1", "c2"]]]
     fast.fetched.clear()
     # own10 (own 1/11, expanded 1) beats own11 (0 + 50) and c3: it was not among the texts read, so a second get.
     table[PLAN.query] = [("own10", 9.0), ("own11", 9.0), ("c3", 0.0)]
     assert [(n.node_id, round(n.score, 4)) for n in retriever.retrieve(carrying(plan))] == \
-        [(n.node_id, round(n.score, 4)) for n in slow.retrieve(carrying(plan))] == [("own10", round(50 + 1 / 11, 4))]
+        [(n.node_id, round(n.score, 4)) for n in slow.retrieve(carrying(plan))] == [("own10", round((50 + 1 / 11) / 51, 4))]
     assert fast.fetched == [[[f"own{i}" for i in range(10)], []], [["own10"], []]]
     fast.fetched.clear()
     assert [n.node_id for n in asyncio.run(retriever.aretrieve(carrying(plan)))] == ["own10"] and len(fast.fetched) == 2

@@ -2,12 +2,12 @@
 
 import pytest
 
-from llama_index_convrag.conversational.triggers import needs_rewrite
+from llama_index_convrag.conversational.triggers import TriggerRules, needs_rewrite
 
 
 @pytest.mark.parametrize("question, reason", [
     ("When was it released?", "pronoun 'it'"),
-    ("Who starred in that one?", "pronoun 'that'"),
+    ("Who starred in that one?", "pronoun 'one'"),
     ("What did they find?", "pronoun 'they'"),
     ("Is the latter faster than BM25 on long queries?", "pronoun 'latter'"),
     ("What about Germany?", "ellipsis"),
@@ -39,4 +39,6 @@ def test_self_contained_questions_do_not_trigger(question: str) -> None:
 
 
 def test_short_thresholds_are_parameters() -> None:
-    assert needs_rewrite("Population of Lyon", max_short_words=2).rewrite is False
+    assert needs_rewrite("Population of Lyon", TriggerRules(max_short_words=2)).rewrite is False
+    with pytest.raises(ValueError, match="max_short_words must be an int >= 0, got -1"):
+        TriggerRules(max_short_words=-1)

@@ -1,7 +1,8 @@
 import pytest
 
-from llama_index_convrag.evaluation.answers import (answer_tokens, evaluate_answers, exact_match, is_cjk,
+from llama_index_convrag.evaluation.answers import (answer_tokens, evaluate_answers, exact_match,
                                                     normalize_answer, token_f1)
+from llama_index_convrag.text import has_cjk
 
 
 @pytest.mark.parametrize(("text", "normalised"), [
@@ -17,9 +18,9 @@ def test_normalisation(text, normalised):
 
 
 def test_cjk_detection():
-    assert is_cjk("价格是多少")
-    assert is_cjk("the 北京 office")
-    assert not is_cjk("café naïve — résumé")
+    assert has_cjk("价格是多少")
+    assert has_cjk("the 北京 office")
+    assert not has_cjk("café naïve — résumé")
 
 
 def test_exact_match_uses_squad_normalisation_and_the_best_gold():

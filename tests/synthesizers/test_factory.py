@@ -27,7 +27,8 @@ def test_signature_and_defaults_match_core():
     assert all(ours[n].default == core[n].default for n in CORE_PARAMS)
     assert ours["response_mode"].default == ResponseMode.COMPACT
     additions = [n for n, p in ours.items() if p.kind is p.KEYWORD_ONLY]
-    assert additions == ["empty_response", "citations", "citation_mode", "early_stop", "tokenizer", "embed_model"]
+    assert additions == ["empty_response", "citations", "citation_mode", "early_stop", "tokenizer", "embed_model",
+                         "support_scorer"]
 
 
 def test_no_llm_and_no_explicit_settings_llm_raises_with_the_fix():

@@ -51,9 +51,9 @@ def test_split_sentences(text, expected):
 
 def test_sentences_of_keeps_order_and_drops_repeats():
     assert sentences_of(["A one. B two.", "B two. C three."]) == [
-        Sentence(0, 0, "A one."),
-        Sentence(0, 1, "B two."),
-        Sentence(1, 1, "C three."),
+        Sentence(0, 0, "A one.", "en"),
+        Sentence(0, 1, "B two.", "en"),
+        Sentence(1, 1, "C three.", "en"),
     ]
 
 
@@ -86,11 +86,11 @@ def test_compose_joins_chinese_without_spaces():
     assert compose([]) == ""
 
 
-def test_terms_drop_stop_words_stem_and_use_chinese_bigrams():
-    assert terms_of("How do I list the hidden files with ls -a?") == ["list", "hid", "file", "ls", "-a"]
-    assert terms_of("中超冠军") == ["中超", "超冠", "冠军"]
-    assert terms_of("谁") == ["谁"]
-    assert terms_of("Who wrote it? Written by listing things") == ["writ", "writ", "list", "thing"]
+def test_terms_drop_stop_words_stem_and_use_jieba_words_for_chinese():
+    assert terms_of("How do I list the hidden files with ls -a?") == ["list", "hidden", "file", "ls", "-a"]
+    assert terms_of("中超冠军") == ["中超", "冠军"]
+    assert terms_of("Who wrote it? Written by listing things") == ["wrote", "written", "list", "thing"]
+    assert terms_of("Müller bought a café in Zürich") == ["müller", "bought", "café", "zürich"]
 
 
 @pytest.mark.parametrize(
@@ -187,10 +187,14 @@ def test_near_best_keeps_scores_within_the_share_of_the_best():
 
 
 def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps():
-    from llama_index_convrag.synthesizers.sentences import KEEP_SHARE, OPEN_SHARE, keep_share, type_strength
+    from llama_index_convrag.synthesizers.answer_rules import DEFAULT_ANSWER_RULES
+    from llama_index_convrag.synthesizers.sentences import keep_share, type_strength
+
+    KEEP_SHARE, OPEN_SHARE = DEFAULT_ANSWER_RULES.keep_share, DEFAULT_ANSWER_RULES.open_share
 
     assert answer_type("What is the release date of Cyberpunk 2077?") == "when"
-    assert answer_type("What was Tesla's revenue in Q2 2020?") == "count"
+    assert answer_type("What was Tesla's revenue in Q2 2020?") == "other"  # a noun is no cue: "revenue model"
+    assert answer_type("What is the revenue model of open source?") == "definition"
     when = question_of("When was Splatoon 2 released?")
     assert type_strength(when, "Splatoon 2 was released in 2017.") == pytest.approx(1 / 3)  # a year alone
     assert type_strength(when, "It was released on July 21.") == pytest.approx(2 / 3)  # a day with its month
@@ -206,19 +210,12 @@ def test_answer_types_of_dates_amounts_and_names_and_the_share_an_account_keeps(
     assert near_best([1.0, 0.5, 0.35, 0.2], shares=[0.6, 0.6, 0.3, 0.6]) == [0, 2]  # each sentence its own share
 
 
-def test_a_word_in_another_form_counts_half():
-    from llama_index_convrag.synthesizers.sentences import RELATED_CREDIT, term_overlaps
+def test_a_word_in_another_form_counts_when_the_stemmer_folds_it():
+    from llama_index_convrag.synthesizers.sentences import term_overlaps
 
-    candidates = sentences_of(["Voters in France chose Emmanuel Macron as their next president.",
-                               "The French presidential election of 2017 was held in two rounds."])
-    question = question_of("Who won the French presidential election?")
-    weights = {t: math.log(1 + 2 / (1 + df)) for t, df in (("french", 1), ("presidential", 1), ("election", 1),
-                                                           ("win", 0))}
-    total = sum(weights.values())
-    first, second = term_overlaps(question, candidates)
-    # president ~ presidential (the first five letters shared): half a match; France is not french ("franc", "frenc")
-    assert first == pytest.approx(RELATED_CREDIT * weights["presidential"] / total)
-    assert second == pytest.approx((weights["french"] + weights["presidential"] + weights["election"]) / total)
+    candidates = sentences_of(["Voters chose Emmanuel Macron in the elections.", "The weather was fine."])
+    first, second = term_overlaps(question_of("Who won the election?"), candidates)
+    assert first > 0 and second == 0.0  # election ~ elections (Snowball), win is held by neither
 
 
 def test_a_when_answer_grows_with_each_part_of_the_date():
