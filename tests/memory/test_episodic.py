@@ -59,6 +59,16 @@ def test_nothing_indexed_recalls_nothing_and_creates_nothing(memory: EpisodicMem
     assert memory.count("alice", "c1") == 0
 
 
+async def test_a_created_collection_without_the_conversation_recalls_nothing_without_a_search(
+        memory: EpisodicMemory, milvus_client: Any) -> None:
+    """A collection the writer has created but not filled (the first turns of a memory): Milvus Lite fails a BM25
+    search of an empty collection ("NaN or Inf"), so the recall must be empty without one, sync and async."""
+    memory.ensure_collection()
+    assert milvus_client.has_collection(memory.collection_name)
+    assert memory.recall("peanut allergy", owner="alice", conversation_id="c1", k=3).units == []
+    assert (await memory.arecall("peanut allergy", owner="alice", conversation_id="c1", k=3)).units == []
+
+
 def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemory) -> None:
     assert indexed.count("alice", "c1") == len(TALK)
     got = indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
