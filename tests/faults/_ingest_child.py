@@ -13,21 +13,20 @@ from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.ingest import ingest
 from llama_index_convrag.errors import MilvusConnectionError
 from llama_index_convrag.milvus.client import connect_milvus, forget_clients
+from tests.fakes import EmbeddingWrapper
 
 
-class KillAtCall:
+class KillAtCall(EmbeddingWrapper):
     def __init__(self, model, at_call):
-        self.model, self.at_call, self.calls, self.embed_batch_size = model, at_call, 0, 2
+        super().__init__(model)
+        self.at_call, self.calls = at_call, 0
 
     def get_text_embedding_batch(self, texts, **kw):
         self.calls += 1
         if self.calls == self.at_call:
             print(f"killing at call {self.calls}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
-        return self.model.get_text_embedding_batch(texts)
-
-    def get_text_embedding(self, text):
-        return self.model.get_text_embedding(text)
+        return super().get_text_embedding_batch(texts)
 
 
 if __name__ == "__main__":

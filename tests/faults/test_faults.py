@@ -4,6 +4,7 @@ printed at the end of the run (``pytest tests/faults -rA``): every fault survive
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -82,8 +83,9 @@ def test_kill9_ingest_then_rerun_resumes_without_duplicates(tmp_path, corpus, em
     assert survived, (len(rows), reference.chunks)
     storms = (corpus / "storms.txt").resolve().as_posix()  # partly stored: redone; nothing landed: new
     assert storms in (resumed.updated if partial else resumed.added) and storms not in resumed.unchanged
+    rerun = "redid the partial file" if partial else "added the file anew"
     fault_row(f"kill -9 of an ingest {when}", survived=survived, lost=0,
-              how=f"{len(partial)} chunks kept; re-run redid the partial file; {len(rows)} rows, no duplicates")
+              how=f"{len(partial)} chunks kept; re-run {rerun}; {len(rows)} rows, no duplicates")
 
 
 # --- kill -9 of a chat mid-stream ------------------------------------------------------------------------------
@@ -234,6 +236,20 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def fill_disk(filler: Path) -> int:
+    """Write zeros to ``filler`` until the disk refuses more (ENOSPC); the bytes written. Unbuffered: a buffered
+    file would keep the part of its last block that did not fit and raise again when it is closed."""
+    written = 0
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                written += f.write(b"\0" * 65536)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+    return written
+
+
 def test_disk_full_under_the_conversation_store(tmp_path, engine_parts, openai_server, small_disk, fault_row):
     index, _ = engine_parts
     folder = small_disk if small_disk is not None else tmp_path
@@ -242,14 +258,7 @@ def test_disk_full_under_the_conversation_store(tmp_path, engine_parts, openai_s
     assert engine.chat("What is sourdough?").response.startswith("echo:")
     filler = folder / "filler"
     if small_disk is not None:
-        method = "2 MB tmpfs filled with a file"
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        method = f"2 MB tmpfs, its last {fill_disk(filler) // 1024} KB filled with a file"
     else:
         method = "SQLite max_page_count at the current size"
         pages = store._conn.execute("PRAGMA page_count").fetchone()[0]

@@ -12,6 +12,7 @@ import pytest
 from llama_index_convrag.ingest.pipeline import Ingestor, chunk_id, collect_files, ingest
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from tests.conftest import cosine
+from tests.fakes import EmbeddingWrapper
 
 LONG = " ".join(f"Sentence number {i} talks about topic {i % 7} in some detail." for i in range(24))
 
@@ -223,20 +224,20 @@ def _pending_stop() -> Any:
     return None
 
 
-class SigintAtCall:
+class SigintAtCall(EmbeddingWrapper):
     """Sends SIGINT to this process during the N-th embedding call of the real model (as Ctrl-C would), then waits
     until the handler has run (it runs on the main thread; this call may run on an embedding thread)."""
 
     def __init__(self, model: Any, at_call: int) -> None:
-        self.model, self.at_call, self.calls = model, at_call, 0
-        self.embed_batch_size = 2
+        super().__init__(model)
+        self.at_call, self.calls = at_call, 0
         self._lock = threading.Lock()
 
     def get_text_embedding_batch(self, texts: list, **kw: Any) -> list:
         with self._lock:
             self.calls += 1
             call = self.calls
-        vectors = self.model.get_text_embedding_batch(texts)
+        vectors = super().get_text_embedding_batch(texts)
         if call == self.at_call:
             stop = _pending_stop()
             os.kill(os.getpid(), signal.SIGINT)
@@ -244,14 +245,6 @@ class SigintAtCall:
             while stop is not None and not stop.requested and time.monotonic() < deadline:
                 time.sleep(0.01)
         return vectors
-
-    def get_text_embedding(self, text: str) -> list:
-        return self.model.get_text_embedding(text)
-
-    @property
-    def embed_model_id(self) -> str:
-        """The wrapped model's: its vectors are the ones stored, so a resumed ingest with that model may add more."""
-        return self.model.embed_model_id
 
 
 @pytest.mark.parametrize("at_call, concurrency", [(1, 1), (3, 1), (1, 3), (3, 3)])
