@@ -118,7 +118,12 @@ def test_the_budget_drops_passages_and_says_the_window_in_the_turn_record(capsys
     trim = record["trim_report"]
     assert (trim["context_window"], trim["reserved_output"]) == (WINDOW, WINDOW // 4)
     assert trim["total"] <= trim["budget"] < WINDOW
-    assert {d["section"] for d in trim["dropped"]} == {"context"} and len(trim["kept_chunks"]) < 8
+    # each hit is read widened to its neighbours (AnswerOptions.widen, on by default): the budget cuts every
+    # passage back to its matched chunk first, and only then drops the lowest-ranked chunks
+    sections = [d["section"] for d in trim["dropped"]]
+    assert set(sections) == {"widening", "context"} and len(trim["kept_chunks"]) < 8
+    assert sections.index("context") > max(i for i, s in enumerate(sections) if s == "widening")
+    assert trim["widened"] == []  # nothing is read widened once a chunk had to go
 
 
 def test_without_the_window_the_server_refuses_the_same_turn(capsys, docs, where, server):
@@ -206,8 +211,13 @@ def test_an_empty_answer_is_never_shown_nor_stored_empty(capsys, docs, where, se
 
 
 # --- a server that dies or is slow --------------------------------------------------------------------------------
-def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, docs, where, server, tmp_path,
+def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, where, server, tmp_path,
                                                                         monkeypatch):
+    # short files: the hit is read widened to its neighbours (AnswerOptions.widen, on by default), and a widened
+    # 25-sentence file no longer fits one compact window here (each window must leave the refine prompt room for
+    # the existing answer, max_tokens 256), so the answer would add a refine call; 8 sentences fit one call
+    docs = write_docs(tmp_path / "docs", lambda t, i, j: f"{t} note {i}-{j} about steeping water temperature and "
+                                                         f"leaves.", 8)
     streams = []
 
     def responder(body: Dict[str, Any]) -> Dict[str, Any]:
@@ -222,7 +232,9 @@ def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, 
     code, out, err = run(capsys, ["chat", str(docs), "--rewrite-strategy", "none", "--top-k", "1", *llm_args(server),
                                   "--citation-mode", "inline", *where])  # the model's own marker is shown
     assert code == 5
-    assert len(chat_bodies(server)) == 2
+    bodies = chat_bodies(server)
+    assert len(bodies) == 2 and all(b.get("stream") and "Refined Answer" not in b["messages"][-1]["content"]
+                                    for b in bodies)  # one streamed answer call per question, no retry
     assert "convrag: error: the LLM server closed the connection mid-answer" in err
     assert "unexpected error" not in err
     assert "answer> Steep it for two minutes at eighty degrees [1]." in out  # the second question's
