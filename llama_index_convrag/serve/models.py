@@ -107,6 +107,8 @@ class CitationOut(BaseModel):
     document: Optional[str] = Field(description="The document's name inside its knowledge base.")
     score: Optional[float]
     text: str
+    span: Optional[List[int]] = Field(default=None, description="[start, end] of the matched chunk in text (in "
+                                      "characters) when the answer read it inside a wider passage, else null.")
 
 
 class ReferenceOut(BaseModel):

@@ -45,7 +45,7 @@ def source_number(index: Optional[int]) -> Optional[int]:
 
 def public_citation(c: Citation, names: DocumentNames) -> Dict[str, Any]:
     return {"source_index": source_number(c.source_index), "marker": c.marker, "node_id": c.node_id,
-            "document": names(c.ref_doc_id), "score": c.score, "text": c.text}
+            "document": names(c.ref_doc_id), "score": c.score, "text": c.text, "span": c.span}
 
 
 def reference_view(ref: Dict[str, Any], names: DocumentNames) -> Dict[str, Any]:
@@ -95,8 +95,7 @@ def event_view(name: str, data: Dict[str, Any], names: DocumentNames) -> Dict[st
 
 def _citation_dict_view(c: Dict[str, Any], names: DocumentNames) -> Dict[str, Any]:
     """A ``done`` event's citation (``turns.done_data``: as stored) numbered from 1, with its document's name."""
-    return {"source_index": source_number(c["source_index"]), "marker": c["marker"], "node_id": c["node_id"],
-            "document": names(c["ref_doc_id"]), "score": c["score"], "text": c["text"]}
+    return public_citation(Citation.from_dict(c), names)
 
 
 async def public_events(events: AsyncIterator[Event], names: DocumentNames) -> AsyncIterator[Event]:
