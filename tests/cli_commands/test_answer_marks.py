@@ -39,8 +39,9 @@ def test_ask_json_carries_the_answer_source_and_the_unsupported_sentence(capsys,
     assert code == 0
     turn = json.loads(capsys.readouterr().out)["turns"][0]
     assert (turn["answer"], turn["answer_source"]) == (SHOWN, "llm_retry_without_citations")
+    # each unsupported sentence names what judged it (AnswerOptions.support_scorer; word overlap without a model)
     assert turn["unsupported"] == [{"sentence": 1, "text": "It was invented on Mars in 1700.", "best_source": None,
-                                    "overlap": 0.0}]
+                                    "overlap": 0.0, "reason": "overlap"}]
     assert turn["citations"][0]["cited_as"] == 1
 
 

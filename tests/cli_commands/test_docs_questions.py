@@ -23,7 +23,9 @@ QUESTIONS: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
     ("Under how many pixels wide is the chat page one column?", ("WEB.md",), "760 px"),
     ("What is the default of --max-upload-bytes?", ("SERVE.md",), "20 MiB"),
     ("How long did the failing insert onto a full disk take with timeout=5?", ("extractive.md",), "6.7 s"),
-    ("Which embedding model runs on ONNX Runtime by default?", ("GUIDE.md", "RESULTS.md"), "all-MiniLM-L6-v2"),
+    # results/variants.md (the int8 variant's page) describes the default model and its variants too
+    ("Which embedding model runs on ONNX Runtime by default?", ("GUIDE.md", "RESULTS.md", "variants.md"),
+     "all-MiniLM-L6-v2"),
     ("convrag serve 默认绑定哪个地址？", ("SERVE.md", "WEB.md"), "127.0.0.1:8000"),
     ("--max-tokens 的默认值是多少？", ("GUIDE.md",), "512"),
 )
