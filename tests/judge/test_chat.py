@@ -5,6 +5,7 @@ import re
 import pytest
 
 from llama_index_convrag.chat import AnswerOptions, RewriteOptions
+from llama_index_convrag.chat.fallback import AnswerFallback
 from llama_index_convrag.judge import JudgeOptions, JudgeSynthesizer, SearchLimits, SearchTree
 
 from tests.judge.conftest import scripted
@@ -12,9 +13,12 @@ from tests.judge.test_search import ANSWERS, CITY_ONLY, ROOT_Q, TOWER_Q
 
 
 def engine_for(judge_index, llm, judge=True):
+    # the scripted answer wraps the question ("A(<question>)"), a near-verbatim echo the default fallback replaces;
+    # these tests follow the judged answer itself, so the echo is shown as it is (echo=False)
     return judge_index.as_chat_engine(llm=llm, retriever_kwargs={"similarity_top_k": 1, "search_type": "dense"},
                                       rewrite=RewriteOptions(strategy="none"),
-                                      answer=AnswerOptions(judge=judge, citation_mode="inline"))  # the answer as echoed
+                                      answer=AnswerOptions(judge=judge, citation_mode="inline",
+                                                           fallback=AnswerFallback(echo=False)))
 
 
 def test_a_judged_turn_returns_and_stores_its_tree(judge_index, judge_events_seen):
