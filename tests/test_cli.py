@@ -561,18 +561,20 @@ def test_hybrid_weighted_score_is_explained_and_turns_are_timed(capsys, docs, wh
     own, ctx = fusion["question"], fusion["context"]
     fused_lists = ("weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised per query: 1.0 is "
                    "the best passage of this query, not a perfect match")  # the fused searches skip dense feedback
-    assert follow["scores"] == (f"[n] is the rank; score = {own:.3g} x the question's own list + {ctx:.3g} x the "
-                                f"history-expanded query's list, each min-max normalised over its top 50 (0 to "
-                                f"{own + ctx:.3g}, higher is better); within each list: {fused_lists}")
-    assert max(c["score"] for c in follow["citations"]) <= own + ctx + 1e-9
+    assert follow["scores"] == (f"[n] is the rank; score = ({own:.3g} x the question's own list + {ctx:.3g} x the "
+                                f"history-expanded query's list) / {own + ctx:.3g}, each list min-max normalised over "
+                                f"its top 50 (0 to 1: 1.0 is the best of both lists, not a perfect match); within "
+                                f"each list: {fused_lists}")
+    assert max(c["score"] for c in follow["citations"]) <= 1.0 + 1e-9  # the line's scale: the weights' sum divides
 
 
 def test_a_fused_scores_line_says_how_much_the_two_lists_agreed():
     from llama_index_convrag.cli_commands.conversation import SCORES_PREFIX, fused_meaning
 
     line = fused_meaning(SCORES_PREFIX + "within", {"question": 1.0, "context": 0.0, "agreement": 0.8123})
-    assert line == (f"{SCORES_PREFIX}1 x the question's own list + 0 x the history-expanded query's list, each "
-                    "min-max normalised over its top 50 (0 to 1, higher is better); the expanded list weighs less the "
+    assert line == (f"{SCORES_PREFIX}(1 x the question's own list + 0 x the history-expanded query's list) / 1, each "
+                    "list min-max normalised over its top 50 (0 to 1: 1.0 is the best of both lists, not a perfect "
+                    "match); the expanded list weighs less the "
                     "more the two lists' first results agree beyond chance (here 0.81; 0.65 or more: weight 0); "
                     "within each list: within")
     assert "agree" not in fused_meaning(SCORES_PREFIX + "x", {"question": 1.0, "context": 2.0, "agreement": None})

@@ -95,15 +95,16 @@ def score_meaning(search_type: str, ranker: Optional[str], rerank: Optional[str]
 
 def fused_meaning(scores: str, fusion: Dict[str, Any]) -> str:
     """``scores`` for a follow-up whose two searches were fused (``rewrite_explanation["fusion"]``): the number is
-    the weighted sum of the two lists' min-max normalised scores, 0 to the sum of the two weights."""
+    the weighted sum of the two lists' min-max normalised scores divided by the sum of the two weights, 0 to 1, as a
+    plain search's (``conversational/retriever.py:fuse_ranked``)."""
     own, ctx = float(fusion["question"]), float(fusion["context"])
     meaning = scores.removeprefix(SCORES_PREFIX)
     agreed = fusion.get("agreement")
     why = "" if agreed is None else (f"; the expanded list weighs less the more the two lists' first results agree "
                                      f"beyond chance (here {float(agreed):.2f}; 0.65 or more: weight 0)")
-    return (f"{SCORES_PREFIX}{own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
-            f"query's list, each min-max normalised over its top {FUSION_DEPTH} (0 to {own + ctx:.3g}, higher is "
-            f"better){why}; within each list: {meaning}")
+    return (f"{SCORES_PREFIX}({own:.3g} x the question's own list + {ctx:.3g} x the history-expanded "
+            f"query's list) / {own + ctx:.3g}, each list min-max normalised over its top {FUSION_DEPTH} (0 to 1: 1.0 is "
+            f"the best of both lists, not a perfect match){why}; within each list: {meaning}")
 
 
 #: Said after the scores line's meaning when the reranker failed and the passages kept their retrieval scores.
