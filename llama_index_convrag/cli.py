@@ -405,6 +405,7 @@ def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: An
     p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="a browser origin allowed to call the API, e.g. https://chat.example.com (repeatable; "
                         "default: none, only the page the server serves)")
+    _memory_options(p)
     _chat_options(p)
     _common(p)
     kc = _sub(commands, "keys", "Create, list or revoke the API keys of 'convrag serve' (stored hashed).",
@@ -435,6 +436,23 @@ def _serve_commands(commands: "argparse._SubParsersAction", keys: Any, serve: An
     p.add_argument("role", choices=("member", "admin"))
     _store_option(p)
     _kb_commands(commands)
+
+
+def _memory_options(p: argparse.ArgumentParser) -> None:
+    """``convrag serve``'s memory (``cli_commands/memory_options.py`` maps them onto ``MemoryOptions``)."""
+    p.add_argument("--memory", nargs="?", const="recall,summary", default=None, metavar="PARTS",
+                   help="memory for long conversations, a comma list of recall (earlier messages found again), "
+                        "summary (a running summary, by the LLM) and facts (what users say about themselves; needs "
+                        "an LLM); --memory alone: recall,summary; default off")
+    p.add_argument("--memory-window", type=_non_negative, default=None, metavar="N",
+                   help="recent messages every prompt holds; recall looks before them, the summary folds what "
+                        "leaves them (default 6)")
+    p.add_argument("--recall-k", type=_positive, default=None, metavar="N",
+                   help="earlier messages a turn recalls at most (default 10)")
+    p.add_argument("--summary-max-tokens", type=_int_at_least(16), default=None, metavar="TOKENS",
+                   help="the summary's cap, never exceeded (default 400)")
+    p.add_argument("--summary-no-llm", choices=("none", "salient"), default=None,
+                   help="the summary without an LLM: none (default) or salient (names and numbers)")
 
 
 def _store_option(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,9 @@
 """``convrag serve [PATH...]``: ingest PATHs (idempotent), then serve the chat engine over HTTP (docs/SERVE.md).
 
-The engine is built as ``convrag chat`` builds it (same options). With ``--workers N`` uvicorn starts N processes;
-each builds its parts from the same options (passed in ``CONVRAG_SERVE_OPTIONS``) through :func:`app_from_env`.
+The engine is built as ``convrag chat`` builds it (same options); ``--memory`` adds memory for long conversations
+(``memory_options.py``: one ``ConversationMemory`` per process, shared by every knowledge base's engine). With
+``--workers N`` uvicorn starts N processes; each builds its parts from the same options (passed in
+``CONVRAG_SERVE_OPTIONS``) through :func:`app_from_env`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from llama_index_convrag.cli_commands.engine_options import (check_llm_needs, ch
                                                              limit_kwargs, retriever_kwargs)
 from llama_index_convrag.cli_commands.ingest import run_ingest
 from llama_index_convrag.cli_commands.keys import open_serve_store
+from llama_index_convrag.cli_commands.memory_options import memory_options, memory_parts
 
 ENV_OPTIONS = "CONVRAG_SERVE_OPTIONS"
 LIMIT_OPTIONS = ("max_body_bytes", "max_upload_bytes", "max_question_chars", "max_page_size", "turn_timeout_s",
@@ -30,22 +33,26 @@ def build_app(args: Any) -> Any:
     from pathlib import Path
 
     from llama_index_convrag.indices import ConvRAGIndex
+    from llama_index_convrag.memory import ConversationMemory
     from llama_index_convrag.serve import (DocumentBackend, EnginesPerCollection, Limits, RateLimits, create_app)
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
     from llama_index_convrag.storage.conversation.recovery import open_lease
 
     llm = resolve_llm(args.base_url, args.model, args.gguf, **limit_kwargs(args))
     check_llm_needs(args, llm is not None)
+    options = memory_options(args, llm is not None)
     target, client = connect(args.uri)
     require_collection(client, args.collection)
     model = embed_model()
     store = open_serve_store(args.store, args.uri)
     if isinstance(store, SQLiteConversationStore):  # held for the process: a killed run's turns become 'interrupted'
         open_lease(store, Path(store.path))
+    memory = None if options is None else ConversationMemory.from_defaults(
+        options, store=store, embed_model=model, client=client, target=target, llm=llm)
 
     def build(collection: str) -> Any:
         index = ConvRAGIndex.from_collection(collection, embed_model=model, client=client, target=target)
-        return index.as_chat_engine(conversation_store=store, **engine_kwargs(args, llm),
+        return index.as_chat_engine(conversation_store=store, memory=memory, **engine_kwargs(args, llm),
                                     retriever_kwargs=retriever_kwargs(args, llm, model))
 
     limits = Limits(**{k: getattr(args, k) for k in LIMIT_OPTIONS})
@@ -54,7 +61,7 @@ def build_app(args: Any) -> Any:
     answering = None if llm is None else str(getattr(llm.metadata, "model_name", type(llm).__name__))
     return create_app(store=store, engine_for=EnginesPerCollection(build), limits=limits, llm=answering,
                       collection=args.collection, rate_limits=rate, cors_origins=args.cors_origin or (),
-                      worker_name=f"{args.host}:{args.port}" if args.workers == 1 else None,
+                      worker_name=f"{args.host}:{args.port}" if args.workers == 1 else None, memory=memory,
                       documents_backend=DocumentBackend(client=client, embed_model=model, upload_dir=uploads.resolve(),
                                                         target=target))
 
@@ -82,6 +89,7 @@ def cmd_serve(args: Any, out: Output) -> int:
 
     args.conversation = None
     check_static(args)
+    memory_parts(args.memory)  # an unknown part: exit 2 before anything is opened
     try:
         RateLimits(requests=_rate(args.rate_limit), turns=_rate(args.turn_rate_limit))
     except ValueError as exc:

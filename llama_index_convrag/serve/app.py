@@ -3,8 +3,8 @@
 Its lifespan owns the parts it is given: at startup it opens the store (migrating it), registers the server's own
 knowledge base (the corpus's collection, read by every user) and the process's worker (``worker.py``: its turn claims
 under a lease it renews; a stopped worker's unfinished answers become ``interrupted``); at shutdown it cancels the
-turns still streaming (each stored ``cancelled``), unregisters the worker, closes the store and the document index's
-Milvus client.
+turns still streaming (each stored ``cancelled``), unregisters the worker, waits for the memory writes queued so far
+(:data:`MEMORY_CLOSE_S` at most), closes the store and the document index's Milvus client.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from llama_index_convrag.serve import admin, conversations, knowledge, openai_compat
+from llama_index_convrag.memory.conversation import ConversationMemory
+from llama_index_convrag.serve import admin, conversations, knowledge, memory_routes, openai_compat
 from llama_index_convrag.serve.errors import install_error_handlers
 from llama_index_convrag.serve.limits import BodyLimitMiddleware
 from llama_index_convrag.serve.models import Health
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 #: the collection ``convrag ingest`` / ``convrag serve`` fill by default
 DEFAULT_COLLECTION = "convrag"
+#: at shutdown, the memory writes still queued are waited for this long (seconds) before the store closes
+MEMORY_CLOSE_S = 30.0
 
 
 def register_default_kb(state: ServeState, collection: str) -> KnowledgeBase:
@@ -69,7 +72,8 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
                documents_backend: Optional[Any] = None, collection: str = DEFAULT_COLLECTION,
                model_name: str = "convrag", llm: Optional[str] = None, stream_window_s: float = 0.02,
                store_on_loop: Optional[bool] = None, rate_limits: Optional[RateLimits] = None,
-               cors_origins: Sequence[str] = (), worker_name: Optional[str] = None) -> FastAPI:
+               cors_origins: Sequence[str] = (), worker_name: Optional[str] = None,
+               memory: Optional[ConversationMemory] = None) -> FastAPI:
     """The API over built parts (the app's lifespan opens the store and closes the store and the document index).
 
     ``store``: the conversation store (SQLite or PostgreSQL; keys, owners, knowledge bases and turn claims live
@@ -86,12 +90,16 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
     minute). ``cors_origins``: browser origins allowed to call the API (none by default). ``worker_name``: the name
     the process's turn claims are held under; a server restarted under the same name frees its earlier claims at once
     (``convrag serve`` uses ``host:port``); None: ``host:pid``, freed when the lease (``limits.lease_s``) lapses.
+    ``memory``: the ``ConversationMemory`` the engines ``engine_for`` makes were built with (``memory=``): the memory
+    routes read and edit it, a deleted conversation's recalled messages go with it, shutdown waits for its writes;
+    None: memory off (the memory routes still read, edit and delete what the store holds).
     """
     state = ServeState(store=store, engine_for=engine_for, limits=limits if limits is not None else Limits(),
                        documents=documents_backend, model_name=model_name, stream_window_s=stream_window_s,
                        store_on_loop=store_on_loop,
                        rate_limits=rate_limits if rate_limits is not None else RateLimits(),
-                       default_collection=collection, cors_origins=tuple(cors_origins), worker_name=worker_name)
+                       default_collection=collection, cors_origins=tuple(cors_origins), worker_name=worker_name,
+                       memory=memory)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[Dict[str, Any]]:
@@ -105,6 +113,8 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
         finally:
             await state.logs.cancel_all()
             await worker.stop()
+            if memory is not None:  # its writes need the store: they end first
+                await run_in_threadpool(memory.close, MEMORY_CLOSE_S)
             store.close()
             if state.documents is not None:
                 state.documents.close()
@@ -120,7 +130,7 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                            expose_headers=["Retry-After"], max_age=600)
-    for module in (openai_compat, conversations, knowledge, admin):
+    for module in (openai_compat, conversations, memory_routes, knowledge, admin):
         app.include_router(module.router)
 
     @app.get("/v1/health", tags=["meta"], responses={200: {"model": Health}})

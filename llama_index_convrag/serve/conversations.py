@@ -122,7 +122,11 @@ def rename_conversation(conversation_id: str, body: Rename, state: State, princi
 
 @router.delete("/conversations/{conversation_id}", status_code=204, responses=doc(None, 403, 404))
 def delete_conversation(conversation_id: str, state: State, principal: ChatUser) -> Response:
+    """Delete a conversation with everything stored for it: messages, citations, records, its summary, and its
+    messages indexed for recall (the user's facts are theirs and stay: /v1/memory/facts)."""
     owned_conversation(state, conversation_id, principal.user_id)
+    if state.memory is not None:
+        state.memory.delete_conversation(principal.user_id, conversation_id)
     state.store.delete_conversation(conversation_id)
     return Response(status_code=204)
 
@@ -139,12 +143,13 @@ async def _collect(events: AsyncIterator[Event]) -> JSONResponse:
 
 async def run_turn(state: ServeState, request: Request, conversation_id: str, question: str, stream: bool,
                    knowledge_base: KnowledgeBase, regenerate: Optional[Message] = None,
-                   claimed: Optional[Callable[[], None]] = None) -> Response:
-    """Build the knowledge base's engine if this is its first turn, open the turn on it, then stream its events
-    (kept in the turn's log, so a client can resume them) or fold them into one JSON answer."""
+                   claimed: Optional[Callable[[], None]] = None, owner: Optional[str] = None) -> Response:
+    """Build the knowledge base's engine if this is its first turn, open the turn on it (``owner``: the caller, whose
+    memory the turn reads and writes), then stream its events (kept in the turn's log, so a client can resume them)
+    or fold them into one JSON answer."""
     await state.prepare_engine(knowledge_base)
     turn = await open_turn(state, conversation_id, question, regenerate, claimed=claimed,
-                           began=arrived_at(request.scope), knowledge_base=knowledge_base)
+                           began=arrived_at(request.scope), knowledge_base=knowledge_base, owner=owner)
     events = public_events(turn_events(state, turn), names_of(state, knowledge_base))
     if stream:  # the turn starts now, while the response is set up
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, state.limits.resume_grace_s))
@@ -152,29 +157,29 @@ async def run_turn(state: ServeState, request: Request, conversation_id: str, qu
     return await _collect(events)
 
 
-def _turn_check(state: ServeState, who: Any, conversation_id: str, question: str) -> KnowledgeBase:
+def _turn_check(state: ServeState, who: Any, conversation_id: str, question: str) -> Tuple[KnowledgeBase, str]:
     """Before the turn (a store call): the key, its scope, the question's length, the owner, the knowledge base;
-    a conversation still without a title is titled from this question."""
+    a conversation still without a title is titled from this question. ``(the knowledge base, the caller's id)``."""
     principal = require(who.principal(), "chat")
     check_question(state, question)
     info = owned_conversation(state, conversation_id, principal.user_id)
     kb = conversation_kb(state, info, principal)
     if info.title is None and info.message_count == 0:
         state.store.rename_conversation(conversation_id, title_from(question))
-    return kb
+    return kb, principal.user_id
 
 
 @router.post("/conversations/{conversation_id}/messages", responses=doc(TurnOut, 400, 403, 404, 409,
                                                                          description=SSE_DOC))
 async def post_message(conversation_id: str, body: NewMessage, request: Request, state: State,
                        who: TurnCaller) -> Response:
-    kb = await state.store_call(_turn_check, state, who, conversation_id, body.content)
-    return await run_turn(state, request, conversation_id, body.content, body.stream, kb)
+    kb, owner = await state.store_call(_turn_check, state, who, conversation_id, body.content)
+    return await run_turn(state, request, conversation_id, body.content, body.stream, kb, owner=owner)
 
 
 def _regeneration_target(state: ServeState, message_id: str, who: Any
-                         ) -> Tuple[Message, Message, KnowledgeBase]:
-    """``(the answer, the user message it replies to, the knowledge base)``; 401 for a bad key, 404 for another
+                         ) -> Tuple[Message, Message, KnowledgeBase, str]:
+    """``(the answer, the user message it replies to, the knowledge base, the caller's id)``; 401 for a bad key, 404 for another
     user's id, 400 unless it is the newest answer of its conversation (store reads: a store call)."""
     principal = require(who.principal(), "chat")
     message = owned_message(state, message_id, principal.user_id)
@@ -187,17 +192,17 @@ def _regeneration_target(state: ServeState, message_id: str, who: Any
     if latest_user is None or latest_user.id != message.reply_to or message.superseded_by is not None:
         raise APIError(400, "not_regenerable", f"only the newest answer of a conversation can be regenerated; "
                                                f"{message_id!r} is not it", "message_id")
-    return message, latest_user, kb
+    return message, latest_user, kb, principal.user_id
 
 
 @router.post("/messages/{message_id}/regenerate", responses=doc(TurnOut, 400, 403, 404, 409,
                                                                 description=SSE_DOC))
 async def regenerate(message_id: str, body: Regenerate, request: Request, state: State,
                      who: TurnCaller) -> Response:
-    message, latest_user, kb = await state.store_call(_regeneration_target, state, message_id, who)
+    message, latest_user, kb, owner = await state.store_call(_regeneration_target, state, message_id, who)
     # a 'pending' answer whose claim is free (its worker died) is marked 'interrupted' by the turn's load
     return await run_turn(state, request, message.conversation_id, latest_user.content, body.stream, kb,
-                          regenerate=latest_user)
+                          regenerate=latest_user, owner=owner)
 
 
 def _own_message(state: ServeState, who: Any, message_id: str) -> Tuple[Message, Principal]:

@@ -76,6 +76,12 @@ class UserRole(BaseModel):
     role: Literal["member", "admin"]
 
 
+class SummaryEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=20000, description=(
+        "The summary as you want it; kept as a new version (refused over the server's token cap)."))
+
+
 class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str
@@ -286,6 +292,55 @@ class ChatCompletionOut(BaseModel):
     choices: List[Dict[str, Any]]
     usage: Usage
     convrag: Dict[str, Any] = Field(description="Ids, retrieval query, references and citations of the turn.")
+
+
+class SummaryVersionOut(BaseModel):
+    version: int = Field(description="From 1; every fold and every edit writes the next.")
+    text: str
+    covers_to: Optional[str] = Field(description="The id of the last message folded in (null: none yet).")
+    covered: int = Field(description="How many messages it covers.")
+    tokens: int
+    source: str = Field(description="Who wrote it: llm (a fold), salient (names and numbers, no LLM), edit (a user).")
+    created_at: float
+
+
+class SummaryOut(BaseModel):
+    conversation_id: str
+    summary: Optional[SummaryVersionOut] = Field(description="The current version (null: none).")
+    versions: int = Field(description="How many versions are kept.")
+    max_tokens: int = Field(description="The cap an edit must fit in (tokens).")
+
+
+class SummaryVersionList(BaseModel):
+    data: List[SummaryVersionOut]
+
+
+class FactOut(BaseModel):
+    id: str
+    text: str
+    status: str = Field(description="active; with history=true also replaced or retracted.")
+    replaces: Optional[str] = Field(description="The fact this one replaced (kept as history).")
+    replaced_by: Optional[str]
+    source_message_id: Optional[str] = Field(description="The message the fact came from.")
+    conversation_id: Optional[str]
+    created_at: float
+    updated_at: float
+
+
+class FactList(BaseModel):
+    data: List[FactOut]
+
+
+class Deleted(BaseModel):
+    deleted: int
+
+
+class MemoryStatus(BaseModel):
+    parts: List[Literal["recall", "summary", "facts", "memory_blocks"]] = Field(
+        description="The parts of memory this server's turns use (empty: memory is off).")
+    summary_max_tokens: int
+    recall_k: int = Field(description="Earlier messages a turn recalls at most.")
+    window: int = Field(description="Recent messages every prompt holds (recall looks before them).")
 
 
 SSE_DOC = "text/event-stream (docs/SERVE.md: Server-sent events of a turn), or JSON with stream=false"

@@ -102,7 +102,9 @@ def _question_and_seed(body: ChatCompletionRequest) -> tuple:
     return text_of(body.messages[last].content), seed
 
 
-def _prepare(state: ServeState, body: ChatCompletionRequest, who: Any) -> Tuple[str, str, KnowledgeBase]:
+def _prepare(state: ServeState, body: ChatCompletionRequest, who: Any) -> Tuple[str, str, KnowledgeBase, str]:
+    """``(conversation id, question, knowledge base, the caller's id)``; a new conversation made and seeded when no
+    ``conversation_id`` is given."""
     principal = require(who.principal(), "chat")
     question, seed = _question_and_seed(body)
     check_question(state, question)
@@ -114,13 +116,15 @@ def _prepare(state: ServeState, body: ChatCompletionRequest, who: Any) -> Tuple[
             raise APIError(400, "model_mismatch", f"conversation {body.conversation_id!r} answers from model "
                                                   f"{model_id(state, kb)!r}; send that or {state.model_name!r}",
                            "model")
-        return body.conversation_id, question, kb
+        return body.conversation_id, question, kb, principal.user_id
     kb = kb_of_model(state, body.model, principal)
     info = state.store.create_conversation(principal.user_id, title_from(question), kb_id=kb.id)
     if seed:
         state.store.add_messages([Message(id=new_id(), conversation_id=info.id, role=m.role,
                                           content=text_of(m.content)) for m in seed])
-    return info.id, question, kb
+        if state.memory is not None:  # the seeded messages, for recall and the summary (queued, off the turn)
+            state.memory.schedule_backfill(principal.user_id, info.id)
+    return info.id, question, kb, principal.user_id
 
 
 def usage(question: str, done: Dict[str, Any], references: Any = ()) -> Dict[str, int]:
@@ -197,9 +201,10 @@ async def _complete(events: AsyncIterator[Any], model: str, question: str) -> JS
     "chat.completion, or chat.completion.chunk events with stream=true")))
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State,
                            who: TurnCaller) -> Response:
-    conversation_id, question, kb = await state.store_call(_prepare, state, body, who)
+    conversation_id, question, kb, owner = await state.store_call(_prepare, state, body, who)
     await state.prepare_engine(kb)  # the first turn on a knowledge base builds its engine
-    turn = await open_turn(state, conversation_id, question, began=arrived_at(request.scope), knowledge_base=kb)
+    turn = await open_turn(state, conversation_id, question, began=arrived_at(request.scope), knowledge_base=kb,
+                           owner=owner)
     events = public_events(turn_events(state, turn), names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))

@@ -11,6 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from llama_index_convrag._limits import MAX_QUESTION_CHARS
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.conversation import ConversationMemory
+from llama_index_convrag.memory.options import MemoryOptions
 from llama_index_convrag.serve.events import TurnLogs
 from llama_index_convrag.serve.ratelimit import RateLimiter, RateLimits
 from llama_index_convrag.storage.conversation._sql import SQLConversationStore
@@ -97,8 +99,14 @@ class ServeState:
     worker_name: Optional[str] = None
     #: the registered worker's id (set by the lifespan; None: claims last ``limits.turn_timeout_s``)
     worker_id: Optional[str] = None
+    #: the memory the engines were built with (their turns load and write it; the memory routes read and edit it);
+    #: None: memory off
+    memory: Optional[ConversationMemory] = None
     rate: RateLimiter = field(init=False)
     logs: TurnLogs = field(init=False)
+    #: what the memory routes act on: ``memory``, or with memory off a view of the store's memory rows (every part
+    #: off: what is stored can still be read, edited and deleted)
+    memory_view: ConversationMemory = field(init=False)
 
     def __post_init__(self) -> None:
         if self.stream_window_s < 0:
@@ -107,6 +115,13 @@ class ServeState:
             self.store_on_loop = calls_on_loop(self.store)
         self.rate = RateLimiter(self.rate_limits)
         self.logs = TurnLogs()
+        if self.memory is not None and not isinstance(self.memory, ConversationMemory):
+            raise ConfigurationError(f"memory must be a ConversationMemory or None, got {type(self.memory).__name__}")
+        if self.memory is not None and self.memory.store is not self.store:
+            raise ConfigurationError("the memory keeps its rows in another store than the server's; build "
+                                     "ConversationMemory.from_defaults(store=<the server's store>)")
+        self.memory_view = self.memory if self.memory is not None else ConversationMemory(
+            options=MemoryOptions.off(), store=self.store)
 
     def engine_ready(self, knowledge_base: Optional[KnowledgeBase]) -> bool:
         """Whether a turn on ``knowledge_base`` finds its engine built (or builds none: ``engine_for`` keeps no

@@ -8,8 +8,8 @@ an answer a dead worker left ``pending`` there marked ``interrupted``, work that
 turn loads (the history window; the user message and the assistant placeholder stored, so the ids reach the client
 before retrieval). While the answer streams, :meth:`ServedTurn.aprogress` saves its text so far at most every
 ``limits.partial_save_s`` (what a crash keeps).
-For a regeneration the history ends before the regenerated user message and the placeholder is its next answer
-version. :meth:`ServedTurn.commit` is the second: the answer, its citations and its record, and the claim released.
+For a regeneration the history (and the memory's recent window) ends before the regenerated user message and the
+placeholder is its next answer version. :meth:`ServedTurn.commit` is the second: the answer, its citations and its record, and the claim released.
 Both run where ``ServeState.store_call`` says (on the loop for SQLite, in the thread pool otherwise).
 :meth:`ServedTurn.close` finalises a placeholder the engine never committed (the client went away first) as
 ``cancelled`` and releases the claim; it makes no store call when the turn was committed.
@@ -71,7 +71,10 @@ class ServedTurn(StoreTurnPort):
         ids = [m.id for m in messages]
         before = messages[:ids.index(user.id)] if user.id in ids else messages
         history, history_ids = self._history(request, before)
-        return TurnContext(request, user, self.store.begin_regeneration(user), history, history_ids)
+        context = TurnContext(request, user, self.store.begin_regeneration(user), history, history_ids)
+        if self._wants_memory(request):
+            context.memory = self.load_memory(request, before, history)
+        return context
 
     def commit(self, outcome: TurnOutcome) -> None:
         with self._lock:

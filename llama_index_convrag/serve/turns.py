@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, AsyncGenerator, Callable, Dict, List, Optional, Tuple
 
 import anyio
@@ -66,16 +66,20 @@ class OpenTurn:
 async def open_turn(state: ServeState, conversation_id: str, question: str, regenerate: Optional[Message] = None,
                     check: Optional[Callable[[], None]] = None,
                     claimed: Optional[Callable[[], None]] = None, began: Optional[float] = None,
-                    knowledge_base: Any = None) -> OpenTurn:
+                    knowledge_base: Any = None, owner: Optional[str] = None) -> OpenTurn:
     """Load the turn through its port in one store call: run ``check`` (it raises the route's 4xx), claim the
     conversation (409 ``turn_in_flight`` when another turn holds it), run ``claimed`` (work that needs the claim) and
     store the turn. ``began``: when the request arrived (``limits.arrived_at``; None: now); ``knowledge_base``: the
-    one the turn answers from (``state.prepare_engine`` has built its engine)."""
+    one the turn answers from (``state.prepare_engine`` has built its engine); ``owner``: the caller's user id (the
+    turn's memory is read and written as theirs; None: the engine's owner)."""
     began = began if began is not None else time.perf_counter()
     port = ServedTurn(state, check=check, claimed=claimed, regenerate=regenerate)
     engine = state.engine_for(conversation_id, port, knowledge_base)
+    request = engine.turn_request(question, streaming=True)
+    if owner is not None:
+        request = replace(request, owner=owner)
     try:
-        context = await port.aload(engine.turn_request(question, streaming=True))
+        context = await port.aload(request)
     except asyncio.CancelledError:  # the request went away while the thread ran: undo what it did
         with anyio.CancelScope(shield=True):
             await port.aclose()

@@ -4,15 +4,18 @@ disconnect mid-stream), and the conversation store named by ``CONVRAG_TEST_STORE
 For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; default the engine's),
 ``CONVRAG_TEST_FIRST_TOKEN_LOG`` (a file to which each answer stream appends ``time.monotonic()`` of its first token).
 Crash recovery: ``CONVRAG_TEST_WORKER_NAME`` (a restart under it frees the claims at once), ``CONVRAG_TEST_LEASE_S``,
-``CONVRAG_TEST_PARTIAL_SAVE_S``.
+``CONVRAG_TEST_PARTIAL_SAVE_S``. Memory: ``CONVRAG_TEST_MEMORY`` (``convrag serve --memory``'s parts: recall, summary,
+facts; the summary and the facts are written by :func:`memory_llm`), ``CONVRAG_TEST_MEMORY_WINDOW`` (default 2).
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,11 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatResponseAsyncGen, CompletionResponseAsyncGen
 
 from llama_index_convrag.chat import AnswerOptions, RewriteOptions
+from llama_index_convrag.cli_commands.memory_options import memory_options
 from llama_index_convrag.embeddings import LocalMiniLMEmbedding
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest import ingest
+from llama_index_convrag.memory import ConversationMemory
 from llama_index_convrag.milvus.client import connect_milvus, resolve_milvus
 from llama_index_convrag.serve import DocumentBackend, EnginesPerCollection, Limits, RateLimits, create_app
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
@@ -38,6 +43,25 @@ ANSWER = "The answer cites the passages [1] and keeps going with many more words
 #: A follow-up's standalone question (a separate scripted model: the answering one would rewrite every follow-up into
 #: ANSWER, which the engine would then read as an answer restating its question)
 REWRITE = "What do the documents say about the follow-up?"
+
+
+#: what memory_llm writes as the summary of any messages
+SUMMARY = "The user asked about search: BM25, Milvus and fusion."
+_FACT_MESSAGE = re.compile(r"User message:\n(.*?)\n\nFacts:", re.S)
+
+
+def memory_llm() -> ScriptedLLM:
+    """The memory's scripted LLM: a fold gives :data:`SUMMARY`; an extraction gives the user's message as a fact
+    when it says "my" (else ``NONE``); a reconcile adds."""
+    def reply(prompt: str) -> str:
+        if "New summary:" in prompt or "Shortened summary:" in prompt:
+            return SUMMARY
+        found = _FACT_MESSAGE.search(prompt)
+        if found is not None:
+            message = found.group(1).strip()
+            return f"- {message}" if re.search(r"\bmy\b", message, re.I) else "NONE"
+        return "ADD"
+    return ScriptedLLM.from_fn(reply)
 
 
 #: CONVRAG_TEST_STORE_CALLS -> create_app's store_on_loop
@@ -88,10 +112,14 @@ def create() -> Any:
              else SQLiteConversationStore(store_spec))
     llm = PacedLLM.fixed(ANSWER)
     citation_mode = os.environ.get("CONVRAG_TEST_CITATION_MODE")
+    options = memory_options(argparse.Namespace(memory=os.environ.get("CONVRAG_TEST_MEMORY"), memory_window=int(
+        os.environ.get("CONVRAG_TEST_MEMORY_WINDOW", "2"))), has_llm=True)
+    memory = None if options is None else ConversationMemory.from_defaults(
+        options, store=store, embed_model=model, client=client, target=target, llm=memory_llm())
 
     def build(name: str) -> Any:  # one template engine per knowledge base collection
         index = ConvRAGIndex.from_collection(name, embed_model=model, client=client, target=target)
-        return index.as_chat_engine(conversation_store=store, llm=llm,
+        return index.as_chat_engine(conversation_store=store, llm=llm, memory=memory,
                                     rewrite=RewriteOptions(llm=ScriptedLLM.fixed(REWRITE)),
                                     answer=AnswerOptions(citation_mode=citation_mode) if citation_mode else None,
                                     retriever_kwargs={"similarity_top_k": 2})
@@ -108,7 +136,7 @@ def create() -> Any:
                      collection=collection, llm=llm.metadata.model_name, rate_limits=rate,
                      cors_origins=[o for o in os.environ.get("CONVRAG_TEST_CORS", "").split(",") if o],
                      store_on_loop=STORE_CALLS[os.environ.get("CONVRAG_TEST_STORE_CALLS", "auto")],  # bench --store-calls
-                     worker_name=os.environ.get("CONVRAG_TEST_WORKER_NAME"))
+                     worker_name=os.environ.get("CONVRAG_TEST_WORKER_NAME"), memory=memory)
     app.add_middleware(WorkerPid)
     return app
 
