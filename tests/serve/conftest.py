@@ -68,3 +68,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                                                          "CONVRAG_TEST_PING_S": PING_S}).wait()
     yield srv
     srv.stop()
+
+
+#: the memory server's turn rate limit per key (the fuzz test's 429 check counts on it)
+MEMORY_SERVER_TURNS_PER_MINUTE = 20
+
+
+@pytest.fixture(scope="session")
+def memory_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with every part of memory on (a recent window of 2 messages), no token delay, and a turn rate limit
+    of 20 a minute per key: the memory tests and the fuzz test share it."""
+    srv = Server(tmp_path_factory.mktemp("memory"), env={
+        "CONVRAG_TEST_TOKEN_DELAY": "0", "CONVRAG_TEST_MEMORY": "recall,summary,facts",
+        "CONVRAG_TEST_MEMORY_WINDOW": "2", "CONVRAG_TEST_RATE_TURNS": f"{MEMORY_SERVER_TURNS_PER_MINUTE}/minute"}).wait()
+    yield srv
+    srv.stop()

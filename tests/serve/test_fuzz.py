@@ -1,13 +1,13 @@
 """Property-based fuzzing of every operation of the OpenAPI schema (schemathesis) against a real server process,
 with the key of each kind of caller in turn (an admin, the owner of a knowledge base, a reader of it with a
 chat-only key, a user with no role in it): never a 5xx, every error in the one JSON shape, and never an exception's
-type and text in a body. Bounded (few examples per operation, derandomised); a longer run is
+type and text in a body. The server has every part of memory on (its routes and its writes are fuzzed too). Bounded (few examples per operation, derandomised); a longer run is
 ``bench/serve_fuzz.py --examples N``."""
 
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List
+from typing import Dict, List
 
 import httpx
 import pytest
@@ -16,21 +16,18 @@ schemathesis = pytest.importorskip("schemathesis", reason="pip install 'llama-in
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
-from tests.serve.conftest import Server  # noqa: E402
+from tests.serve.conftest import MEMORY_SERVER_TURNS_PER_MINUTE, Server  # noqa: E402
 
 ERROR_KEYS = {"type", "code", "message", "param"}
 #: this module's server's turn rate limit per key
-TURNS_PER_MINUTE = 20
+TURNS_PER_MINUTE = MEMORY_SERVER_TURNS_PER_MINUTE
 #: what an exception's text looks like in a body: "ValueError: ...", "sqlite3.OperationalError: ...", a traceback
 EXCEPTION_TEXT = re.compile(r"Traceback \(most recent call last\)|\b[A-Za-z_.]*(Error|Exception)\b: ")
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("fuzz"), env={"CONVRAG_TEST_TOKEN_DELAY": "0",
-                                                       "CONVRAG_TEST_RATE_TURNS": f"{TURNS_PER_MINUTE}/minute"}).wait()
-    yield srv
-    srv.stop()
+def fuzz_server(memory_server: Server) -> Server:
+    return memory_server
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +56,14 @@ def api_schema(fuzz_server: Server) -> object:
 def test_no_5xx_one_error_shape_and_no_internals(api_schema: "schemathesis.BaseSchema",
                                                  role_headers: List[Dict[str, str]]) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
-    assert len(operations) >= 30  # every route of docs/SERVE.md is in the schema
+    assert len(operations) >= 37  # every route of docs/SERVE.md is in the schema
+    memory_routes = {(o.method.upper(), o.path) for o in operations if "summary" in o.path or "/memory" in o.path}
+    assert memory_routes == {("GET", "/v1/memory"), ("GET", "/v1/conversations/{conversation_id}/summary"),
+                             ("PUT", "/v1/conversations/{conversation_id}/summary"),
+                             ("DELETE", "/v1/conversations/{conversation_id}/summary"),
+                             ("GET", "/v1/conversations/{conversation_id}/summary/versions"),
+                             ("GET", "/v1/memory/facts"), ("DELETE", "/v1/memory/facts"),
+                             ("DELETE", "/v1/memory/facts/{fact_id}")}
     statuses: list = []
     for operation in operations:
         calls = iter(range(10 ** 6))

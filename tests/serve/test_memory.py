@@ -1,5 +1,5 @@
 """Memory in ``convrag serve`` over real HTTP against a real uvicorn process (SQLite store, Milvus Lite, the local
-embedding model, ScriptedLLMs): a conversation longer than the recent window (2 messages here) recalls its earlier
+embedding model, ScriptedLLMs; the ``memory_server`` the fuzz test shares): a conversation longer than the recent window (2 messages here) recalls its earlier
 messages, keeps a running summary and the user's facts, written after each turn commits; the memory routes read,
 edit and delete them for their owner only."""
 
@@ -18,15 +18,6 @@ from tests.serve.test_api import assert_error
 
 FACT_QUESTION = "My favourite database is Milvus Lite."
 QUESTIONS = [FACT_QUESTION, "What is BM25?", "How does rank fusion work?", "Which database did I say I like?"]
-
-
-@pytest.fixture(scope="module")
-def memory_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server(tmp_path_factory.mktemp("memory"), env={"CONVRAG_TEST_TOKEN_DELAY": "0",
-                                                         "CONVRAG_TEST_MEMORY": "recall,summary,facts",
-                                                         "CONVRAG_TEST_MEMORY_WINDOW": "2"}).wait()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture(scope="module")
