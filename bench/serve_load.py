@@ -21,6 +21,7 @@ load client's); then after the drain, read from the store file: user messages st
 
     python bench/serve_load.py --quick                                 # 32 conversations x 2 turns, once
     python bench/serve_load.py --concurrency 32,128,512 --repeat 2     # 2 turns each; --store-calls threads to compare
+    python bench/serve_load.py --memory --concurrency 32,128           # memory off and on side by side
 """
 
 from __future__ import annotations
@@ -400,6 +401,10 @@ def main() -> int:
                              "0: a disconnect cancels it at once; with more, the disconnecting clients poll their "
                              "conversation until it settles, which the bench then counts)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead: the HTTP load against a server with memory off and one with it on, side by "
+                             "side, then 0 memory reads across users or conversations checked (_serve_load_memory.py;"
+                             " at least 4 turns per conversation)")
     parser.add_argument("--role", choices=("orchestrate", "client", "inproc"), default="orchestrate",
                         help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -416,6 +421,9 @@ def main() -> int:
                                     args.keys.split(","), args.probe, args.start_at))
         print(json.dumps(asdict(run)))
         return 0
+    if args.memory:
+        from _serve_load_memory import compare
+        return compare(args)
     return orchestrate(args)
 
 

@@ -1,6 +1,7 @@
 """The memory API: what the assistant remembers for the caller.
 
-``GET /v1/memory`` says which parts of memory the server's turns use. A conversation's running summary: read
+``GET /v1/memory`` says which parts of memory the server's turns use (and how many writes this process has queued
+or failed). A conversation's running summary: read
 (``GET .../summary``, every version with ``.../summary/versions``), edit (``PUT``: a new version, refused over the
 cap) and clear (``DELETE``: every version). The caller's facts: list (``GET /v1/memory/facts``, ``history=true``
 for replaced and retracted ones too), delete one (``DELETE /v1/memory/facts/{id}``, with its history) or all. What a
@@ -49,10 +50,12 @@ def _summary(state: ServeState, user: str, conversation_id: str) -> Dict[str, An
 
 @router.get("/memory", responses=doc(MemoryStatus, 403))
 def memory_status(state: State, principal: ChatUser) -> Dict[str, Any]:
-    """Which parts of memory this server's turns use, and their limits."""
-    o = state.memory_view.options
+    """Which parts of memory this server's turns use, their limits, and this process's writes behind the turns."""
+    memory = state.memory_view
+    o, writer = memory.options, memory.writer
     return {"parts": state.memory.parts if state.memory is not None else [],
-            "summary_max_tokens": o.summary.max_tokens, "recall_k": o.episodic.k, "window": o.episodic.window}
+            "summary_max_tokens": o.summary.max_tokens, "recall_k": o.episodic.k, "window": o.episodic.window,
+            "pending_writes": writer.pending, "failed_writes": writer.failed}
 
 
 @router.get("/conversations/{conversation_id}/summary", responses=doc(SummaryOut, 403, 404))

@@ -341,6 +341,10 @@ class MemoryStatus(BaseModel):
     summary_max_tokens: int
     recall_k: int = Field(description="Earlier messages a turn recalls at most.")
     window: int = Field(description="Recent messages every prompt holds (recall looks before them).")
+    pending_writes: int = Field(description="Memory writes of this server process queued or running (they run "
+                                            "after each turn's final event).")
+    failed_writes: int = Field(description="Memory writes of this process that failed since it started (its log "
+                                           "names each).")
 
 
 SSE_DOC = "text/event-stream (docs/SERVE.md: Server-sent events of a turn), or JSON with stream=false"

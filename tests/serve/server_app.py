@@ -5,7 +5,8 @@ For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; def
 ``CONVRAG_TEST_FIRST_TOKEN_LOG`` (a file to which each answer stream appends ``time.monotonic()`` of its first token).
 Crash recovery: ``CONVRAG_TEST_WORKER_NAME`` (a restart under it frees the claims at once), ``CONVRAG_TEST_LEASE_S``,
 ``CONVRAG_TEST_PARTIAL_SAVE_S``. Memory: ``CONVRAG_TEST_MEMORY`` (``convrag serve --memory``'s parts: recall, summary,
-facts; the summary and the facts are written by :func:`memory_llm`), ``CONVRAG_TEST_MEMORY_WINDOW`` (default 2).
+facts; the summary and the facts are written by :func:`memory_llm`), ``CONVRAG_TEST_MEMORY_WINDOW`` (default 2),
+``CONVRAG_TEST_MEMORY_FACTS=every`` (every user message is a fact: the load bench's questions state none).
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
@@ -50,16 +51,16 @@ SUMMARY = "The user asked about search: BM25, Milvus and fusion."
 _FACT_MESSAGE = re.compile(r"User message:\n(.*?)\n\nFacts:", re.S)
 
 
-def memory_llm() -> ScriptedLLM:
+def memory_llm(every: bool = False) -> ScriptedLLM:
     """The memory's scripted LLM: a fold gives :data:`SUMMARY`; an extraction gives the user's message as a fact
-    when it says "my" (else ``NONE``); a reconcile adds."""
+    when it says "my" (or ``every`` time; else ``NONE``); a reconcile adds."""
     def reply(prompt: str) -> str:
         if "New summary:" in prompt or "Shortened summary:" in prompt:
             return SUMMARY
         found = _FACT_MESSAGE.search(prompt)
         if found is not None:
             message = found.group(1).strip()
-            return f"- {message}" if re.search(r"\bmy\b", message, re.I) else "NONE"
+            return f"- {message}" if every or re.search(r"\bmy\b", message, re.I) else "NONE"
         return "ADD"
     return ScriptedLLM.from_fn(reply)
 
@@ -115,7 +116,8 @@ def create() -> Any:
     options = memory_options(argparse.Namespace(memory=os.environ.get("CONVRAG_TEST_MEMORY"), memory_window=int(
         os.environ.get("CONVRAG_TEST_MEMORY_WINDOW", "2"))), has_llm=True)
     memory = None if options is None else ConversationMemory.from_defaults(
-        options, store=store, embed_model=model, client=client, target=target, llm=memory_llm())
+        options, store=store, embed_model=model, client=client, target=target,
+        llm=memory_llm(every=os.environ.get("CONVRAG_TEST_MEMORY_FACTS") == "every"))
 
     def build(name: str) -> Any:  # one template engine per knowledge base collection
         index = ConvRAGIndex.from_collection(name, embed_model=model, client=client, target=target)

@@ -69,7 +69,9 @@ def alice_conversation(c: httpx.Client, keys: Dict[str, Dict[str, str]]) -> Dict
 
 def test_memory_status_names_the_parts_on(c: httpx.Client, keys: Dict[str, Dict[str, str]]) -> None:
     body = c.get("/v1/memory", headers=keys["alice"]).json()
+    writes = {k: body.pop(k) for k in ("pending_writes", "failed_writes")}
     assert body == {"parts": ["recall", "summary", "facts"], "summary_max_tokens": 400, "recall_k": 10, "window": 2}
+    assert writes["pending_writes"] >= 0 and writes["failed_writes"] == 0
     assert_error(c.get("/v1/memory", headers=keys["alice_edit"]), 403, "insufficient_scope")
 
 

@@ -126,8 +126,10 @@ def serve_url(served: Served) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A real server process over ``docs_folder`` (real local embeddings, Milvus Lite file in tmp), one per module."""
+def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[Served]:
+    """A real server process over ``docs_folder`` (real local embeddings, Milvus Lite file in tmp), one per module;
+    a module's ``SERVE_ARGS`` (a tuple) adds options to its ``convrag serve`` command line."""
     work = tmp_path_factory.mktemp("serve")
     port = free_port()
     env = dict(os.environ, OPENAI_BASE_URL=llm.base_url, OPENAI_API_KEY="test-key", CONVRAG_LLM_MODEL="scripted",
@@ -136,7 +138,7 @@ def served(llm: LocalOpenAIServer, docs_folder: Path, tmp_path_factory: pytest.T
     log = (work / "serve.log").open("wb")
     cmd = [sys.executable, "-m", "llama_index_convrag.cli", "serve", str(docs_folder), "--host", "127.0.0.1",
            "--port", str(port), "--uri", str(work / "milvus.db"), "--store", str(work / "chats.db"),
-           "--upload-dir", str(work / "uploads"), "-q"]
+           "--upload-dir", str(work / "uploads"), "-q", *getattr(request.module, "SERVE_ARGS", ())]
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -4,6 +4,7 @@
 import * as api from "./api.js";
 import { answerNodes, clear, el, setText } from "./dom.js";
 import { setupDocuments, showKnowledgeBase } from "./documents.js";
+import { setupMemory, showMemory } from "./memory.js";
 import { showPassageText } from "./passage.js";
 
 const $ = (id) => document.getElementById(id);
@@ -127,6 +128,7 @@ function newConversation() {
   showConversationBase(state.kb ? state.kb.id : null);
   clear($("messages"));
   for (const b of document.querySelectorAll("#conversation-list .open")) b.removeAttribute("aria-current");
+  showMemory(null);
   $("question").focus();
 }
 
@@ -144,6 +146,7 @@ async function openConversation(id) {
   }
   state.conversationId = id;
   history.replaceState(null, "", `#c=${id}`);
+  showMemory(id);
   setText($("conversation-title"), titleOf(conversation));
   showConversationBase(conversation.knowledge_base);
   if (conversation.knowledge_base && baseOf(conversation.knowledge_base) && (!state.kb || state.kb.id !== conversation.knowledge_base)) {
@@ -433,6 +436,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && state.turn) stop();
   });
+  setupMemory(notice);
   const toggle = $("toggle-docs");
   toggle.addEventListener("click", () => {
     const open = $("docs").hidden;
