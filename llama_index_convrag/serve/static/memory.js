@@ -26,7 +26,8 @@ async function loadSummary() {
   text.dataset.empty = String(!s);
   setText(text, s ? s.text : "No summary yet.");
   setText(meta, s ? `Version ${s.version} (${s.source === "edit" ? "your edit" : "written by the assistant"}), ` +
-                    `${s.tokens} of ${body.max_tokens} tokens` : "");
+                    `covers ${s.covered} message${s.covered === 1 ? "" : "s"}, ${s.tokens} of ${body.max_tokens} tokens`
+                  : "");
   $("clear-summary").hidden = !s;
   $("summary-text").value = s ? s.text : "";
 }
