@@ -19,8 +19,9 @@ user" (as facts are written; with the name kept on both sides, the shared name a
   annotate contradictions, so facts that contradict each other and both stay active are not counted here.
 
 Setup once: ``python -m llama_index_convrag.testing.real_llm setup``.
-Run: ``PYTHONPATH=. python bench/memory_facts_real.py --sessions 1`` (10-20 s per model call on a loaded 2-core
-machine; one extraction per utterance and one reconcile per fact with a similar stored one).
+Run: ``PYTHONPATH=. python bench/memory_facts_real.py --sessions 1 --utterances 12`` (10-20 s per model call on a
+loaded 2-core machine, more under heavy load; one extraction per utterance and one reconcile per fact with a similar
+stored one).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,17 +51,23 @@ HALVES = {"tune": (0, 1, 2), "check": (3, 4)}
 THRESHOLDS = (0.4, 0.5, 0.6)
 
 
-def slice_of(conversation: Dict[str, Any], sessions: int) -> Tuple[List[Dict[str, Any]], Dict[str, List[Tuple[str, str]]]]:
-    """``(utterances of the first sessions in order, {speaker: [(observation, evidence dia_id)]})``."""
+def slice_of(conversation: Dict[str, Any], sessions: int, utterances: Optional[int] = None
+             ) -> Tuple[List[Dict[str, Any]], Dict[str, List[Tuple[str, str]]]]:
+    """``(the first utterances of the first sessions in order, {speaker: [(observation, evidence dia_id)]})``: the
+    observations whose evidence is among those utterances (all of them: at most ``utterances``)."""
     conv, obs = conversation["conversation"], conversation["observation"]
     turns: List[Dict[str, Any]] = []
-    observations: Dict[str, List[Tuple[str, str]]] = {}
     for n in range(1, sessions + 1):
         turns += conv.get(f"session_{n}", [])
+    turns = turns[:utterances] if utterances is not None else turns
+    said = {t["dia_id"] for t in turns}
+    observations: Dict[str, List[Tuple[str, str]]] = {}
+    for n in range(1, sessions + 1):
         for speaker, items in (obs.get(f"session_{n}_observation") or {}).items():
             for text, evidence in items:
-                for one in (evidence if isinstance(evidence, list) else [evidence]):
-                    observations.setdefault(speaker, []).append((text, str(one)))
+                ids = [str(e) for e in (evidence if isinstance(evidence, list) else [evidence])]
+                if all(i in said for i in ids):
+                    observations.setdefault(speaker, []).append((text, ids[0]))
     return turns, observations
 
 
@@ -105,40 +112,54 @@ def score_speaker(embed: Any, speaker: str, observations: List[Tuple[str, str]],
 
 
 def run(args: argparse.Namespace) -> Dict[str, Any]:
+    """The halves' conversations in turn, one utterance of each at a time, until every slice is read or
+    ``--max-seconds`` have passed; then each speaker scored on the observations of the utterances read."""
     data = json.loads((shared_data() / "locomo" / "locomo_dev.json").read_text())
     setup = locate()
     server = start_server(setup, n_ctx=2048, log_path=Path(tempfile.mkdtemp()) / "llama.log")
     embed = LocalMiniLMEmbedding()
     results: Dict[str, Any] = {"halves": {}, "calls": 0}
     started = time.perf_counter()
+    wanted = [int(x) for x in args.conversations.split(",")] if args.conversations else None
     try:
         llm = OpenAICompatible(**server.client_kwargs(max_tokens=128))
+        halves = {}
         for half, picks in HALVES.items():
-            conversations = [int(x) for x in args.conversations.split(",")] if args.conversations else None
-            chosen = [i for i in picks if conversations is None or i in conversations][:args.per_half]
             store = SQLiteConversationStore(Path(tempfile.mkdtemp()) / "facts.db")
-            facts = UserFacts(store=store, embed_model=embed, options=FactsOptions(enabled=True), llm=llm)
-            decisions: Counter = Counter()
+            chosen = [i for i in picks if wanted is None or i in wanted][:args.per_half]
+            halves[half] = {"store": store, "decisions": Counter(), "conversations": chosen, "read": {},
+                            "facts": UserFacts(store=store, embed_model=embed, options=FactsOptions(enabled=True),
+                                               llm=llm),
+                            "queue": [(ci, t) for ci in chosen for t in slice_of(data[ci], args.sessions,
+                                                                                 args.utterances)[0]]}
+        step = 0
+        while any(step < len(h["queue"]) for h in halves.values()):
+            if args.max_seconds is not None and time.perf_counter() - started > args.max_seconds:
+                break
+            for half, h in halves.items():
+                if step >= len(h["queue"]):
+                    continue
+                ci, turn = h["queue"][step]
+                made, calls = h["facts"].remember_counted(f"{ci}:{turn['speaker']}", turn["text"],
+                                                          message_id=turn["dia_id"])
+                results["calls"] += calls
+                h["read"][ci] = h["read"].get(ci, 0) + 1
+                h["decisions"].update(d.action for d in made)
+                print(f"[{half}] {turn['dia_id']} {turn['speaker']}: {len(made)} fact(s), {calls} call(s), "
+                      f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+            step += 1
+        for half, h in halves.items():
             speakers: List[Dict[str, Any]] = []
-            utterances = 0
-            for ci in chosen:
-                turns, observations = slice_of(data[ci], args.sessions)
-                for turn in turns:
-                    owner = f"{ci}:{turn['speaker']}"
-                    made, calls = facts.remember_counted(owner, turn["text"], message_id=turn["dia_id"])
-                    results["calls"] += calls
-                    utterances += 1
-                    decisions.update(d.action for d in made)
-                    print(f"[{half}] {turn['dia_id']} {turn['speaker']}: {len(made)} fact(s), {calls} call(s)",
-                          file=sys.stderr, flush=True)
+            for ci in h["conversations"]:
+                _, observations = slice_of(data[ci], args.sessions, h["read"].get(ci, 0))
                 for speaker, items in observations.items():
-                    rows = store.list_facts(f"{ci}:{speaker}", include_history=True, embeddings=False)
+                    rows = h["store"].list_facts(f"{ci}:{speaker}", include_history=True, embeddings=False)
                     speakers.append({"conversation": ci, "speaker": speaker, "history": sum(
                         r.status in ("replaced", "retracted") for r in rows),
                         **score_speaker(embed, speaker, items, rows, args.match)})
-            store.close()
-            results["halves"][half] = {"conversations": chosen, "utterances": utterances, "decisions": dict(decisions),
-                                       "speakers": speakers}
+            h["store"].close()
+            results["halves"][half] = {"conversations": h["conversations"], "utterances": sum(h["read"].values()),
+                                       "decisions": dict(h["decisions"]), "speakers": speakers}
     finally:
         server.stop()
     results["seconds"] = round(time.perf_counter() - started, 1)
@@ -174,6 +195,12 @@ def report(results: Dict[str, Any], match: float) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1, help="the first N sessions of each conversation")
+    parser.add_argument("--utterances", type=int, default=None,
+                        help="only the first N utterances of each conversation's slice (and the observations whose "
+                             "evidence lies among them)")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="stop reading utterances after this long (the halves advance together); the speakers "
+                             "are scored on the utterances read")
     parser.add_argument("--per-half", type=int, default=1, help="conversations per half (tune 0-2, check 3-4)")
     parser.add_argument("--conversations", default=None, help="only these conversation indices (e.g. 0,3)")
     parser.add_argument("--match", type=float, default=0.5, help="cosine at which a fact matches an observation "
