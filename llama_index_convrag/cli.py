@@ -443,7 +443,7 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", nargs="?", const="recall,summary", default=None, metavar="PARTS",
                    help="memory for long conversations, a comma list of recall (earlier messages found again), "
                         "summary (a running summary, by the LLM) and facts (what users say about themselves; needs "
-                        "an LLM); --memory alone: recall,summary; default off")
+                        "an LLM); --memory alone: recall,summary (then put PATHs before it); default off")
     p.add_argument("--memory-window", type=_non_negative, default=None, metavar="N",
                    help="recent messages every prompt holds; recall looks before them, the summary folds what "
                         "leaves them (default 6)")

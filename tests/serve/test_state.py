@@ -41,3 +41,18 @@ def test_store_calls_default_to_the_loop_for_sqlite_and_the_thread_pool_for_post
     postgres = PostgresConversationStore("postgresql://nobody@127.0.0.1:9/none")  # built, never connected
     assert calls_on_loop(postgres) is False
     assert ServeState(store=postgres, engine_for=lambda cid, s: None).store_on_loop is False
+
+
+def test_memory_shares_the_servers_store_and_off_reads_the_store() -> None:
+    from llama_index_convrag.memory import ConversationMemory, MemoryOptions
+
+    store, other = SQLiteConversationStore(":memory:"), SQLiteConversationStore(":memory:")
+    with pytest.raises(ConfigurationError, match="another store than the server's"):
+        ServeState(store=store, engine_for=lambda cid, s: None,
+                   memory=ConversationMemory(options=MemoryOptions.off(), store=other))
+    with pytest.raises(ConfigurationError, match="memory must be a ConversationMemory or None, got dict"):
+        ServeState(store=store, engine_for=lambda cid, s: None, memory={})  # type: ignore[arg-type]
+    off = ServeState(store=store, engine_for=lambda cid, s: None)
+    assert off.memory is None and off.memory_view.store is store and off.memory_view.parts == []
+    on = ConversationMemory(options=MemoryOptions.off(), store=store)
+    assert ServeState(store=store, engine_for=lambda cid, s: None, memory=on).memory_view is on
