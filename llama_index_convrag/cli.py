@@ -102,7 +102,14 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _chat_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
+    parser.add_argument("--top-k", type=_positive, default=5,
+                        help="passages per turn (default 5): the top-k hits, each read with its neighbouring chunks "
+                             "(--widen), hits of one passage merged, at most top-k passages")
+    parser.add_argument("--widen", type=_int_at_least(0), default=1, metavar="CHUNKS",
+                        help="neighbouring chunks read on each side of a hit (default 1; 0: the matched chunks "
+                             "alone); the token budget cuts a passage back to its hit before dropping any")
+    parser.add_argument("--no-widen", dest="widen", action="store_const", const=0,
+                        help="read the matched chunks alone (--widen 0)")
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
     parser.add_argument("--ranker", choices=FUSION_TYPES, default=DEFAULT_RANKER_TYPE,
                         help=f"hybrid fusion (default {DEFAULT_RANKER_TYPE}: per-query min-max normalised, the "

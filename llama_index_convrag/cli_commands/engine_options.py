@@ -8,6 +8,9 @@ they agree):
 * ``--rewrite-strategy`` -> ``RewriteOptions(strategy=...)`` (``chat.defaults.REWRITE_STRATEGIES``);
 * ``--chat-mode`` -> ``chat_mode`` and ``--system-prompt`` -> ``system_prompt`` (context modes only);
 * ``--top-k``, ``--search-type``, ``--ranker``, ``--no-feedback`` -> ``retriever_kwargs`` (``as_retriever``'s);
+* ``--top-k N --widen C`` -> ``AnswerOptions(widen=WidenRules(before=C, after=C, passages=N))`` too: the top-k hits
+  are read widened, and as many passages as hits at most; ``--widen 0`` / ``--no-widen`` -> ``widen=None`` (the
+  matched chunks alone);
 * ``--rerank`` -> ``retriever_kwargs`` ``ranker_type="model"`` with a :class:`ModelRerank` over the fused candidates;
 * ``--filter KEY OP VALUE`` (repeatable, all must hold) -> ``retriever_kwargs`` ``filters`` (``MetadataFilters``);
 * ``--conversation ID`` -> ``conversation_id`` (resume a stored conversation);
@@ -148,11 +151,23 @@ def retriever_kwargs(args: Any, llm: Any, embed_model: Any) -> Dict[str, Any]:
     return kw
 
 
+def widen_option(args: Any) -> Optional[Any]:
+    """``AnswerOptions.widen`` of ``--widen`` (chunks on each side; 0: None, the matched chunks alone) and ``--top-k``
+    (the passages read at most: as many as the hits retrieved)."""
+    from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, WidenRules
+
+    chunks = getattr(args, "widen", DEFAULT_WIDEN.before)
+    if chunks == 0:
+        return None
+    return WidenRules(before=chunks, after=chunks, passages=args.top_k)
+
+
 def engine_kwargs(args: Any, llm: Any) -> Dict[str, Any]:
     """``llm`` (None: retrieval-only, extractive answers), ``chat_mode``, ``system_prompt``, ``conversation_id``,
     ``rewrite`` and ``answer``: only what was given, so the engine's defaults apply otherwise."""
     from llama_index_convrag.chat.defaults import NO_LLM_RESPONSE_MODE
     from llama_index_convrag.chat.options import AnswerOptions, RewriteOptions
+    from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN
 
     kw: Dict[str, Any] = {"llm": llm}
     given = {"chat_mode": args.chat_mode, "system_prompt": args.system_prompt, "conversation_id": args.conversation}
@@ -168,6 +183,9 @@ def engine_kwargs(args: Any, llm: Any) -> Dict[str, Any]:
         answer["citations"] = False
     if getattr(args, "citation_mode", None) is not None:
         answer["citation_mode"] = args.citation_mode
+    widen = widen_option(args)
+    if widen != DEFAULT_WIDEN:
+        answer["widen"] = widen
     if answer:
         kw["answer"] = AnswerOptions(**answer)
     return kw

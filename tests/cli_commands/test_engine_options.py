@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_convrag.chat import TurnRecord
+from llama_index_convrag.chat import AnswerOptions, TurnRecord
 from llama_index_convrag.cli import (CHAT_MODE_CHOICES, CITATION_MODE_CHOICES, RERANK_CHOICES,
                                      RESPONSE_MODE_CHOICES, REWRITE_STRATEGY_CHOICES, main)
 from llama_index_convrag.cli_commands.engine_options import (NO_LLM_RESPONSE_MODES, NO_LLM_REWRITE_STRATEGIES,
                                                              RERANKERS, parse_filter)
+from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, WidenRules
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from tests.test_cli import _no_llm_env, docs, run, run_json  # noqa: F401 - the CLI tests' fixtures and helpers
 
@@ -273,3 +274,31 @@ def test_no_feedback_turns_the_feedback_search_off_and_says_what_the_score_is(ca
     assert data["turns"][0]["scores"] == (
         "[n] is the rank; score = weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised "
         "per query: 1.0 is the best passage of this query, not a perfect match")
+
+
+# --- what each hit is read with: --top-k, --widen, --no-widen -----------------------------------------------------
+@pytest.mark.parametrize("command", ["ask", "chat", "serve"])
+@pytest.mark.parametrize("argv, widen", [
+    ([], "default"),
+    (["--top-k", "8"], WidenRules(before=1, after=1, passages=8)),
+    (["--top-k", "3", "--widen", "2"], WidenRules(before=2, after=2, passages=3)),
+    (["--widen", "0"], None),
+    (["--top-k", "20", "--no-widen"], None),
+])
+def test_top_k_and_widen_become_the_answer_options_widen(command, argv, widen):
+    from llama_index_convrag.cli import build_parser
+    from llama_index_convrag.cli_commands.engine_options import engine_kwargs, retriever_kwargs
+
+    positional = {"ask": ["docs", "tea?"], "chat": [], "serve": []}[command]
+    args = build_parser().parse_args([command, *positional, *argv])
+    kw = engine_kwargs(args, None)
+    if widen == "default":  # --top-k 5 and one chunk each side: the engine's own default, not restated
+        assert kw["answer"].widen == DEFAULT_WIDEN and kw["answer"] == AnswerOptions(response_mode="extractive")
+    else:
+        assert kw["answer"].widen == widen
+    assert retriever_kwargs(args, None, None)["similarity_top_k"] == args.top_k
+
+
+def test_a_negative_widen_exits_2_naming_the_value(capsys, docs, tmp_path):
+    code, out, err = run(capsys, ["ask", str(docs), "tea?", "--widen", "-1", "--uri", str(tmp_path / "m.db")])
+    assert code == 2 and out == "" and "argument --widen: expected an integer >= 0, got '-1'" in err
