@@ -268,7 +268,7 @@ def test_no_feedback_turns_the_feedback_search_off_and_says_what_the_score_is(ca
     on = build_parser().parse_args(["ask", str(docs), "tea?"])
     off = build_parser().parse_args(["ask", str(docs), "tea?", "--no-feedback"])
     assert "feedback" not in retriever_kwargs(on, None, None)  # the library default (on where it can run)
-    assert retriever_kwargs(off, None, None) == {"similarity_top_k": 5, "search_type": "hybrid",
+    assert retriever_kwargs(off, None, None) == {"similarity_top_k": 10, "search_type": "hybrid",  # 2 hits a passage
                                                  "ranker_type": "weighted", "feedback": False}
     data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--no-feedback", *where])
     assert data["turns"][0]["scores"] == (
@@ -296,7 +296,8 @@ def test_top_k_and_widen_become_the_answer_options_widen(command, argv, widen):
         assert kw["answer"].widen == DEFAULT_WIDEN and kw["answer"] == AnswerOptions(response_mode="extractive")
     else:
         assert kw["answer"].widen == widen
-    assert retriever_kwargs(args, None, None)["similarity_top_k"] == args.top_k
+    # widened: twice as many hits as passages (merged hits leave their places); else the top-k hits as they are
+    assert retriever_kwargs(args, None, None)["similarity_top_k"] == args.top_k * (1 if widen is None else 2)
 
 
 def test_a_negative_widen_exits_2_naming_the_value(capsys, docs, tmp_path):

@@ -185,6 +185,23 @@ def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chu
     assert WIDEN_KEY not in plain.query("Which valley grows saffron?").source_nodes[0].node.metadata
 
 
+def test_the_extractive_answer_reads_the_widened_passage(stored, milvus_client, collection_name, embed_model):
+    """Without an LLM the extractive answer picks its sentences from the widened passage, not the matched chunk
+    alone: asked of the harvest months, it quotes sentences the matched chunk does not hold."""
+    index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
+    top1 = {"similarity_top_k": 1, "search_type": "sparse"}
+    query = "In which month is the harvest festival of the valley that grows saffron?"
+    [matched] = index.as_retriever(**top1).retrieve(query)
+    response = index.as_chat_engine(llm=None, retriever_kwargs=top1).chat(query)
+    [source] = response.source_nodes
+    passage = source.node.get_content(metadata_mode=MetadataMode.NONE)
+    chunk = matched.node.get_content(metadata_mode=MetadataMode.NONE)
+    assert source.node.node_id == matched.node.node_id and chunk in passage and len(passage) > len(chunk)
+    quoted = [s.strip() for s in response.response.replace("[1]", "").split(". ") if s.strip()]
+    assert quoted and all(q.rstrip(".") in passage for q in quoted)
+    assert any(q.rstrip(".") not in chunk for q in quoted)  # a sentence of a neighbouring chunk
+
+
 #: Memory with the summary alone (no second collection): its turns fit every block under one budget (fit_blocks).
 SUMMARY_ONLY = MemoryOptions(episodic=EpisodicOptions(enabled=False), summary=SummaryOptions(window=4))
 
