@@ -2,6 +2,7 @@
 mode and system prompt, conversation resume / list / export; real Milvus Lite, the real local model and the local
 OpenAI-compatible server for the LLM path."""
 
+import argparse
 import io
 import json
 import re
@@ -291,6 +292,8 @@ def test_top_k_and_widen_become_the_answer_options_widen(command, argv, widen):
 
     positional = {"ask": ["docs", "tea?"], "chat": [], "serve": []}[command]
     args = build_parser().parse_args([command, *positional, *argv])
+    if command == "serve":  # each worker rebuilds them from JSON (CONVRAG_SERVE_OPTIONS)
+        args = argparse.Namespace(**json.loads(json.dumps({k: v for k, v in vars(args).items() if k != "func"})))
     kw = engine_kwargs(args, None)
     if widen == "default":  # --top-k 5 and one chunk each side: the engine's own default, not restated
         assert kw["answer"].widen == DEFAULT_WIDEN and kw["answer"] == AnswerOptions(response_mode="extractive")
