@@ -77,7 +77,7 @@ VARIANTS: Dict[str, RecallRules] = {
     "default + speaker 0.2": RecallRules(speaker_boost=0.2),
     "default + speaker 0.6": RecallRules(speaker_boost=0.6),
     "default + dense 0.5": RecallRules(dense_weight=0.5),
-    "default + depth 50": RecallRules(depth=50),
+    "default + depth 100": RecallRules(depth=100),
 }
 DEFAULT = "+ named speaker (default)"
 assert VARIANTS[DEFAULT] == RecallRules(), "the variant named default is the default rules"
