@@ -36,6 +36,14 @@ class Server:
             cwd=ROOT, env=full_env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
 
     def wait(self, timeout: float = 120.0) -> "Server":
+        """The server once it answers; a server that does not within ``timeout`` is stopped and its log raised."""
+        try:
+            return self._wait(timeout)
+        except RuntimeError:
+            self.stop()  # a fixture that fails here never reaches its teardown: leave no process behind
+            raise
+
+    def _wait(self, timeout: float) -> "Server":
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
