@@ -109,17 +109,14 @@ def compare(args: argparse.Namespace) -> int:
     levels = [32] if args.quick else [int(x) for x in args.concurrency.split(",")]
     turns, repeat = max(MIN_TURNS, 2 if args.quick else args.turns), 1 if args.quick else args.repeat
     work = Path(tempfile.mkdtemp(prefix="convrag-serve-load-memory-"))
-    path = os.pathsep.join(p for p in (str(load.ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {"CONVRAG_TEST_TOKEN_DELAY": str(args.token_ms / 1000), "CONVRAG_TEST_MAX_QUESTION": "2000",
-           "PYTHONPATH": path, "CONVRAG_TEST_STORE_CALLS": args.store_calls,
-           "CONVRAG_TEST_RESUME_GRACE": repr(args.resume_grace_s)}
+    env = load.server_env(args)
     keys: Dict[str, List[str]] = {}
+    private_kb: Dict[str, str] = {}
     servers: Dict[str, Any] = {}
     for kind in KINDS:
         (work / kind).mkdir()
-        store = SQLiteConversationStore(work / kind / "chats.db")
-        keys[kind] = [store.create_key(u)[1] for u in load.USERS]
-        store.close()
+        with SQLiteConversationStore(work / kind / "chats.db") as store:
+            keys[kind], private_kb[kind] = load.accounts(store)
     try:
         for kind in KINDS:
             servers[kind] = Server(work / kind, env={**env, **(MEMORY_ENV if kind == "on" else {})}).wait(300)
@@ -133,13 +130,14 @@ def compare(args: argparse.Namespace) -> int:
             for r in range(repeat):
                 for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
                     srv = servers[kind]
-                    clients = args.clients if args.clients is not None else -(-n // load.CONVERSATIONS_PER_CLIENT)
                     cpu = load.process_cpu_s(srv.proc.pid)
-                    run = load.run_clients(srv.url, n, turns, keys[kind][1:], probes[kind], clients)
+                    run = load.run_clients([srv.url], n, turns, keys[kind][1:], (probes[kind], private_kb[kind]),
+                                           load.client_processes(args, n))
                     if kind == "on":
                         drains.append(wait_writes(srv.url, keys[kind][0]))
                         checks.append((n, crossings(work / "on" / "chats.db", run.conversation_ids)))
-                        checks[-1][1].update(cross_reads_not_404=run.cross_reads_not_404, errors_5xx=run.errors_5xx)
+                        checks[-1][1].update(cross_reads_not_404=run.cross_reads_not_404 + run.cross_kb_not_404,
+                                             errors_5xx=run.errors_5xx)
                     run.cpu_s = load.process_cpu_s(srv.proc.pid) - cpu
                     per[kind].append(http_figures(run))
                     print(ROW.format(n=n, kind=kind, writes="", **per[kind][-1]), "  (one run)", file=sys.stderr,
@@ -167,7 +165,7 @@ def compare(args: argparse.Namespace) -> int:
               f"{c['read_facts']} read facts, {c['read_summary']} read a summary; {c['fact_rows']} fact rows. Across "
               f"conversations or users: recalled messages {c['recall_across']}, facts read {c['facts_across']}, "
               f"fact rows {c['fact_rows_across']}, summary rows {c['summary_rows_across']}; reads of another user's "
-              f"conversation not 404: {c['cross_reads_not_404']}, 5xx: {c['errors_5xx']} -> "
+              f"conversation or knowledge base not 404: {c['cross_reads_not_404']}, 5xx: {c['errors_5xx']} -> "
               f"{'OK' if across == 0 and c['cross_reads_not_404'] == 0 and c['errors_5xx'] == 0 else 'MISMATCH'}")
         measured = measured and c["recalled"] > 0 and c["read_facts"] > 0 and c["read_summary"] > 0
     if not measured:
