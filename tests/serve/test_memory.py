@@ -55,15 +55,24 @@ def summary_versions(c: httpx.Client, headers: Dict[str, str], cid: str, at_leas
         time.sleep(0.1)
 
 
+def settled(c: httpx.Client, headers: Dict[str, str]) -> None:
+    """Until the server's memory writes are done (a fold reads the conversation as it is when it runs: a write that
+    runs after the next turn began folds that turn's question too)."""
+    deadline = time.monotonic() + 60
+    while c.get("/v1/memory", headers=headers).json()["pending_writes"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def alice_conversation(c: httpx.Client, keys: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
-    """Alice's conversation of four turns; before each turn the previous turns' writes have run."""
+    """Alice's conversation of four turns; before each turn the previous turns' writes have run (the summary's
+    versions 1, 2, 3 are written after turns 2, 3, 4)."""
     cid = c.post("/v1/conversations", json={"title": "long"}, headers=keys["alice"]).json()["id"]
     turns: List[Dict[str, Any]] = []
-    for i, question in enumerate(QUESTIONS):
-        if i >= 2:  # turn i's writes fold what left the window: versions 1, 2, ... after turns 2, 3, ...
-            summary_versions(c, keys["alice"], cid, i - 1)
+    for question in QUESTIONS:
+        settled(c, keys["alice"])
         turns.append(turn(c, keys["alice"], cid, question))
+    settled(c, keys["alice"])
     return {"id": cid, "turns": turns, "summary": summary_versions(c, keys["alice"], cid, len(QUESTIONS) - 1)}
 
 
@@ -119,7 +128,7 @@ def test_nothing_crosses_users(c: httpx.Client, keys: Dict[str, Dict[str, str]],
     # bob's own long conversation recalls his messages only, and reads none of alice's facts
     bid = c.post("/v1/conversations", json={}, headers=bob).json()["id"]
     done = [turn(c, bob, bid, q) for q in ("Which database did I say I like?", "What is BM25?", "And fusion?")]
-    summary_versions(c, bob, bid, 1)
+    settled(c, bob)
     done.append(turn(c, bob, bid, "Which database did I say I like?"))
     memory = c.get(f"/v1/messages/{done[-1]['assistant_message_id']}/turn", headers=bob).json()["memory"]
     recalled = {u["message_id"] for u in memory["recall"]["units"]}
