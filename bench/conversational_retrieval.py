@@ -30,7 +30,8 @@ then the Chinese rewrite set's agreement with the human rewrites and the written
 beyond NLTK's stop lists) on and off, on all dialogues and each half, then the Chinese rewrite set's agreement.
 
 ``--variants`` compares the local model's ``fp32`` and ``int8`` variants on the follow-ups (raw, ``ctx-fuse`` and the
-human rewrite), paired turn by turn, on all dialogues and each half.
+human rewrite), paired turn by turn, on all dialogues and each half; ``--keep-float L1,L2`` adds an int8 copy keeping
+those layers in float (repeatable), to compare recipes.
 
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
@@ -611,24 +612,31 @@ VARIANT_STRATEGIES = ("raw", "ctx-fuse", "manual")
 """``--variants`` rows: the follow-up as asked, the package's contextualised search and the human rewrite."""
 
 
-def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str) -> None:
+def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str,
+                      keep_sets: Sequence[str] = ()) -> None:
     """Print, per set, chunk size and part (all / dev / test dialogues), the follow-ups' nDCG@10 with the local
-    model's ``fp32`` and ``int8`` variants on the same turns, the paired difference (int8 - fp32) with its 95%
-    bootstrap interval, and the share of the raw -> human gap ``ctx-fuse`` closes with each variant."""
+    model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float) on
+    the same turns, the paired difference to fp32 with its 95% bootstrap interval, and the share of the raw -> human
+    gap ``ctx-fuse`` closes with each."""
     from bench.chunking import paired_ci
-    from llama_index_convrag.embeddings.local import VARIANTS, LocalMiniLMEmbedding
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
 
-    caches = {v: EmbeddingCache(LocalMiniLMEmbedding(variant=v, query_cache_size=0)) for v in VARIANTS}
-    assert [c.model.variant for c in caches.values()] == ["fp32", "int8"], "measured another pair of variants"
+    models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
+    for keep in keep_sets:
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
+        models[f"int8 keep {','.join(recipe.keep_float) or '(none)'}"] = LocalMiniLMEmbedding(
+            model_path=str(int8_model_path(default_model_path(), recipe)), query_cache_size=0)
+    caches = {label: EmbeddingCache(m) for label, m in models.items()}
     strategies = {k: fn for k, fn in strategies_default().items() if k in VARIANT_STRATEGIES}
-    print("| set | chunk | part | follow-ups | strategy | fp32 nDCG@10 | int8 nDCG@10 | int8 - fp32 [95% CI] | "
-          "gap closed fp32 | gap closed int8 |\n|---|---|---|---|---|---|---|---|---|---|")
+    print("| set | chunk | part | follow-ups | strategy | variant | fp32 nDCG@10 | variant nDCG@10 | variant - fp32 "
+          "[95% CI] | gap closed fp32 | gap closed variant |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for name, s in sets.items():
         dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
         for chunk in chunks:
             per: Dict[str, Dict[str, Dict[str, Dict[str, float]]]] = {}
-            for variant, cache in caches.items():
-                per[variant], follow, _, _ = turn_scores(s, Index(s.corpus, chunk, cache, analyzer), strategies, mode)
+            for label, cache in caches.items():
+                per[label], follow, _, _ = turn_scores(s, Index(s.corpus, chunk, cache, analyzer), strategies, mode)
                 cache.save()
             for part, inside in (("all", lambda di: True), ("dev", lambda di: di % 2 == 0),
                                  ("test", lambda di: di % 2 == 1)):
@@ -636,11 +644,13 @@ def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyz
                 got = {v: {k: [per[v][k][t]["ndcg@10"] for t in turns] for k in strategies} for v in caches}
                 gap = {v: (np.mean(g["ctx-fuse"]) - np.mean(g["raw"])) / (np.mean(g["manual"]) - np.mean(g["raw"]))
                        for v, g in got.items()}
-                for k in strategies:
-                    diff = "{:+.4f} [{:+.4f}, {:+.4f}]".format(*paired_ci(got["fp32"][k], got["int8"][k]))
-                    gaps = (f"{100 * gap['fp32']:.1f}% | {100 * gap['int8']:.1f}%" if k == "ctx-fuse" else " | ")
-                    print(f"| {name} | {chunk} | {part} | {len(turns)} | {k} | {np.mean(got['fp32'][k]):.4f} | "
-                          f"{np.mean(got['int8'][k]):.4f} | {diff} | {gaps} |", flush=True)
+                for label in list(caches)[1:]:
+                    for k in strategies:
+                        diff = "{:+.4f} [{:+.4f}, {:+.4f}]".format(*paired_ci(got["fp32"][k], got[label][k]))
+                        gaps = f"{100 * gap['fp32']:.1f}% | {100 * gap[label]:.1f}%" if k == "ctx-fuse" else " | "
+                        print(f"| {name} | {chunk} | {part} | {len(turns)} | {k} | {label} | "
+                              f"{np.mean(got['fp32'][k]):.4f} | {np.mean(got[label][k]):.4f} | {diff} | {gaps} |",
+                              flush=True)
 
 
 SHOWN_ANSWERS = (("none", 3), ("gold", 1), ("gold", 3), ("extractive", 1), ("extractive", 3))
@@ -719,6 +729,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--variant", default=None, help="the local model's variant (fp32 / int8; default: the model's)")
     p.add_argument("--variants", action="store_true",
                    help="only the follow-ups' nDCG@10 with the fp32 and int8 variants side by side, per half")
+    p.add_argument("--keep-float", action="append", default=[], metavar="LAYERS",
+                   help="--variants: also an int8 copy keeping these layers in float (layer<i>.<role>,...; repeatable)")
     args = p.parse_args(argv)
     if args.zh:
         print(json.dumps(zh_term_recall(args.zh)))
@@ -732,7 +744,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sets = load_sets([x for x in args.sets.split(",") if x])
     results = {}
     if args.variants:
-        variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode)
+        variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float)
         return 0
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
