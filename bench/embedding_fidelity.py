@@ -243,7 +243,7 @@ def main() -> None:
     parser.add_argument("--variants", action="store_true", help="quality and speed of the variants side by side")
     parser.add_argument("--collections", default="scifact,cranfield,cast")
     parser.add_argument("--keep-float", action="append", default=[], help="an int8 recipe to compare (layers)")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=7, help="--variants speed rounds (0: quality only)")
     parser.add_argument("--speed-passages", type=int, default=64)
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--sample-docs", type=int, default=0, metavar="N",
@@ -259,7 +259,8 @@ def main() -> None:
         models = variant_models(args.keep_float, args.spinning, args.threads)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
-        variant_speed(models, args.rounds, args.speed_passages)
+        if args.rounds > 0:
+            variant_speed(models, args.rounds, args.speed_passages)
         return
 
     from safetensors.numpy import load_file
