@@ -33,6 +33,9 @@ beyond NLTK's stop lists) on and off, on all dialogues and each half, then the C
 human rewrite), paired turn by turn, on all dialogues and each half; ``--keep-float L1,L2`` adds an int8 copy keeping
 those layers in float (repeatable), to compare recipes.
 
+``--shift-answers`` runs ``ctx-fuse`` with the topic-shift check counting a follow-up's terms against every earlier
+answer or the last one only (:data:`SHIFT_ANSWER_ROWS`), on all dialogues and on each half.
+
 ``--shown-answers`` runs ``ctx-fuse`` with the history's answers left out, the gold ones (as everywhere else here) or
 the system's own extractive answers (a retrieval-only session), with and without the repeated-name rule.
 
@@ -705,6 +708,19 @@ def shown_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
         cache.save()
 
 
+SHIFT_ANSWER_ROWS: Dict[str, Dict[str, str]] = {
+    "against every answer (default)": {"shift_answers": "all"}, "against the last answer": {"shift_answers": "last"},
+}
+"""``--shift-answers`` rows: the answers a follow-up's terms are counted new against in the topic-shift check
+(:class:`ContextRules` ``shift_answers``), beside every earlier question."""
+
+
+def shift_answers(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "EmbeddingCache", analyzer: "Analyzer",
+                  mode: str) -> None:
+    """:func:`rule_rows` for each row of :data:`SHIFT_ANSWER_ROWS`, on all dialogues and on each half."""
+    rule_rows("shift answers", SHIFT_ANSWER_ROWS, sets, chunks, cache, analyzer, mode, halves=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default="cast21,cast22,canard")
@@ -725,6 +741,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="only ctx-fuse with ContextRules.conversation_words on / off, per half, plus the Chinese set")
     p.add_argument("--shown-answers", action="store_true",
                    help="only ctx-fuse with no, gold or the system's own extractive answers in the history")
+    p.add_argument("--shift-answers", action="store_true",
+                   help="only ctx-fuse with the topic-shift check against every answer / the last one, per half")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     p.add_argument("--variant", default=None, help="the local model's variant (fp32 / int8; default: the model's)")
     p.add_argument("--variants", action="store_true",
@@ -752,7 +770,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     analysis = next((fn for flag, fn in (("shown_answers", shown_answers), ("weight_oracle", weight_oracle),
                                          ("agreement_grid", agreement_grid), ("term_rules", term_rules),
-                                         ("followups", followups), ("conversation_words", conversation_words))
+                                         ("followups", followups), ("conversation_words", conversation_words),
+                                         ("shift_answers", shift_answers))
                      if getattr(args, flag)), None)
     if analysis is not None:  # each runs at every chunk size asked
         analysis(sets, [int(c) for c in args.chunks.split(",")], cache, analyzer, args.mode)

@@ -9,14 +9,16 @@ question asked at the end of its conversation:
   layout, searched by the package's default ``MilvusHybridRetriever`` (weighted fusion with dense feedback),
   filtered to the conversation;
 * ``episodic ...``: :class:`~llama_index_convrag.memory.episodic.EpisodicMemory` with the :class:`RecallRules`
-  named (the defaults, and the variants that show what each mechanism adds);
+  named (the defaults, and the variants that show what each mechanism adds: the context lists, the spread to
+  neighbours, the named-speaker step);
 * ``window 6 + episodic k``: what a prompt holds with the engine's defaults: the last 6 utterances, then k - 6
   recalled ones from before them.
 
 Every figure is printed for all questions and for each half of the conversations: ``tune`` (conversations 0-2,
 495 questions: where the rules were chosen) and ``check`` (3-4, 502 questions: confirmation). Then: recall latency
 p50 / p90 (Milvus Lite, sync, the query embedding cached as after the turn's document retrieval, and not cached),
-the tokens of the recalled block (k=10) against the whole history, and what the no-LLM summary (salient names and
+a turn's time with recall on and off (two engines, alternating turns, the recall's own time from the turn
+records), the tokens of the recalled block (k=10) against the whole history, and what the no-LLM summary (salient names and
 numbers) is worth beside recall: the answer words each holds.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/memory_recall.py [--quick] [--variants default,own]
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -43,7 +46,14 @@ from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from llama_index.core.bridge.pydantic import PrivateAttr  # noqa: E402
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters  # noqa: E402
 
+from llama_index.core import Document  # noqa: E402
+
+from llama_index_convrag.chat import RewriteOptions  # noqa: E402
 from llama_index_convrag.config.tokens import count_tokens  # noqa: E402
+from llama_index_convrag.indices import ConvRAGIndex  # noqa: E402
+from llama_index_convrag.memory import MemoryOptions, SummaryOptions  # noqa: E402
+from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
+from llama_index_convrag.testing import ScriptedLLM  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
 from llama_index_convrag.text import stem  # noqa: E402
@@ -60,13 +70,17 @@ TUNE = (0, 1, 2)  # conversations the rules were chosen on; 3 and 4 confirm
 OWNER = "locomo"
 #: Variants of the episodic rules: what each mechanism adds (parameters, nothing patched).
 VARIANTS: Dict[str, RecallRules] = {
-    "own text only": RecallRules(context_weight=0.0, forward_spread=0.0, backward_spread=0.0),
-    "+ context lists": RecallRules(forward_spread=0.0, backward_spread=0.0),
-    "+ spread (default)": RecallRules(),
+    "own text only": RecallRules(context_weight=0.0, forward_spread=0.0, backward_spread=0.0, speaker_boost=0.0),
+    "+ context lists": RecallRules(forward_spread=0.0, backward_spread=0.0, speaker_boost=0.0),
+    "+ spread": RecallRules(speaker_boost=0.0),
+    "+ named speaker (default)": RecallRules(),
+    "default + speaker 0.2": RecallRules(speaker_boost=0.2),
+    "default + speaker 0.6": RecallRules(speaker_boost=0.6),
     "default + dense 0.5": RecallRules(dense_weight=0.5),
-    "default + forward only": RecallRules(backward_spread=0.0),
-    "default + backward 0.3": RecallRules(backward_spread=0.3),
+    "default + depth 100": RecallRules(depth=100),
 }
+DEFAULT = "+ named speaker (default)"
+assert VARIANTS[DEFAULT] == RecallRules(), "the variant named default is the default rules"
 
 
 # -- data -------------------------------------------------------------------------------------------------------
@@ -222,9 +236,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
     assert not any("," in v for v in VARIANTS), "variant names are split on commas"
     ap.add_argument("--latency-queries", type=int, default=200)
-    ap.add_argument("--quick", action="store_true", help="the default rules only, 100 latency queries")
+    ap.add_argument("--quick", action="store_true", help="the default rules and the one before the speaker step, "
+                    "100 latency queries, 12 turns per engine")
+    ap.add_argument("--turns", type=int, default=30, help="turns per engine in the turn-time comparison")
     args = ap.parse_args(argv)
-    names = ["+ spread (default)"] if args.quick else [v.strip() for v in args.variants.split(",") if v.strip()]
+    names = ["+ spread", DEFAULT] if args.quick else [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {unknown}; accepted: {list(VARIANTS)}")
@@ -271,8 +287,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cold_memory = EpisodicMemory.from_defaults(embed_model=cold, client=client, target=target,
                                                collection_name="locomo_memory")
     c50, c90 = latency(convs, cold_memory, cold, limit)
-    print(f"\nRecall latency (k=10, window 6, Milvus Lite, sync, {limit} queries): query embedding cached "
-          f"p50 {p50:.1f} ms p90 {p90:.1f} ms; not cached p50 {c50:.1f} ms p90 {c90:.1f} ms")
+    print(f"\nRecall latency (k=10, window 6, Milvus Lite, sync, {limit} queries, load average "
+          f"{os.getloadavg()[0]:.1f}): query embedding cached p50 {p50:.1f} ms p90 {p90:.1f} ms; not cached p50 "
+          f"{c50:.1f} ms p90 {c90:.1f} ms")
+    turn_times(convs[TUNE[-1] + 1], folder, target, model, 12 if args.quick else args.turns)
 
     block, full = [], []
     for ci, c in enumerate(convs):
@@ -321,6 +339,41 @@ def salient_worth(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, cap: 
           f"({100 * a[:, 0].mean() / a[:, 1].mean():.3f} per 100 tokens); recalled block k=10: "
           f"{a[:, 2].mean():.3f} in {a[:, 3].mean():.0f} tokens ({100 * a[:, 2].mean() / a[:, 3].mean():.3f} per 100); "
           f"both: {a[:, 4].mean():.3f}")
+
+
+def turn_times(conv: Dict[str, Any], folder: Path, target: MilvusTarget, model: BaseEmbedding, turns: int) -> None:
+    """A turn's time with recall on and off, side by side: two engines over one small index, the same user messages
+    (the conversation's utterances in order, a fixed scripted answer), turns alternating between them; memory writes
+    are waited for after each turn and not timed. The recall's own time is read from each turn's record."""
+    essay = (shared_data() / "paul_graham" / "paul_graham_essay.txt").read_text(encoding="utf-8")[:6000]
+    index = ConvRAGIndex.from_documents([Document(text=essay, id_="essay")], collection_name="recall_turns",
+                                        embed_model=model, target=target)
+    llm = ScriptedLLM.from_fn(lambda prompt: "Noted.")
+    stores = {name: SQLiteConversationStore(folder / f"chats_{name}.db") for name in ("on", "off")}
+    options = {"on": MemoryOptions(summary=SummaryOptions(enabled=False)), "off": MemoryOptions.off()}
+    engines = {name: index.as_chat_engine(llm=llm, conversation_store=stores[name], memory=options[name],
+                                          rewrite=RewriteOptions(strategy="none")) for name in ("on", "off")}
+    lines = [u.text for u in conv["units"]]
+    times: Dict[str, List[float]] = {"on": [], "off": []}
+    recall_ms: List[float] = []
+    window = options["on"].episodic.window
+    for t in range(turns):
+        for name in ("on", "off") if t % 2 == 0 else ("off", "on"):
+            t0 = time.perf_counter()
+            response = engines[name].chat(lines[t])
+            elapsed = (time.perf_counter() - t0) * 1000
+            if name == "on":
+                assert engines[name].flush_memory(60), "memory writes did not finish"
+            if 2 * t > window + 2:  # earlier messages exist outside the window: the turn recalls
+                times[name].append(elapsed)
+                if name == "on":
+                    recall = response.metadata["turn"].memory["recall"]
+                    assert recall is not None and recall["units"], "the memory-on turn recalled nothing"
+                    recall_ms.append(recall["latency_ms"])
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+    print(f"Turn time (default chat mode, scripted LLM, {len(times['on'])} turns each past the window, alternating; "
+          f"load average {os.getloadavg()[0]:.1f}): recall on p50 {on:.1f} ms, off p50 {off:.1f} ms, difference "
+          f"{on - off:+.1f} ms; the recall itself (turn records) p50 {statistics.median(recall_ms):.1f} ms")
 
 
 def merge_window(convs: Sequence[Dict[str, Any]], ranked: Ranked, window: int) -> Ranked:

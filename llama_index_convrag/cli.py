@@ -102,7 +102,15 @@ def _llm_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _chat_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--top-k", type=_positive, default=5, help="passages per turn (default 5)")
+    parser.add_argument("--top-k", type=_positive, default=5,
+                        help="passages per turn (default 5): each hit read with its neighbouring chunks (--widen), "
+                             "hits of one passage merged, the first top-k passages of the top 2 x top-k hits "
+                             "(--no-widen: the top-k hits as they are)")
+    parser.add_argument("--widen", type=_int_at_least(0), default=1, metavar="CHUNKS",
+                        help="neighbouring chunks read on each side of a hit (default 1; 0: the matched chunks "
+                             "alone); the token budget cuts a passage back to its hit before dropping any")
+    parser.add_argument("--no-widen", dest="widen", action="store_const", const=0,
+                        help="read the matched chunks alone (--widen 0)")
     parser.add_argument("--search-type", choices=SEARCH_TYPES, default="hybrid", help="default hybrid")
     parser.add_argument("--ranker", choices=FUSION_TYPES, default=DEFAULT_RANKER_TYPE,
                         help=f"hybrid fusion (default {DEFAULT_RANKER_TYPE}: per-query min-max normalised, the "
@@ -111,7 +119,7 @@ def _chat_options(parser: argparse.ArgumentParser) -> None:
                         help="hybrid weighted: skip the dense pseudo-relevance feedback search (on by default; it "
                              "costs two more Milvus calls)")
     parser.add_argument("--rerank", choices=RERANK_CHOICES, default=None,
-                        help="rerank the fused candidates (max(10, top-k)): embedding (passage windows re-scored "
+                        help="rerank the fused candidates (max(10, the hits)): embedding (passage windows re-scored "
                              "by the embedding model, offline) or llm (the LLM ranks them); default: none")
     parser.add_argument("--filter", action="append", default=None, metavar="COND",
                         help="metadata condition, repeatable (all must hold): KEY=VALUE or KEY OP VALUE with OP "

@@ -11,14 +11,20 @@ Blocks named in :data:`FIXED` (the system prompt, the question) are never cut; i
 first, as the sliding remainder, then recalled messages, a core ``Memory``'s blocks, user facts, the summary and
 last the retrieved evidence), item by item from each block's cut end: the history's oldest turn, the recalled
 message, the core block and the evidence chunk ranked lowest, the oldest fact, the summary whole.
+
+Evidence widened to its neighbours (``narrow_chunks`` gives what each chunk reads without them) is cut back to its
+narrow text, lowest-ranked first, before anything is cut, under the evidence's own cap and under the budget, as
+:func:`~llama_index_convrag.chat.budget.message_fit_in` does: widening only takes room nothing else needs, with memory
+on or off. Each cut-back is a :class:`Dropped` of section ``widening`` (its ``tokens``: those saved).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from llama_index_convrag.chat.budget import DEFAULT_BUDGET_RATIO, Dropped, TokenCounter, TrimReport, compute_budget
+from llama_index_convrag.chat.budget import (DEFAULT_BUDGET_RATIO, WIDENING, Dropped, TokenCounter, TrimReport,
+                                             compute_budget)
 from llama_index_convrag.errors import BudgetExceededError, ConfigurationError
 
 FIXED = ("system", "question")
@@ -35,8 +41,9 @@ PROMPT_ORDER = ("system", "memory_blocks", "facts", "summary", "recalled", "evid
 
 @dataclass
 class BlockReport:
-    """What fitted: the budget, per block its tokens before and after cutting and the kept item indices, and each
-    cut item (``Dropped.section`` is the block's name)."""
+    """What fitted: the budget, per block its tokens before and after cutting and the kept item indices, each cut
+    item (``Dropped.section`` is the block's name; ``widening``: an evidence chunk cut back to its narrow text) and
+    the evidence chunks still read widened (``widened``)."""
 
     budget: int
     context_window: int
@@ -47,6 +54,7 @@ class BlockReport:
     kept: Dict[str, List[int]]
     dropped: List[Dropped] = field(default_factory=list)
     cut_order: Tuple[str, ...] = CUT_ORDER
+    widened: List[int] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -55,6 +63,11 @@ class BlockReport:
     def cut(self, block: str) -> List[int]:
         """Indices of ``block``'s items that were cut."""
         return [d.index for d in self.dropped if d.section == block]
+
+    @property
+    def narrowed(self) -> List[int]:
+        """The evidence chunks whose widening was cut (they are read narrow), as :attr:`TrimReport.narrowed`."""
+        return [d.index for d in self.dropped if d.section == WIDENING]
 
     @property
     def kept_history(self) -> List[int]:
@@ -72,7 +85,7 @@ class BlockReport:
                 "budget_ratio": self.budget_ratio, "tokens_before": dict(self.tokens_before),
                 "tokens": dict(self.tokens), "kept": {k: list(v) for k, v in self.kept.items()},
                 "dropped": [asdict(d) for d in self.dropped], "cut_order": list(self.cut_order), "total": self.total,
-                "kept_history": self.kept_history, "kept_chunks": self.kept_chunks}
+                "kept_history": self.kept_history, "kept_chunks": self.kept_chunks, "widened": list(self.widened)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BlockReport":
@@ -87,7 +100,8 @@ class BlockReport:
         return TrimReport(budget=self.budget, context_window=self.context_window,
                           reserved_output=self.reserved_output, budget_ratio=self.budget_ratio,
                           tokens=dict(self.tokens), kept_history=list(self.kept.get("history", [])),
-                          kept_chunks=list(self.kept.get("evidence", [])), dropped=list(self.dropped))
+                          kept_chunks=list(self.kept.get("evidence", [])), dropped=list(self.dropped),
+                          widened=list(self.widened))
 
 
 def _check(blocks: Mapping[str, Sequence[str]], cut_order: Sequence[str],
@@ -119,11 +133,17 @@ def fit_blocks(
     budget_ratio: float = DEFAULT_BUDGET_RATIO,
     cut_order: Sequence[str] = CUT_ORDER,
     limits: Optional[Mapping[str, Optional[int]]] = None,
+    narrow_chunks: Optional[Sequence[Optional[str]]] = None,
 ) -> BlockReport:
     """Fit ``blocks`` (name -> items; names from :data:`BLOCK_NAMES`, absent blocks are empty) into the budget;
-    ``limits``: a block's own token cap (None: none), applied first from its cut end (reason ``max_tokens_limit``)."""
+    ``limits``: a block's own token cap (None: none), applied first from its cut end (reason ``max_tokens_limit``);
+    ``narrow_chunks[i]``: evidence item ``i`` without its widening (None: not widened)."""
     limits = dict(limits) if limits is not None else {}
     order = _check(blocks, cut_order, limits)
+    evidence = len(blocks.get("evidence", ()))
+    if narrow_chunks is not None and len(narrow_chunks) != evidence:
+        raise ConfigurationError(f"narrow_chunks must give one entry per evidence item ({evidence}), "
+                                 f"got {len(narrow_chunks)}")
     budget = compute_budget(context_window, reserved_output, budget_ratio)
     counts = {name: [count_tokens(t) for t in blocks.get(name, ())] for name in BLOCK_NAMES}
     before = {name: sum(c) for name, c in counts.items()}
@@ -138,6 +158,8 @@ def fit_blocks(
     total = sum(tokens.values())
     dropped: List[Dropped] = []
 
+    widened = [i for i, n in enumerate(narrow_chunks or ()) if n is not None]
+
     def cut_one(name: str, reason: str) -> None:
         nonlocal total
         i = kept[name].pop(0) if CUT_END[name] == "oldest" else kept[name].pop()
@@ -145,16 +167,31 @@ def fit_blocks(
         total -= counts[name][i]
         dropped.append(Dropped(name, i, counts[name][i], reason))
 
+    def narrow(over: Callable[[], bool], reason: str) -> None:
+        """Cut widened evidence back, lowest-ranked first, while ``over()`` holds and one is left."""
+        nonlocal total
+        while widened and over():
+            i = widened.pop()
+            saved = counts["evidence"][i] - count_tokens(narrow_chunks[i])  # type: ignore[index, arg-type]
+            counts["evidence"][i] -= saved
+            tokens["evidence"] -= saved
+            total -= saved
+            dropped.append(Dropped(WIDENING, i, saved, reason))
+
     for name, cap in limits.items():
+        if name == "evidence" and cap is not None:
+            narrow(lambda: tokens["evidence"] > cap, f"max_tokens_limit {cap}")  # noqa: B023 - called at once
         while cap is not None and tokens[name] > cap and kept[name]:
             cut_one(name, f"max_tokens_limit {cap}")
+    widened = [i for i in widened if i in kept["evidence"]]
+    narrow(lambda: total > budget, f"budget {budget}: widening cut first, lowest-ranked chunk first")
     for name in order:
         which = "oldest first" if CUT_END[name] == "oldest" else "lowest-ranked first"
         while total > budget and kept[name]:
             cut_one(name, f"budget {budget}: {name} cut {which}")
     return BlockReport(budget=budget, context_window=context_window, reserved_output=reserved_output,
                        budget_ratio=budget_ratio, tokens_before=before, tokens=tokens, kept=kept, dropped=dropped,
-                       cut_order=order)
+                       cut_order=order, widened=[i for i in widened if i in kept["evidence"]])
 
 
 def assemble(blocks: Mapping[str, Sequence[str]], report: BlockReport) -> List[Tuple[str, List[str]]]:

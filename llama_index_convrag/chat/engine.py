@@ -557,7 +557,9 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             chunks=[n.node.get_content(metadata_mode=MetadataMode.LLM) for n in turn.nodes],
             history=[format_history(t) for t in turns], count_tokens=self._count_tokens,
             context_window=self._llm.metadata.context_window, reserved_output=self.reserved_output_tokens,
-            budget_ratio=self.budget.ratio, max_context_tokens=self.budget.max_tokens_limit)
+            budget_ratio=self.budget.ratio, max_context_tokens=self.budget.max_tokens_limit,
+            narrow_chunks=narrow_contents(turn.nodes))
+        turn.nodes = narrowed_nodes(turn.nodes, fit.report.narrowed)  # widened passages the budget cut back
         turn.apply_memory_fit(fit)
         turn.answer_history = [m for i in fit.report.kept_history for m in turns[i]]
         if self._context_chat is None:

@@ -181,9 +181,12 @@ class MemoryFit:
 def fit_with_memory(*, loaded: LoadedMemory, system: str, question: str, chunks: Sequence[str],
                     history: Sequence[str], placement: str, count_tokens: Callable[[str], int],
                     context_window: int, reserved_output: int, budget_ratio: float,
-                    max_context_tokens: Optional[int]) -> MemoryFit:
+                    max_context_tokens: Optional[int],
+                    narrow_chunks: Optional[Sequence[Optional[str]]] = None) -> MemoryFit:
     """Fit the turn's blocks under the budget (``history``: formatted turns, oldest first; ``chunks``: best
-    first) and render the kept memory for ``placement`` (``system`` or ``query``)."""
+    first; ``narrow_chunks[i]``: chunk ``i`` without its widening, None when not widened) and render the kept memory
+    for ``placement`` (``system`` or ``query``). The fit's ``blocks`` hold the evidence as it is read: a chunk whose
+    widening the budget cut, narrow."""
     if placement not in PLACEMENTS:
         raise ConfigurationError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
     items, positions = memory_items(loaded)
@@ -192,7 +195,9 @@ def fit_with_memory(*, loaded: LoadedMemory, system: str, question: str, chunks:
                                     "evidence": list(chunks), "history": list(history), **items}
     report = fit_blocks(blocks, count_tokens=count_tokens, context_window=context_window,
                         reserved_output=reserved_output, budget_ratio=budget_ratio,
-                        limits={"evidence": max_context_tokens})
+                        limits={"evidence": max_context_tokens}, narrow_chunks=narrow_chunks)
+    for i in report.narrowed:
+        blocks["evidence"][i] = narrow_chunks[i]  # type: ignore[index,assignment]
     return MemoryFit(report, blocks, render_memory(items, positions, report), placement, positions)
 
 

@@ -13,8 +13,10 @@ async twins (they share the pure helpers). Nothing connects or creates in ``__in
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from collections import OrderedDict
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import QueryBundle
@@ -33,7 +35,7 @@ from llama_index_convrag.memory.episodic_schema import (
     create_episodic_collection,
     episodic_spec,
 )
-from llama_index_convrag.memory.rules import RecallRules, select, spread_scores
+from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
     MemoryUnit,
     Recall,
@@ -41,6 +43,7 @@ from llama_index_convrag.memory.units import (
     context_text,
     own_text,
     recalled_from_row,
+    row_speaker,
     unit_key,
     units_of_conversation,
     units_of_messages,
@@ -52,6 +55,9 @@ from llama_index_convrag.retrievers.ranking import Ranking
 
 Query = Union[str, QueryBundle]
 INSERT_BATCH = 256
+#: Conversations remembered as holding indexed messages (their recall skips the count query); the oldest is forgotten
+#: past this many.
+KNOWN_MAX = 65_536
 
 
 def _check_scope(owner: str, conversation_id: str) -> None:
@@ -122,30 +128,37 @@ def _position(key: str) -> int:
 
 def plan_recall(ranking: Ranking, rules: RecallRules, before: Optional[int],
                 k: int) -> Tuple[List[int], Dict[int, Tuple[float, List[int]]], Dict[int, List[Dict[str, Any]]]]:
-    """The chosen positions (best first), every position's spread score, and the searches that ranked each."""
+    """The candidate positions (best first: ``rules.pool(k)`` of them, for the speaker step), every position's
+    spread score, and the searches that ranked each candidate."""
     fused = {_position(key): score for key, score in ranking.kept}
     spread = spread_scores(fused, rules, before)
-    chosen = select(spread, k)
-    found_by = {p: [] for p in chosen}
+    pool = select(spread, rules.pool(k))
+    found_by: Dict[int, List[Dict[str, Any]]] = {p: [] for p in pool}
     for key, _ in ranking.kept:
         p = _position(key)
         if p in found_by:
             found_by[p] = [{"search": stage, "rank": rank, "score": round(score, 6)}
                            for stage, rank, score in ranking.trail(key)]
-    return chosen, spread, found_by
+    return pool, spread, found_by
 
 
-def finish_recall(chosen: List[int], spread: Mapping[int, Tuple[float, List[int]]],
-                  found_by: Mapping[int, List[Dict[str, Any]]], rows: Sequence[Mapping[str, Any]],
-                  before: Optional[int], k: int, started: float) -> Recall:
-    """The :class:`Recall` of the chosen positions whose rows exist (a neighbour never indexed is skipped)."""
+def query_text(query: Query) -> str:
+    return query.query_str if isinstance(query, QueryBundle) else query
+
+
+def finish_recall(pool: List[int], spread: Mapping[int, Tuple[float, List[int]]],
+                  found_by: Mapping[int, List[Dict[str, Any]]], rows: Sequence[Mapping[str, Any]], query: str,
+                  rules: RecallRules, before: Optional[int], k: int, started: float) -> Recall:
+    """The :class:`Recall` of the best ``k`` candidates whose rows exist (a neighbour never indexed is skipped),
+    after the speaker step (:func:`~.rules.named_speaker`) over the candidates' speakers."""
     by_position = {int(r["position"]): r for r in rows}
+    speakers = {p: row_speaker(r) for p, r in by_position.items()}
+    named = named_speaker(query, speakers.values()) if rules.speaker_boost > 0 else None
+    scores = boost_speaker({p: spread[p][0] for p in pool if p in by_position}, speakers, named, rules.speaker_boost)
     units: List[RecalledUnit] = []
-    for p in chosen:
-        row = by_position.get(p)
-        if row is not None:
-            score, came = spread[p]
-            units.append(recalled_from_row(row, round(score, 6), found_by.get(p, []), came))
+    for p in best(scores, k):
+        units.append(recalled_from_row(by_position[p], round(scores[p], 6), found_by.get(p, []), spread[p][1],
+                                       speaker_named=named is not None and speakers[p] == named))
     return Recall(units=units, before=before, k=k, latency_ms=(time.perf_counter() - started) * 1000)
 
 
@@ -165,6 +178,8 @@ class EpisodicMemory:
         self._spec = episodic_spec(dim)
         self._ready = False
         self._aclients: Dict[int, Any] = {}
+        self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
+        self._known_lock = threading.Lock()
 
     @classmethod
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
@@ -232,6 +247,7 @@ class EpisodicMemory:
         rows = rows_of(texts, vectors)
         for i in range(0, len(rows), INSERT_BATCH):
             self._client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
+        self._remember({(u.owner, u.conversation_id): None for u in units})
         return len(rows)
 
     async def aindex(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
@@ -247,6 +263,7 @@ class EpisodicMemory:
         client = self._async_client()
         for i in range(0, len(rows), INSERT_BATCH):
             await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
+        self._remember({(u.owner, u.conversation_id): None for u in units})
         return len(rows)
 
     def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
@@ -286,12 +303,14 @@ class EpisodicMemory:
     def delete_conversation(self, owner: str, conversation_id: str) -> None:
         """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""
         expr = scope_expr(owner, conversation_id)
+        self._forget(owner, conversation_id)
         if self._exists():
             self._client.delete(self._collection_name, filter=expr)
 
     async def adelete_conversation(self, owner: str, conversation_id: str) -> None:
         """Async twin of :meth:`delete_conversation`."""
         expr = scope_expr(owner, conversation_id)
+        self._forget(owner, conversation_id)
         if await asyncio.to_thread(self._exists):
             await self._async_client().delete(self._collection_name, filter=expr)
 
@@ -306,7 +325,29 @@ class EpisodicMemory:
     # -- recall -----------------------------------------------------------------------------------------------
     # _NOT_YET: while the collection holds none of the conversation's messages there is nothing to recall, and a
     # search could fail in Milvus (empty BM25 statistics: "NaN or Inf"; the background writer still creating the
-    # collection: "index not found"), so the recall is empty without a search (one count query).
+    # collection: "index not found"), so the recall is empty without a search. A conversation this memory indexed
+    # or found rows of before is known to hold some (no query); else one count query tells.
+    def _remember(self, scopes: Iterable[Tuple[str, str]]) -> None:
+        with self._known_lock:
+            for scope in scopes:
+                self._known[scope] = None
+                self._known.move_to_end(scope)
+            while len(self._known) > KNOWN_MAX:
+                self._known.popitem(last=False)
+
+    def _forget(self, owner: str, conversation_id: str) -> None:
+        with self._known_lock:
+            self._known.pop((owner, conversation_id), None)
+
+    def _holds(self, owner: str, conversation_id: str) -> bool:
+        """Whether the conversation has indexed messages (see _NOT_YET)."""
+        if (owner, conversation_id) in self._known:
+            return True
+        if self.count(owner, conversation_id) == 0:
+            return False
+        self._remember([(owner, conversation_id)])
+        return True
+
     def recall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                k: int = 10) -> Recall:
         """The ``k`` best messages of ``owner``'s conversation at positions below ``before`` (the recent window
@@ -316,27 +357,28 @@ class EpisodicMemory:
         if not self._exists():
             select({}, k)  # validates k
             return Recall(units=[], before=before, k=k)
-        if self.count(owner, conversation_id) == 0:
+        if not self._holds(owner, conversation_id):
             return Recall(units=[], before=before, k=k)  # see _NOT_YET
         [ranking] = searcher.rank_many([query])
-        chosen, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        rows = self._rows(owner, conversation_id, chosen)
-        return finish_recall(chosen, spread, found_by, rows, before, k, started)
+        pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
+        rows = self._rows(owner, conversation_id, pool)
+        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                       k: int = 10) -> Recall:
         """Async twin of :meth:`recall`."""
         started = time.perf_counter()
         searcher = self._searcher(owner, conversation_id, before)
-        if not await asyncio.to_thread(self._exists):
+        if not (self._ready or await asyncio.to_thread(self._exists)):
             select({}, k)
             return Recall(units=[], before=before, k=k)
-        if await asyncio.to_thread(self.count, owner, conversation_id) == 0:
+        if (owner, conversation_id) not in self._known and not await asyncio.to_thread(self._holds, owner,
+                                                                                         conversation_id):
             return Recall(units=[], before=before, k=k)  # see _NOT_YET
         [ranking] = await searcher.arank_many([query])
-        chosen, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        rows = await self._arows(owner, conversation_id, chosen)
-        return finish_recall(chosen, spread, found_by, rows, before, k, started)
+        pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
+        rows = await self._arows(owner, conversation_id, pool)
+        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
 
     def _get_args(self, owner: str, conversation_id: str, positions: Sequence[int]) -> Dict[str, Any]:
         return {"ids": [unit_key(owner, conversation_id, p) for p in positions],

@@ -130,7 +130,8 @@ def context_text(unit: MemoryUnit, before: Sequence[MemoryUnit]) -> str:
 class RecalledUnit:
     """A recalled message: where it sits, what it said, its final score and why it was found (``found_by``: each
     search that ranked it, as ``{"search", "rank", "score"}``; ``spread_from``: the neighbouring positions whose
-    scores it inherited)."""
+    scores it inherited; ``speaker_named``: True when the query named its speaker and its score was raised for
+    it)."""
 
     position: int
     message_id: str
@@ -141,6 +142,7 @@ class RecalledUnit:
     score: float
     found_by: List[Dict[str, Any]] = field(default_factory=list)
     spread_from: List[int] = field(default_factory=list)
+    speaker_named: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -175,11 +177,16 @@ class Recall:
                 "units": [u.to_dict() for u in self.units]}
 
 
+def row_speaker(row: Mapping[str, Any]) -> str:
+    """The speaker a stored row keeps (:meth:`MemoryUnit.metadata`)."""
+    return str((row.get("metadata") or {}).get("speaker", ""))
+
+
 def recalled_from_row(row: Mapping[str, Any], score: float, found_by: List[Dict[str, Any]],
-                      spread_from: List[int]) -> RecalledUnit:
+                      spread_from: List[int], speaker_named: bool = False) -> RecalledUnit:
     """A :class:`RecalledUnit` from a stored row (the fields :func:`row_of` wrote)."""
     meta = row.get("metadata") or {}
     return RecalledUnit(position=int(row["position"]), message_id=str(meta.get("message_id", "")),
-                        speaker=str(meta.get("speaker", "")), text=str(meta.get("raw", "")),
+                        speaker=row_speaker(row), text=str(meta.get("raw", "")),
                         date=str(meta.get("date", "")), turn=int(meta.get("turn", 0)), score=score,
-                        found_by=found_by, spread_from=spread_from)
+                        found_by=found_by, spread_from=spread_from, speaker_named=speaker_named)

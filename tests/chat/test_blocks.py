@@ -104,3 +104,45 @@ def test_core_memory_blocks_are_cut_after_recalled_and_before_facts() -> None:
 def test_bad_limits_are_named(limits, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         fit(48, limits=limits)
+
+
+# --- widened evidence: cut back to its matched chunk before anything is cut, as message_fit_in does --------------
+NARROW = ["e1 e1", None, "e3"]  # evidence 0 and 2 widened: 2 and 3 tokens saved when cut back
+
+
+def test_widened_evidence_is_cut_back_lowest_ranked_first_before_any_block_is_cut() -> None:
+    r = fit(44, narrow_chunks=NARROW)
+    assert [(d.section, d.index, d.tokens) for d in r.dropped] == [("widening", 2, 3), ("widening", 0, 2)]
+    assert r.dropped[0].reason == "budget 44: widening cut first, lowest-ranked chunk first"
+    assert r.narrowed == [2, 0] and r.widened == [] and r.kept["history"] == [0, 1, 2] and r.total == 43
+    assert r.tokens["evidence"] == 7 and r.tokens_before["evidence"] == 12
+    again = BlockReport.from_dict(r.to_dict())
+    assert again == r and r.to_dict()["widened"] == [] and r.cut("evidence") == []
+    assert r.to_trim_report().narrowed == [2, 0]
+
+
+def test_only_the_widening_that_must_go_is_cut_and_the_rest_is_reported_widened() -> None:
+    r = fit(45, narrow_chunks=NARROW)
+    assert [(d.section, d.index) for d in r.dropped] == [("widening", 2)] and r.widened == [0]
+    assert fit(48, narrow_chunks=NARROW).widened == [0, 2]  # everything fits: both read widened
+
+
+def test_when_cutting_back_is_not_enough_the_blocks_are_cut_in_their_order() -> None:
+    r = fit(34, narrow_chunks=NARROW)
+    assert [(d.section, d.index) for d in r.dropped] == [("widening", 2), ("widening", 0), ("history", 0),
+                                                        ("history", 1), ("history", 2)]
+    assert r.total == 31 and r.kept["recalled"] == [0, 1]  # without the widening's 5 tokens: recalled 1 goes too
+
+
+def test_the_evidence_cap_cuts_widening_back_before_it_drops_a_chunk() -> None:
+    r = fit(48, limits={"evidence": 9}, narrow_chunks=NARROW)
+    assert [(d.section, d.index, d.reason) for d in r.dropped] == [("widening", 2, "max_tokens_limit 9")]
+    assert r.tokens["evidence"] == 9 and r.kept["evidence"] == [0, 1, 2] and r.widened == [0]
+    r = fit(48, limits={"evidence": 6}, narrow_chunks=NARROW)
+    assert [(d.section, d.index) for d in r.dropped] == [("widening", 2), ("widening", 0), ("evidence", 2)]
+    assert r.tokens["evidence"] == 6 and r.widened == []
+
+
+def test_narrow_chunks_must_match_the_evidence() -> None:
+    with pytest.raises(ConfigurationError, match=r"narrow_chunks must give one entry per evidence item \(3\), got 1"):
+        fit(48, narrow_chunks=["x"])

@@ -135,6 +135,22 @@ def test_without_the_window_the_server_refuses_the_same_turn(capsys, docs, where
     assert f"This model's maximum context length is {WINDOW} tokens" in err
 
 
+def test_top_k_past_five_reads_that_many_passages_and_no_widen_reads_the_hits_alone(capsys, where, server, tmp_path):
+    """Eight one-chunk files in a window that holds them all: ``--top-k 8`` reads eight passages (the widening's cap
+    follows it), each widened (read through the widener, alone in its file); ``--no-widen`` reads the same eight hits
+    as they are."""
+    docs = write_docs(tmp_path / "docs", lambda t, i, j: f"{t} note {i}-{j} about steeping water temperature.", 4)
+    server.props = {"default_generation_settings": {"n_ctx": 32768}}
+    server.context_window = None
+    for extra in ([], ["--no-widen"]):
+        code, _, err = run(capsys, ["ask", str(docs), "How hot should the water be for tea?", "--top-k", "8", *extra,
+                                    *llm_args(server), *where])
+        assert code == 0, err
+    plain, narrow = (r["trim_report"] for r in turn_records(tmp_path))
+    assert plain["kept_chunks"] == narrow["kept_chunks"] == list(range(8)) and not plain["dropped"]
+    assert plain["widened"] == list(range(8)) and narrow["widened"] == []
+
+
 @pytest.mark.parametrize("tokenize", [True, False])
 def test_a_model_counting_more_tokens_than_tiktoken_is_budgeted_with_its_own_count(capsys, docs, where, server,
                                                                                    tokenize):

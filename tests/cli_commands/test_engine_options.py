@@ -2,6 +2,7 @@
 mode and system prompt, conversation resume / list / export; real Milvus Lite, the real local model and the local
 OpenAI-compatible server for the LLM path."""
 
+import argparse
 import io
 import json
 import re
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_convrag.chat import TurnRecord
+from llama_index_convrag.chat import AnswerOptions, TurnRecord
 from llama_index_convrag.cli import (CHAT_MODE_CHOICES, CITATION_MODE_CHOICES, RERANK_CHOICES,
                                      RESPONSE_MODE_CHOICES, REWRITE_STRATEGY_CHOICES, main)
 from llama_index_convrag.cli_commands.engine_options import (NO_LLM_RESPONSE_MODES, NO_LLM_REWRITE_STRATEGIES,
                                                              RERANKERS, parse_filter)
+from llama_index_convrag.postprocessors.widen import DEFAULT_WIDEN, WidenRules
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from tests.test_cli import _no_llm_env, docs, run, run_json  # noqa: F401 - the CLI tests' fixtures and helpers
 
@@ -267,9 +269,40 @@ def test_no_feedback_turns_the_feedback_search_off_and_says_what_the_score_is(ca
     on = build_parser().parse_args(["ask", str(docs), "tea?"])
     off = build_parser().parse_args(["ask", str(docs), "tea?", "--no-feedback"])
     assert "feedback" not in retriever_kwargs(on, None, None)  # the library default (on where it can run)
-    assert retriever_kwargs(off, None, None) == {"similarity_top_k": 5, "search_type": "hybrid",
+    assert retriever_kwargs(off, None, None) == {"similarity_top_k": 10, "search_type": "hybrid",  # 2 hits a passage
                                                  "ranker_type": "weighted", "feedback": False}
     data = run_json(capsys, ["ask", str(docs), "How do I bake sourdough?", "--no-feedback", *where])
     assert data["turns"][0]["scores"] == (
         "[n] is the rank; score = weighted mean of the dense and BM25 scores (0.5/0.5), each min-max normalised "
         "per query: 1.0 is the best passage of this query, not a perfect match")
+
+
+# --- what each hit is read with: --top-k, --widen, --no-widen -----------------------------------------------------
+@pytest.mark.parametrize("command", ["ask", "chat", "serve"])
+@pytest.mark.parametrize("argv, widen", [
+    ([], "default"),
+    (["--top-k", "8"], WidenRules(before=1, after=1, passages=8)),
+    (["--top-k", "3", "--widen", "2"], WidenRules(before=2, after=2, passages=3)),
+    (["--widen", "0"], None),
+    (["--top-k", "20", "--no-widen"], None),
+])
+def test_top_k_and_widen_become_the_answer_options_widen(command, argv, widen):
+    from llama_index_convrag.cli import build_parser
+    from llama_index_convrag.cli_commands.engine_options import engine_kwargs, retriever_kwargs
+
+    positional = {"ask": ["docs", "tea?"], "chat": [], "serve": []}[command]
+    args = build_parser().parse_args([command, *positional, *argv])
+    if command == "serve":  # each worker rebuilds them from JSON (CONVRAG_SERVE_OPTIONS)
+        args = argparse.Namespace(**json.loads(json.dumps({k: v for k, v in vars(args).items() if k != "func"})))
+    kw = engine_kwargs(args, None)
+    if widen == "default":  # --top-k 5 and one chunk each side: the engine's own default, not restated
+        assert kw["answer"].widen == DEFAULT_WIDEN and kw["answer"] == AnswerOptions(response_mode="extractive")
+    else:
+        assert kw["answer"].widen == widen
+    # widened: twice as many hits as passages (merged hits leave their places); else the top-k hits as they are
+    assert retriever_kwargs(args, None, None)["similarity_top_k"] == args.top_k * (1 if widen is None else 2)
+
+
+def test_a_negative_widen_exits_2_naming_the_value(capsys, docs, tmp_path):
+    code, out, err = run(capsys, ["ask", str(docs), "tea?", "--widen", "-1", "--uri", str(tmp_path / "m.db")])
+    assert code == 2 and out == "" and "argument --widen: expected an integer >= 0, got '-1'" in err

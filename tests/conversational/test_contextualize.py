@@ -230,3 +230,24 @@ def test_a_new_subject_that_keeps_a_common_word_is_a_topic_shift() -> None:
 def test_shift_new_share_outside_zero_to_one_is_refused_naming_it(bad: object) -> None:
     with pytest.raises(ConfigurationError, match=rf"shift_new_share must be a number in \(0, 1\], got {bad!r}"):
         ContextRules(shift_new_share=bad)  # type: ignore[arg-type]
+
+
+#: The extractive answer of the first turn quotes an option that mentions 'name' and 'file' (a widened passage).
+QUOTED = [H(TAR[0].question, "-x, --extract Extract files from an archive. --one-top-level Extract all files into "
+            "a directory named by the base name of the archive. [1]"), TAR[1]]
+
+
+def test_new_terms_are_counted_against_every_answer_or_the_last_one() -> None:
+    every = contextualize("How do I find files by name?", QUOTED)  # the default: against every answer
+    assert not every.topic_shift and "tar" in terms(every)  # 'name' and 'file' an older answer said: 1 of 3 new
+    last = ContextRules(shift_answers="last")
+    c = contextualize("How do I find files by name?", QUOTED, last)  # 'name' is only in an older answer: new
+    assert (c.query, c.topic_shift) == ("How do I find files by name?", True)
+    said_last = [QUOTED[0], H(TAR[1].question, "Use --name with the base name of the archive.")]
+    assert not contextualize("How do I find files by name?", said_last, last).topic_shift  # the last answer's word
+
+
+@pytest.mark.parametrize("bad", ["every", None, 1])
+def test_shift_answers_outside_its_values_is_refused_naming_them(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match=rf"shift_answers must be one of \['last', 'all'\], got {bad!r}"):
+        ContextRules(shift_answers=bad)  # type: ignore[arg-type]

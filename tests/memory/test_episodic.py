@@ -41,13 +41,26 @@ def memory(milvus_client: Any, milvus_target: Any, embed_model: Any, collection_
                                         collection_name=collection_name)
 
 
+#: Two people who both talk about hiking: a question that names one of them is about that one's messages.
+PAIR = [
+    ("Ana", "I went hiking in the Gerês mountains last weekend."),
+    ("Rui", "Nice! I prefer cycling, but I hiked the Rota Vicentina trail once."),
+    ("Ana", "Hiking the coast trail is on my list for spring."),
+    ("Rui", "My knee hurts after long hikes, so I keep them short."),
+    ("Ana", "Did you watch the match on Sunday?"),
+    ("Rui", "Yes, what a game."),
+]
+
+
 @pytest.fixture(scope="module")
 def indexed(milvus_client: Any, milvus_target: Any, embed_model: Any) -> Iterator[EpisodicMemory]:
-    """One collection holding TALK as alice's conversation c1, shared by the tests that only read it."""
+    """One collection holding TALK as alice's conversation c1 and PAIR as her conversation pair, shared by the tests
+    that only read it."""
     name = "memory_episodic_shared"
     memory = EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
                                           collection_name=name)
     memory.index(units())
+    memory.index(units(conversation="pair", talk=PAIR))
     yield memory
     milvus_client.drop_collection(name)
 
@@ -83,6 +96,29 @@ def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemo
     assert reply.spread_from == [4, 6] and reply.score > said.score * 0.5
     assert "[#4 (14 November 2023)] user: My sister Ana is coming too" in got.block_text()
     assert got.latency_ms > 0
+
+
+def test_a_query_that_names_a_speaker_raises_that_speakers_messages(indexed: EpisodicMemory, milvus_client: Any,
+                                                                   milvus_target: Any, embed_model: Any) -> None:
+    plain = EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
+                                         collection_name=indexed.collection_name,
+                                         rules=RecallRules(speaker_boost=0.0))
+    query = "Which hikes did Rui do?"
+    before = plain.recall(query, owner="alice", conversation_id="pair", k=6)
+    got = indexed.recall(query, owner="alice", conversation_id="pair", k=6)
+    assert sorted(got.positions) == sorted(before.positions)  # the same messages, scored again
+    unboosted = {u.position: u.score for u in before.units}
+    for u in got.units:
+        assert u.speaker_named == (u.speaker == "Rui")
+        factor = 1.0 + indexed.rules.speaker_boost if u.speaker_named else 1.0
+        assert u.score == pytest.approx(unboosted[u.position] * factor, abs=1e-5)
+    assert [u.score for u in got.units] == sorted((u.score for u in got.units), reverse=True)
+    assert got.units[0].speaker == "Rui"
+    # no name, or both names: the step changes nothing
+    for q in ("Which hikes were done?", "Which hikes did Ana and Rui do?"):
+        assert indexed.recall(q, owner="alice", conversation_id="pair", k=6).to_record()["units"] == [
+            dict(u, speaker_named=False) for u in plain.recall(q, owner="alice", conversation_id="pair",
+                                                              k=6).to_record()["units"]]
 
 
 def test_the_recent_window_is_left_out(indexed: EpisodicMemory) -> None:
@@ -125,6 +161,43 @@ def test_bad_scope_is_refused(memory: EpisodicMemory) -> None:
         memory.recall("x", owner="", conversation_id="c1")
     with pytest.raises(ConfigurationError, match="conversation_id must be a non-empty string, got None"):
         memory.delete_conversation("alice", None)  # type: ignore[arg-type]
+
+
+class CountingClient:
+    """The real Milvus client, counting the count queries it is sent."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.counts = 0
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        self.counts += kwargs.get("output_fields") == ["count(*)"]
+        return self._inner.query(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def test_a_conversation_known_to_hold_messages_is_recalled_without_a_count_query(
+        milvus_client: Any, milvus_target: Any, embed_model: Any, collection_name: str) -> None:
+    client = CountingClient(milvus_client)
+    writer = EpisodicMemory.from_defaults(embed_model=embed_model, client=client, target=milvus_target,
+                                          collection_name=collection_name)
+    writer.index(units())
+    assert writer.recall("peanut", owner="alice", conversation_id="c1", k=2).units
+    assert (await writer.arecall("peanut", owner="alice", conversation_id="c1", k=2)).units
+    assert client.counts == 0  # it indexed the conversation itself
+    reader = EpisodicMemory.from_defaults(embed_model=embed_model, client=client, target=milvus_target,
+                                          collection_name=collection_name)
+    for _ in range(3):
+        assert reader.recall("peanut", owner="alice", conversation_id="c1", k=2).units
+    assert client.counts == 1  # another process indexed it: one count, then known
+    assert reader.recall("peanut", owner="bob", conversation_id="c1", k=2).units == []
+    assert reader.recall("peanut", owner="bob", conversation_id="c1", k=2).units == []
+    assert client.counts == 3  # a conversation without messages is asked again (its first turn may come)
+    reader.delete_conversation("alice", "c1")
+    assert reader.recall("peanut", owner="alice", conversation_id="c1", k=2).units == []
+    assert client.counts == 4
 
 
 async def test_async_twins_match_sync(memory: EpisodicMemory) -> None:

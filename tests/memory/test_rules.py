@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.memory.rules import RecallRules, select, spread_scores
+from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 
 
 def test_weights_split_context_and_dense_shares() -> None:
@@ -19,6 +19,8 @@ def test_weights_split_context_and_dense_shares() -> None:
     ("forward_spread", -0.1, r"RecallRules.forward_spread must be a number in \[0, 2\], got -0.1"),
     ("depth", 0, "RecallRules.depth must be an int >= 1, got 0"),
     ("context_before", 1.0, "RecallRules.context_before must be an int >= 0, got 1.0"),
+    ("speaker_boost", 2.5, r"RecallRules.speaker_boost must be a number in \[0, 2\], got 2.5"),
+    ("speaker_pool", 0, "RecallRules.speaker_pool must be an int >= 1, got 0"),
 ])
 def test_bad_rules_name_the_value(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
@@ -47,3 +49,30 @@ def test_select_breaks_ties_towards_the_later_message_and_drops_zero_scores() ->
     assert select(spread, 5) == [7, 1]
     with pytest.raises(ConfigurationError, match="k must be an int >= 1, got 0"):
         select(spread, 0)
+
+
+def test_the_pool_is_k_times_the_speaker_pool_while_the_step_is_on() -> None:
+    assert RecallRules(speaker_pool=3).pool(10) == 30
+    assert RecallRules(speaker_boost=0.0, speaker_pool=3).pool(10) == 10
+
+
+@pytest.mark.parametrize("query,named", [
+    ("What did John say about Seattle?", "John"),
+    ("what did john's daughter study", "John"),  # any case; a possessive is still the name
+    ("Which cities has Johnny been to?", None),  # a longer word is not the name
+    ("Which city have both Maria and John visited?", None),  # two named: no step
+    ("Where is the museum?", None),
+    ("Was hat Zoë über Lissabon gesagt?", "Zoë"),
+])
+def test_named_speaker_is_the_one_speaker_the_query_names(query: str, named: object) -> None:
+    assert named_speaker(query, ["John", "Maria", "Zoë", ""]) == named
+
+
+def test_the_named_speakers_scores_grow_and_the_others_stay() -> None:
+    scores = {1: 1.0, 2: 0.8, 3: 0.5}
+    speakers = {1: "Ana", 2: "Rui", 3: "Rui"}
+    boosted = boost_speaker(scores, speakers, "Rui", 0.5)
+    assert boosted == {1: 1.0, 2: pytest.approx(1.2), 3: pytest.approx(0.75)}
+    assert best(boosted, 2) == [2, 1]
+    assert boost_speaker(scores, speakers, None, 0.5) == scores
+    assert boost_speaker(scores, speakers, "Rui", 0.0) == scores

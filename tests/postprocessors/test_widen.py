@@ -12,11 +12,13 @@ from llama_index_convrag.chat.options import AnswerOptions, BudgetOptions
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest.pipeline import ingest
+from llama_index_convrag.memory import EpisodicOptions, MemoryOptions, SummaryOptions
 from llama_index_convrag.postprocessors.widen import (GAP, WIDEN_KEY, NeighbourWidener, Passage, WidenRules,
                                                       join_chunks, matched_span, narrow_contents, narrow_text,
                                                       narrowed_nodes, plan_passages, wanted_ranges, widen_nodes,
                                                       with_widener)
 from llama_index_convrag.rank_trail import add_stage, get_trail
+from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing import ScriptedLLM
 
 # four chunks of one document, each sharing its first sentence with the previous one (the splitter's overlap)
@@ -183,18 +185,45 @@ def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chu
     assert WIDEN_KEY not in plain.query("Which valley grows saffron?").source_nodes[0].node.metadata
 
 
-def test_a_tight_budget_cuts_the_widening_before_any_chunk(stored, milvus_client, collection_name, embed_model):
+def test_the_extractive_answer_reads_the_widened_passage(stored, milvus_client, collection_name, embed_model):
+    """Without an LLM the extractive answer picks its sentences from the widened passage, not the matched chunk
+    alone: asked of the harvest months, it quotes sentences the matched chunk does not hold."""
+    index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
+    top1 = {"similarity_top_k": 1, "search_type": "sparse"}
+    query = "In which month is the harvest festival of the valley that grows saffron?"
+    [matched] = index.as_retriever(**top1).retrieve(query)
+    response = index.as_chat_engine(llm=None, retriever_kwargs=top1).chat(query)
+    [source] = response.source_nodes
+    passage = source.node.get_content(metadata_mode=MetadataMode.NONE)
+    chunk = matched.node.get_content(metadata_mode=MetadataMode.NONE)
+    assert source.node.node_id == matched.node.node_id and chunk in passage and len(passage) > len(chunk)
+    quoted = [s.strip() for s in response.response.replace("[1]", "").split(". ") if s.strip()]
+    assert quoted and all(q.rstrip(".") in passage for q in quoted)
+    assert any(q.rstrip(".") not in chunk for q in quoted)  # a sentence of a neighbouring chunk
+
+
+#: Memory with the summary alone (no second collection): its turns fit every block under one budget (fit_blocks).
+SUMMARY_ONLY = MemoryOptions(episodic=EpisodicOptions(enabled=False), summary=SummaryOptions(window=4))
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["memory off", "memory on"])
+def test_a_tight_budget_cuts_the_widening_before_any_chunk(stored, milvus_client, collection_name, embed_model,
+                                                           tmp_path, memory):
     index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client)
     query = "Which valley grows saffron?"
     kw = {"retriever_kwargs": {"similarity_top_k": 2, "search_type": "sparse"},
           "budget": BudgetOptions(reserved_output_tokens=100)}
-    roomy = index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron.", num_output=20), **kw).chat(query)
+    if memory:  # the same budget over the memory's blocks: widened evidence is cut back the same way
+        kw.update(memory=SUMMARY_ONLY, conversation_store=SQLiteConversationStore(tmp_path / "c.db"))
+    with index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron.", num_output=20), **kw) as engine:
+        roomy = engine.chat(query)
     wide = roomy.metadata["turn"].trim_report
     assert wide["dropped"] == [] and wide["widened"] == list(range(len(roomy.source_nodes)))
     # a window one token short of the widened context: the lowest-ranked passage is read narrow, nothing is dropped
     window = 100 + -(-(wide["total"] - 1) * 100 // 95)
-    tight = index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron.", context_window=window, num_output=20),
-                                 **kw).chat(query)
+    with index.as_chat_engine(llm=ScriptedLLM.fixed("Saffron.", context_window=window, num_output=20),
+                              **kw) as engine:
+        tight = engine.chat(query)
     report = tight.metadata["turn"].trim_report
     last = len(roomy.source_nodes) - 1
     assert [(d["section"], d["index"]) for d in report["dropped"]] == [("widening", last)]
@@ -202,3 +231,9 @@ def test_a_tight_budget_cuts_the_widening_before_any_chunk(stored, milvus_client
     assert report["total"] <= report["budget"] < wide["total"]
     assert WIDEN_KEY not in tight.source_nodes[last].node.metadata
     assert tight.source_nodes[last].node.node_id == roomy.source_nodes[last].node.node_id
+    if memory:  # the record's context holds the evidence as read: the cut-back passage narrow
+        evidence = dict((name, items) for name, items in tight.metadata["turn"].context["blocks"])["evidence"]
+        assert evidence[last] == tight.source_nodes[last].node.get_content(metadata_mode=MetadataMode.LLM)
+        assert len(evidence[last]) < len(roomy.source_nodes[last].node.get_content(metadata_mode=MetadataMode.LLM))
+        assert report["tokens_before"]["evidence"] > report["tokens"]["evidence"]
+        kw["conversation_store"].close()
