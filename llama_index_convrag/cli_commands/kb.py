@@ -21,11 +21,8 @@ def _find(store: Any, name: str) -> Any:
 
 
 def cmd_kb_list(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         rows = [(kb, store.members(kb.id)) for kb in store.list_knowledge_bases()]
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"knowledge_bases": [{**kb.to_dict(), "collection": kb.collection,
                                        "members": [m.to_dict() for m in members]} for kb, members in rows]})
@@ -40,8 +37,7 @@ def cmd_kb_list(args: Any, out: Output) -> int:
 def cmd_kb_create(args: Any, out: Output) -> int:
     from llama_index_convrag.ingest.pipeline import Ingestor
 
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         try:
             if args.owner != "local":
                 store.ensure_user(args.owner)
@@ -55,8 +51,6 @@ def cmd_kb_create(args: Any, out: Output) -> int:
         except BaseException:
             store.delete_knowledge_base(kb.id)
             raise
-    finally:
-        store.close()
     if out.json_mode:
         out.json({**kb.to_dict(), "collection": kb.collection})
     else:
@@ -69,16 +63,13 @@ def cmd_kb_create(args: Any, out: Output) -> int:
 def cmd_kb_ingest(args: Any, out: Output) -> int:
     from llama_index_convrag.serve.documents import DocumentBackend
 
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         kb = _find(store, args.name)
         target, client = connect(args.uri)
         model = embed_model()
         report = run_ingest(list(args.paths), client, target, kb.collection, model, out)
         roots = DocumentBackend(client=client, embed_model=model, upload_dir=".").corpus_roots(kb.collection)
         store.update_knowledge_base(kb.id, roots=roots)  # documents are named below their common folder
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"knowledge_base": kb.name, "added": len(report.added), "updated": len(report.updated),
                   "unchanged": len(report.unchanged), "chunks": report.chunks})
@@ -89,15 +80,12 @@ def cmd_kb_ingest(args: Any, out: Output) -> int:
 
 
 def cmd_kb_share(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         kb = _find(store, args.name)
         try:
             member = store.set_member(kb.id, args.user, args.role)
         except ValueError as exc:
             raise CLIError(EXIT_USAGE, str(exc)) from exc
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"knowledge_base": kb.name, **member.to_dict()})
     else:
@@ -107,12 +95,9 @@ def cmd_kb_share(args: Any, out: Output) -> int:
 
 
 def cmd_kb_unshare(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         kb = _find(store, args.name)
         removed = store.remove_member(kb.id, args.user)
-    finally:
-        store.close()
     if not removed:
         raise CLIError(EXIT_INPUT, f"{args.user!r} is not a member of {kb.name!r} other than its owner; see "
                                    f"'convrag kb members {kb.name}'")
@@ -124,12 +109,9 @@ def cmd_kb_unshare(args: Any, out: Output) -> int:
 
 
 def cmd_kb_members(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         kb = _find(store, args.name)
         members = store.members(kb.id)
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"knowledge_base": kb.name, "members": [m.to_dict() for m in members]})
         return 0
@@ -139,15 +121,12 @@ def cmd_kb_members(args: Any, out: Output) -> int:
 
 
 def cmd_kb_delete(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         kb = _find(store, args.name)
         _, client = connect(args.uri, create=False)
         if client.has_collection(kb.collection):
             client.drop_collection(kb.collection)
         store.delete_knowledge_base(kb.id)
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"deleted": kb.name})
     else:

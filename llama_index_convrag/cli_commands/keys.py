@@ -31,13 +31,11 @@ def _when(stamp: Any) -> str:
 
 
 def cmd_keys_create(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
-        key, secret = store.create_key(args.user, args.scope if args.scope else DEFAULT_SCOPES)
-    except ValueError as exc:
-        raise CLIError(EXIT_USAGE, str(exc)) from exc
-    finally:
-        store.close()
+    with open_serve_store(args.store, args.uri) as store:
+        try:
+            key, secret = store.create_key(args.user, args.scope if args.scope else DEFAULT_SCOPES)
+        except ValueError as exc:
+            raise CLIError(EXIT_USAGE, str(exc)) from exc
     if out.json_mode:
         out.json({**key.to_dict(), "key": secret})
     else:
@@ -48,11 +46,8 @@ def cmd_keys_create(args: Any, out: Output) -> int:
 
 
 def cmd_keys_list(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         keys = store.list_keys()
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"keys": [k.to_dict() for k in keys]})
         return 0
@@ -64,11 +59,8 @@ def cmd_keys_list(args: Any, out: Output) -> int:
 
 
 def cmd_keys_revoke(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         done = store.revoke_key(args.key_id)
-    finally:
-        store.close()
     if not done:
         raise CLIError(EXIT_INPUT, f"no active key with id {args.key_id!r}; see 'convrag keys list'")
     if out.json_mode:
@@ -79,11 +71,8 @@ def cmd_keys_revoke(args: Any, out: Output) -> int:
 
 
 def cmd_users_list(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
+    with open_serve_store(args.store, args.uri) as store:
         users = store.list_users()
-    finally:
-        store.close()
     if out.json_mode:
         out.json({"users": [u.to_dict() for u in users]})
         return 0
@@ -94,13 +83,11 @@ def cmd_users_list(args: Any, out: Output) -> int:
 
 
 def cmd_users_set_role(args: Any, out: Output) -> int:
-    store = open_serve_store(args.store, args.uri)
-    try:
-        user = store.ensure_user(args.user, role=args.role)
-    except ValueError as exc:
-        raise CLIError(EXIT_USAGE, str(exc)) from exc
-    finally:
-        store.close()
+    with open_serve_store(args.store, args.uri) as store:
+        try:
+            user = store.ensure_user(args.user, role=args.role)
+        except ValueError as exc:
+            raise CLIError(EXIT_USAGE, str(exc)) from exc
     if out.json_mode:
         out.json(user.to_dict())
     else:

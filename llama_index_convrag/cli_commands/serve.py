@@ -91,13 +91,11 @@ def cmd_serve(args: Any, out: Output) -> int:
         raise CLIError(EXIT_USAGE, "--workers > 1 needs a Milvus server (--uri http://...) and the PostgreSQL store "
                                    "(--store postgresql+psycopg://...): a Milvus Lite file and a SQLite store belong "
                                    "to one process")
-    store = open_serve_store(args.store, args.uri)
-    try:
-        check_bind(args.host, store)
-    except ValueError as exc:
-        raise CLIError(EXIT_USAGE, str(exc)) from exc
-    finally:
-        store.close()
+    with open_serve_store(args.store, args.uri) as store:
+        try:
+            check_bind(args.host, store)
+        except ValueError as exc:
+            raise CLIError(EXIT_USAGE, str(exc)) from exc
     if args.paths:
         _, client = connect(args.uri)
         report = run_ingest(list(args.paths), client, target, args.collection, embed_model(), out)

@@ -4,6 +4,7 @@ from it)."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Mapping
 
@@ -12,6 +13,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.state import Limits
 
+
+#: the upload route (``PUT /v1/knowledge-bases/{id}/documents/{name}``), whose body limit is ``max_upload_bytes``
+UPLOAD_PATH = re.compile(r"/v1/knowledge-bases/[^/]+/documents/.")
 
 ARRIVED = "convrag_arrived"
 """The key of ``scope["state"]`` holding the request's ``time.perf_counter()`` on arrival."""
@@ -23,7 +27,7 @@ def arrived_at(scope: Mapping[str, Any]) -> float:
 
 
 class BodyLimitMiddleware:
-    """413 ``body_too_large`` once a body passes its limit (``max_upload_bytes`` for ``PUT /v1/documents/...``,
+    """413 ``body_too_large`` once a body passes its limit (``max_upload_bytes`` for an upload (:data:`UPLOAD_PATH`),
     ``max_body_bytes`` for the rest), whether announced by Content-Length or streamed."""
 
     def __init__(self, app: ASGIApp, limits: Limits) -> None:
@@ -34,7 +38,7 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         scope.setdefault("state", {})[ARRIVED] = time.perf_counter()
-        upload = scope["method"] == "PUT" and scope["path"].startswith("/v1/documents/")
+        upload = scope["method"] == "PUT" and UPLOAD_PATH.match(scope["path"]) is not None
         limit, name = ((self.limits.max_upload_bytes, "max_upload_bytes") if upload
                        else (self.limits.max_body_bytes, "max_body_bytes"))
         headers = dict(scope.get("headers") or [])

@@ -23,8 +23,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, workdir: Path, env: Optional[dict] = None, workers: int = 1) -> None:
-        self.workdir, self.port = workdir, free_port()
+    def __init__(self, workdir: Path, env: Optional[dict] = None, workers: int = 1,
+                 port: Optional[int] = None) -> None:
+        """``port``: a given one (a restart on the same address), else a free one."""
+        self.workdir, self.port = workdir, free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"server-{self.port}.log"
         full_env = {**os.environ, "CONVRAG_TEST_DIR": str(workdir), "CONVRAG_TEST_TOKEN_DELAY": "0.02",
@@ -33,7 +35,7 @@ class Server:
             [sys.executable, "-m", "uvicorn", "--factory", "tests.serve.server_app:create", "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", str(workers), "--log-level", "warning",
              "--timeout-keep-alive", "120"],  # an idle pooled connection is not closed under a client's feet
-            cwd=ROOT, env=full_env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+            cwd=ROOT, env=full_env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
 
     def wait(self, timeout: float = 120.0) -> "Server":
         deadline = time.monotonic() + timeout

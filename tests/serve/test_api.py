@@ -286,6 +286,10 @@ def test_bad_uploads_are_refused_and_leave_nothing(client: httpx.Client, server:
     assert not (server.workdir / "uploads" / kb / "binary.md").exists()  # a rejected upload is removed
     assert not list((server.workdir / "uploads").rglob("escape.md"))
     assert "binary.md" not in {d["name"] for d in client.get(docs).json()["data"]}
+    # an upload is held to max_upload_bytes (20 MiB here), not to the 64 KiB body limit of the other routes
+    bigger = assert_error(client.put(f"{docs}/big.md", content=b"\x00" * (100 << 10)), 400, "unreadable_document")
+    assert "max_body_bytes" not in bigger["message"]
+    assert not (server.workdir / "uploads" / kb / "big.md").exists()
 
 
 def test_unreadable_bodies_get_a_clear_error(client: httpx.Client) -> None:

@@ -142,6 +142,13 @@ class ConversationStore(BaseChatStore):
     def close(self) -> None:
         """Release connections."""
 
+    def __enter__(self) -> "ConversationStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """``with store:`` closes the store on the way out, whatever happened inside."""
+        self.close()
+
     # --- helpers shared by backends ------------------------------------------------------------
     def add_message_text(self, conversation_id: str, role: str, content: str, *, status: str = "complete",
                          additional_kwargs: Optional[Dict[str, Any]] = None) -> Message:

@@ -185,10 +185,10 @@ class ClaimsMixin:
 
     def _release_workers(self, run: Run, worker_ids: List[str]) -> List[str]:
         released: List[str] = []
-        for wid in worker_ids:
+        for wid in worker_ids:  # the worker's row first, as renew_worker locks it: no deadlock between the two
+            run("DELETE FROM convrag_workers WHERE id = :w", {"w": wid})
             released += [r[0] for r in run("UPDATE convrag_conversations SET busy_until = NULL, claimed_by = NULL "
                                            "WHERE claimed_by = :w RETURNING id", {"w": wid})]
-            run("DELETE FROM convrag_workers WHERE id = :w", {"w": wid})
         if released:
             self._interrupt(run, released)
             for cid in released:

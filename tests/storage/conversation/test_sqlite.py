@@ -198,3 +198,19 @@ def test_unchanged_history_is_served_without_reading_rows(tmp_path: Path) -> Non
     assert history_reads() != []
     store.close()
     other.close()
+
+
+def test_with_closes_the_store_on_the_way_out_even_after_an_error(tmp_path: Path) -> None:
+    store = SQLiteConversationStore(tmp_path / "c.db")
+    with store as opened:
+        assert opened is store
+        opened.begin_turn("c1", "kept?")
+        assert store._conn is not None
+    assert store._conn is None and not store._opened
+    with pytest.raises(RuntimeError, match="inside"):
+        with store:
+            store.begin_turn("c1", "again")
+            raise RuntimeError("inside")
+    assert store._conn is None
+    with SQLiteConversationStore(tmp_path / "c.db") as reopened:
+        assert [m.content for m in reopened.get_conversation("c1") if m.role == "user"] == ["kept?", "again"]
