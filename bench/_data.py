@@ -85,6 +85,16 @@ def cached_embeddings(model, texts: Sequence[str], tag: str, batch: int = 64) ->
     return arr
 
 
+def assert_variant(model, variant: str) -> None:
+    """Assert ``model`` is the local model's ``variant`` and runs the graph that names: its weight products in int8
+    (``MatMulInteger`` nodes) for int8, none for fp32. A bench that times a variant measures that variant."""
+    import onnx
+
+    assert model.variant == variant, f"asked for the {variant} variant, got {model.variant}"
+    integer = sum(n.op_type == "MatMulInteger" for n in onnx.load(model.onnx_path).graph.node)
+    assert (integer > 0) == (variant == "int8"), f"the {variant} variant runs {integer} int8 MatMuls"
+
+
 def ndcg_at(run: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:
     dcg = sum(rels.get(d, 0) / math.log2(i + 2) for i, d in enumerate(run[:k]))
     ideal = sorted(rels.values(), reverse=True)[:k]

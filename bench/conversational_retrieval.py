@@ -29,6 +29,10 @@ then the Chinese rewrite set's agreement with the human rewrites and the written
 ``--conversation-words`` runs ``ctx-fuse`` with ``ContextRules.conversation_words`` (words of talk, not of a topic,
 beyond NLTK's stop lists) on and off, on all dialogues and each half, then the Chinese rewrite set's agreement.
 
+``--variants`` compares the local model's ``fp32`` and ``int8`` variants on the follow-ups (raw, ``ctx-fuse`` and the
+human rewrite), paired turn by turn, on all dialogues and each half; ``--keep-float L1,L2`` adds an int8 copy keeping
+those layers in float (repeatable), to compare recipes.
+
 ``--shift-answers`` runs ``ctx-fuse`` with the topic-shift check counting a follow-up's terms against every earlier
 answer or the last one only (:data:`SHIFT_ANSWER_ROWS`), on all dialogues and on each half.
 
@@ -256,10 +260,10 @@ def turn_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> Dict[str
             "recall@100": len(rel & set(ranked[:100])) / len(rel) if rel else 0.0}
 
 
-def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str,
-             halves: bool = False) -> Dict[str, Dict[str, float]]:
-    """Per strategy: the main table's row, with ``dev`` / ``test`` parts (even / odd dialogues) for ``split`` all,
-    and with ``halves`` ``first`` / ``second`` parts (the first and the second half of the dialogues)."""
+def turn_scores(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str = "all"
+                ) -> Tuple[Dict[str, Dict[str, Dict[str, float]]], set, Dict[str, List[float]], Dict[str, List[float]]]:
+    """Per strategy ``{turn id: turn_metrics}`` over the judged turns of ``split`` (dev: even dialogues, test: odd),
+    the ids of the follow-ups among them, and each strategy's rewrite and fusion-weight times (ms)."""
     per: Dict[str, Dict[str, Dict[str, float]]] = {n: {} for n in strategies}
     follow: set = set()
     rewrite_ms: Dict[str, List[float]] = {n: [] for n in strategies}
@@ -283,6 +287,14 @@ def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode:
         index.cache.embed([q for _, _, plan in plans for q, _ in plan])
     for name, turn, plan in plans:
         per[name][turn.turn_id] = turn_metrics(run_plan(index, plan, mode, weigh_ms[name]), turn.relevant)
+    return per, follow, rewrite_ms, weigh_ms
+
+
+def evaluate(s: ConvSet, index: Index, strategies: Mapping[str, Strategy], mode: str, split: str,
+             halves: bool = False) -> Dict[str, Dict[str, float]]:
+    """Per strategy: the main table's row, with ``dev`` / ``test`` parts (even / odd dialogues) for ``split`` all,
+    and with ``halves`` ``first`` / ``second`` parts (the first and the second half of the dialogues)."""
+    per, follow, rewrite_ms, weigh_ms = turn_scores(s, index, strategies, mode, split)
     dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
     out = summarise(per, follow, rewrite_ms, weigh_ms)
     half = len(s.dialogues) // 2
@@ -599,6 +611,51 @@ def weight_oracle(sets: Mapping[str, ConvSet], chunks: Sequence[int], cache: "Em
             print(f"{name}/{chunk} ({sum(follow)} follow-ups; gap closed / worse): " + " | ".join(cells), flush=True)
 
 
+VARIANT_STRATEGIES = ("raw", "ctx-fuse", "manual")
+"""``--variants`` rows: the follow-up as asked, the package's contextualised search and the human rewrite."""
+
+
+def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str,
+                      keep_sets: Sequence[str] = ()) -> None:
+    """Print, per set, chunk size and part (all / dev / test dialogues), the follow-ups' nDCG@10 with the local
+    model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float) on
+    the same turns, the paired difference to fp32 with its 95% bootstrap interval, and the share of the raw -> human
+    gap ``ctx-fuse`` closes with each."""
+    from bench.chunking import paired_ci
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+
+    models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
+    for keep in keep_sets:
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
+        models[f"int8 keep {','.join(recipe.keep_float) or '(none)'}"] = LocalMiniLMEmbedding(
+            model_path=str(int8_model_path(default_model_path(), recipe)), query_cache_size=0)
+    caches = {label: EmbeddingCache(m) for label, m in models.items()}
+    strategies = {k: fn for k, fn in strategies_default().items() if k in VARIANT_STRATEGIES}
+    print("| set | chunk | part | follow-ups | strategy | variant | fp32 nDCG@10 | variant nDCG@10 | variant - fp32 "
+          "[95% CI] | gap closed fp32 | gap closed variant |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, s in sets.items():
+        dialogue_of = {t.turn_id: di for di, d in enumerate(s.dialogues) for t in d.turns}
+        for chunk in chunks:
+            per: Dict[str, Dict[str, Dict[str, Dict[str, float]]]] = {}
+            for label, cache in caches.items():
+                per[label], follow, _, _ = turn_scores(s, Index(s.corpus, chunk, cache, analyzer), strategies, mode)
+                cache.save()
+            for part, inside in (("all", lambda di: True), ("dev", lambda di: di % 2 == 0),
+                                 ("test", lambda di: di % 2 == 1)):
+                turns = sorted(t for t in follow if inside(dialogue_of[t]))
+                got = {v: {k: [per[v][k][t]["ndcg@10"] for t in turns] for k in strategies} for v in caches}
+                gap = {v: (np.mean(g["ctx-fuse"]) - np.mean(g["raw"])) / (np.mean(g["manual"]) - np.mean(g["raw"]))
+                       for v, g in got.items()}
+                for label in list(caches)[1:]:
+                    for k in strategies:
+                        diff = "{:+.4f} [{:+.4f}, {:+.4f}]".format(*paired_ci(got["fp32"][k], got[label][k]))
+                        gaps = f"{100 * gap['fp32']:.1f}% | {100 * gap[label]:.1f}%" if k == "ctx-fuse" else " | "
+                        print(f"| {name} | {chunk} | {part} | {len(turns)} | {k} | {label} | "
+                              f"{np.mean(got['fp32'][k]):.4f} | {np.mean(got[label][k]):.4f} | {diff} | {gaps} |",
+                              flush=True)
+
+
 SHOWN_ANSWERS = (("none", 3), ("gold", 1), ("gold", 3), ("extractive", 1), ("extractive", 3))
 """``--shown-answers`` rows: (the answers the history holds, ``contextualize``'s ``answer_repeat_cap``; 1 = a repeated
 name counts once, 3 = the default)."""
@@ -688,6 +745,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="only ctx-fuse with the topic-shift check against every answer / the last one, per half")
     p.add_argument("--zh", type=int, default=0, metavar="N", help="only the Chinese term-level check on N rows")
     p.add_argument("--variant", default=None, help="the local model's variant (fp32 / int8; default: the model's)")
+    p.add_argument("--variants", action="store_true",
+                   help="only the follow-ups' nDCG@10 with the fp32 and int8 variants side by side, per half")
+    p.add_argument("--keep-float", action="append", default=[], metavar="LAYERS",
+                   help="--variants: also an int8 copy keeping these layers in float (layer<i>.<role>,...; repeatable)")
     args = p.parse_args(argv)
     if args.zh:
         print(json.dumps(zh_term_recall(args.zh)))
@@ -700,6 +761,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     analyzer = Analyzer()
     sets = load_sets([x for x in args.sets.split(",") if x])
     results = {}
+    if args.variants:
+        variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float)
+        return 0
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)
         cache.save()

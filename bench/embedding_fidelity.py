@@ -23,7 +23,8 @@ per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@1
 difference to fp32 with its 95% bootstrap interval, then each variant's speed against fp32 on the same batches
 (interleaved rounds: passages/s, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
 variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes; ``--spinning`` adds
-both variants with ONNX Runtime's idle threads spinning (its default), to compare the session options.
+both variants with ONNX Runtime's idle threads spinning (its default), and ``--threads N`` both variants with N intra-op
+threads, to compare the session options.
 """
 
 from __future__ import annotations
@@ -124,15 +125,20 @@ def sensitivity(probe_n: int) -> None:
             path.unlink()
 
 
-def variant_models(keep_sets: Sequence[str], spinning: bool = False) -> Dict[str, Any]:
-    """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, and with ``spinning``
-    both variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``)."""
+def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = ()) -> Dict[str, Any]:
+    """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
+    variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
+    each of ``threads`` intra-op threads (ours: ORT's choice, one per physical core)."""
+    from _data import assert_variant
+
     from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
     from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
 
     models = {"fp32": LocalMiniLMEmbedding(variant="fp32", query_cache_size=0),
               f"int8 (default recipe, keeps {INT8_RECIPE.keep_float or 'none'} in float)":
                   LocalMiniLMEmbedding(variant="int8", query_cache_size=0)}
+    for model, variant in zip(models.values(), ("fp32", "int8")):
+        assert_variant(model, variant)
     for keep in keep_sets:
         recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
         path = int8_model_path(default_model_path(), recipe)
@@ -142,6 +148,10 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False) -> Dict[str
         for variant in ("fp32", "int8"):
             models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
                                                                           allow_spinning=True)
+    for n in threads:
+        for variant in ("fp32", "int8"):
+            models[f"{variant}, {n} intra-op thread{'s' if n > 1 else ''}"] = LocalMiniLMEmbedding(
+                variant=variant, query_cache_size=0, num_threads=n)
     return models
 
 
@@ -233,21 +243,24 @@ def main() -> None:
     parser.add_argument("--variants", action="store_true", help="quality and speed of the variants side by side")
     parser.add_argument("--collections", default="scifact,cranfield,cast")
     parser.add_argument("--keep-float", action="append", default=[], help="an int8 recipe to compare (layers)")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=7, help="--variants speed rounds (0: quality only)")
     parser.add_argument("--speed-passages", type=int, default=64)
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--sample-docs", type=int, default=0, metavar="N",
                         help="--variants: cut each corpus to N documents (every judged one, a seeded sample of the rest)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
+    parser.add_argument("--threads", type=int, action="append", default=[], metavar="N",
+                        help="also time both variants with N intra-op threads (repeatable)")
     args = parser.parse_args()
     if args.sensitivity:
         sensitivity(args.probe)
         return
     if args.variants:
-        models = variant_models(args.keep_float, args.spinning)
+        models = variant_models(args.keep_float, args.spinning, args.threads)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
-        variant_speed(models, args.rounds, args.speed_passages)
+        if args.rounds > 0:
+            variant_speed(models, args.rounds, args.speed_passages)
         return
 
     from safetensors.numpy import load_file

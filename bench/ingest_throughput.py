@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, load_scifact  # noqa: E402
+from _data import OUT, assert_variant, load_scifact  # noqa: E402
 from ingest_server import write_files  # noqa: E402
 
 from llama_index.core.schema import TextNode  # noqa: E402
@@ -32,7 +32,7 @@ from pymilvus import MilvusClient  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.ingest.pipeline import ingest  # noqa: E402
-from llama_index_convrag.milvus.schema import create_collection, default_spec  # noqa: E402
+from llama_index_convrag.milvus.schema import create_collection, default_spec, detect_spec  # noqa: E402
 
 
 def server_ingest(work: Path, client: MilvusClient, chunk_texts: Sequence[str],
@@ -78,8 +78,9 @@ def variant_rounds(work: Path, client: MilvusClient, rounds: int) -> None:
     import statistics
 
     models = {v: LocalMiniLMEmbedding(variant=v) for v in ("fp32", "int8")}
-    for model in models.values():
+    for variant, model in models.items():
         model.warm_up()  # the int8 file is made here (once per cache key), not in a timed round
+        assert_variant(model, variant)
     rate: dict = {v: [] for v in models}
     ceiling: dict = {v: [] for v in models}
     print(f"{'round':>5s} {'variant':>7s} {'chunks':>6s} {'ingest chunks/s':>15s} {'ceiling chunks/s':>16s} "
@@ -91,6 +92,8 @@ def variant_rounds(work: Path, client: MilvusClient, rounds: int) -> None:
             if client.has_collection(name):
                 client.drop_collection(name)
             rep = ingest([work / "files"], client=client, collection_name=name, embed_model=models[variant])
+            recorded = detect_spec(client, name).embed_model
+            assert recorded == models[variant].embed_model_id, f"{variant} round wrote {recorded!r} vectors"
             texts = [row["text"] for row in client.query(name, filter='id != ""', output_fields=["text"],
                                                            limit=16384)]
             t0 = time.perf_counter()

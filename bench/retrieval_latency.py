@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT, cached_embeddings, fresh_dir, load_scifact  # noqa: E402
+from _data import OUT, assert_variant, cached_embeddings, fresh_dir, load_scifact  # noqa: E402
 
 from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
 from pymilvus import AnnSearchRequest, MilvusClient, RRFRanker  # noqa: E402
@@ -126,6 +126,7 @@ def with_embedding(client: MilvusClient, name: str, qtexts: List[str], n: int) -
     for variant in ("fp32", "int8"):
         model = LocalMiniLMEmbedding(variant=variant, query_cache_size=0)
         model.warm_up()
+        assert_variant(model, variant)
 
         def embed(i: int, m: LocalMiniLMEmbedding = model) -> List[float]:
             return m.get_query_embedding(qtexts[i % len(qtexts)])

@@ -62,11 +62,11 @@ def test_weights_are_folded_once_and_vectors_match_the_unrewritten_graph(embed_m
     """Basic graph optimisation (int8 weights folded to fp32 at load, not per run) changes no vector."""
     texts = ["hello world", "Milvus supports BM25 full text search.", " ".join(f"word {i}" for i in range(200))]
     folded = embed_model.embed(texts)
-    session = local._load_session(embed_model._resolved_model_path(), embed_model.num_threads)
+    session = local._load_session(embed_model.onnx_path, embed_model.num_threads)
     assert session.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    plain = ort.InferenceSession(embed_model._resolved_model_path(), sess_options=options,
+    plain = ort.InferenceSession(embed_model.onnx_path, sess_options=options,
                                  providers=["CPUExecutionProvider"])
     tok = local._load_tokenizer(embed_model.tokenizer_path, embed_model.max_length)
     for text, vector in zip(texts, folded):

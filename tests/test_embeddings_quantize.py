@@ -45,6 +45,8 @@ def test_the_variant_is_made_once_into_the_cache_and_reads_like_fp32(int8_model,
     assert [p for p in cache.iterdir() if p.name.startswith(".")] == []  # no temporary file left behind
     stamp = made.stat().st_mtime_ns
     assert int8_model_path(default_model_path(), INT8_RECIPE) == made and made.stat().st_mtime_ns == stamp
+    assert int8_model.onnx_path == str(made)
+    assert LocalMiniLMEmbedding(variant="fp32").onnx_path == str(default_model_path())
     graph = onnx.load(str(made)).graph
     kinds = {n.name: n.op_type for n in graph.node}
     assert sum(k == "MatMulInteger" for k in kinds.values()) == len(LAYER_NAMES) - len(INT8_RECIPE.keep_float)

@@ -40,9 +40,8 @@ GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 ALLOW_SPINNING = False
 #: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
 VARIANTS = ("fp32", "int8")
-#: fp32 stays the default: int8's nDCG@10 loss is within 0.005 on SciFact, Cranfield and CAsT and it ingests about 2x
-#: faster, but only on point estimates of small sets and one loaded run, and a collection that records no model would
-#: mix the two (docs/results/variants.md).
+#: fp32 stays the default: int8 ingests about 2x faster, but a contextualised CAsT follow-up loses 0.0066 nDCG@10 with
+#: it, past the 0.005 target (``bench/conversational_retrieval.py --variants``; docs/results/variants.md).
 DEFAULT_VARIANT = "fp32"
 #: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
 #: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
@@ -229,21 +228,24 @@ class LocalMiniLMEmbedding(BaseEmbedding):
         own = "" if self.model_path is None else f":{Path(self.model_path).name}"
         return f"{self.class_name()}:{self.model_name}{own}:{variant}"
 
-    def _resolved_model_path(self) -> str:
+    @property
+    def onnx_path(self) -> str:
+        """The ONNX file this model runs: ``model_path`` (or the installed file) for fp32, its int8 copy for int8
+        (made and cached on first use)."""
         source = str(self.model_path) if self.model_path is not None else str(default_model_path())
         return variant_path(source, self.variant)
 
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now instead of on first use."""
         _load_tokenizer(self.tokenizer_path, self.max_length)
-        _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
+        _load_session(self.onnx_path, self.num_threads, self.allow_spinning)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into a float32 array of shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, EMBED_DIM), dtype=np.float32)
         tok = _load_tokenizer(self.tokenizer_path, self.max_length)
-        session = _load_session(self._resolved_model_path(), self.num_threads, self.allow_spinning)
+        session = _load_session(self.onnx_path, self.num_threads, self.allow_spinning)
         encodings = tok.encode_batch(list(texts))
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
         rows = INT8_ROWS_PER_RUN if self.variant == "int8" else self.embed_batch_size

@@ -163,8 +163,23 @@ def check_embed_model(spec: CollectionSpec, embed_model: Optional[str], collecti
         return
     raise ConfigurationError(
         f"collection {collection_name!r} holds vectors of {spec.embed_model!r}; this embedding model is "
-        f"{embed_model!r}: vectors of two models (or two variants of one) never mix in one collection. Use the "
-        f"model that wrote it, or ingest into another collection")
+        f"{embed_model!r}: vectors of two models (or two variants of one) never mix in one collection. "
+        f"{way_out(spec.embed_model, embed_model)}, or ingest into another collection")
+
+
+#: The id prefix of the local model's vectors (``LocalMiniLMEmbedding.embed_model_id``), whose last part is the variant.
+LOCAL_MODEL_ID = "LocalMiniLMEmbedding:"
+
+
+def way_out(recorded: str, given: str) -> str:
+    """How to open a collection ``recorded`` wrote: for another variant of the local model, the setting that picks the
+    variant that wrote it; else the model itself."""
+    head, _, variant = recorded.rpartition(":")
+    if head.startswith(LOCAL_MODEL_ID) and head == given.rpartition(":")[0]:
+        name = variant.split("-")[0]
+        return (f"Open it with the {name} variant that wrote it (CONVRAG_EMBED_MODEL=local:{name} or "
+                f"LocalMiniLMEmbedding(variant={name!r}))")
+    return "Use the model that wrote it"
 
 
 def default_dense_index(is_lite: bool) -> Dict[str, Any]:

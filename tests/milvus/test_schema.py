@@ -13,6 +13,7 @@ from llama_index_convrag.milvus.schema import (
     create_collection,
     default_spec,
     detect_spec,
+    way_out,
 )
 from llama_index_convrag.rank_trail import get_trail
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
@@ -41,9 +42,22 @@ def test_a_collection_records_the_model_that_wrote_it_and_refuses_another(milvus
                                          r"embedding model is 'Local:minilm:int8-x': vectors of two models \(or two "
                                          r"variants of one\) never mix"):
         check_embed_model(got, "Local:minilm:int8-x", collection_name)
+    with pytest.raises(ValueError, match=r"Use the model that wrote it, or ingest into another collection$"):
+        check_embed_model(got, "Local:minilm:int8-x", collection_name)
     unrecorded = default_spec(8)
     assert unrecorded.embed_model is None and unrecorded == got  # the record is not part of the layout
     check_embed_model(unrecorded, "anything", collection_name)  # made before the record: cannot be checked
+
+
+def test_another_variant_of_the_local_model_is_told_the_setting_that_opens_the_collection():
+    fp32 = "LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:fp32"
+    int8 = "LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:int8-1cc93e918e"
+    with pytest.raises(ValueError, match=r"Open it with the fp32 variant that wrote it \(CONVRAG_EMBED_MODEL=local:"
+                                         r"fp32 or LocalMiniLMEmbedding\(variant='fp32'\)\), or ingest into another"):
+        check_embed_model(default_spec(8, embed_model=fp32), int8, "docs")
+    with pytest.raises(ValueError, match=r"Open it with the int8 variant .*CONVRAG_EMBED_MODEL=local:int8 "):
+        check_embed_model(default_spec(8, embed_model=int8), fp32, "docs")
+    assert way_out(fp32, "OpenAIEmbedding:text-embedding-3-small") == "Use the model that wrote it"
 
 
 def test_create_rejects_unknown_analyzer(milvus_client: Any, collection_name: str):
