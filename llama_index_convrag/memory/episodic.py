@@ -35,6 +35,7 @@ from llama_index_convrag.memory.episodic_schema import (
     create_episodic_collection,
     episodic_spec,
 )
+from llama_index_convrag.memory.bridge import WordVectors, bridge_scores, pool_words, unit_words
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
     MemoryUnit,
@@ -43,6 +44,7 @@ from llama_index_convrag.memory.units import (
     context_text,
     own_text,
     recalled_from_row,
+    row_raw,
     row_speaker,
     unit_key,
     units_of_conversation,
@@ -146,19 +148,45 @@ def query_text(query: Query) -> str:
     return query.query_str if isinstance(query, QueryBundle) else query
 
 
+Bridge = Optional[Tuple[List[str], Dict[int, List[str]]]]
+
+
+def bridge_words(rows: Sequence[Mapping[str, Any]], query: str, rules: RecallRules) -> Bridge:
+    """The words the bridge step compares (:func:`~.bridge.pool_words` over the candidates' rows), or None when it
+    is off or the query has no content word."""
+    texts = {int(r["position"]): row_raw(r) for r in rows}
+    return pool_words(query, texts, {row_speaker(r) for r in rows}, rules.bridge_boost)
+
+
+def wanted_words(bridge: Bridge) -> List[str]:
+    """Every word whose vector the bridge step reads."""
+    if bridge is None:
+        return []
+    q, per = bridge
+    return list(dict.fromkeys([*q, *(w for ws in per.values() for w in ws)]))
+
+
 def finish_recall(pool: List[int], spread: Mapping[int, Tuple[float, List[int]]],
                   found_by: Mapping[int, List[Dict[str, Any]]], rows: Sequence[Mapping[str, Any]], query: str,
-                  rules: RecallRules, before: Optional[int], k: int, started: float) -> Recall:
+                  rules: RecallRules, before: Optional[int], k: int, started: float, bridge: Bridge = None,
+                  vectors: Optional[Mapping[str, Any]] = None) -> Recall:
     """The :class:`Recall` of the best ``k`` candidates whose rows exist (a neighbour never indexed is skipped),
-    after the speaker step (:func:`~.rules.named_speaker`) over the candidates' speakers."""
+    after the speaker step (:func:`~.rules.named_speaker`) over the candidates' speakers and the bridge step
+    (:func:`~.bridge.bridge_scores`, when ``bridge`` holds its words and ``vectors`` their embeddings)."""
     by_position = {int(r["position"]): r for r in rows}
     speakers = {p: row_speaker(r) for p, r in by_position.items()}
     named = named_speaker(query, speakers.values()) if rules.speaker_boost > 0 else None
     scores = boost_speaker({p: spread[p][0] for p in pool if p in by_position}, speakers, named, rules.speaker_boost)
+    shares: Dict[int, float] = {}
+    if bridge is not None and vectors:
+        bridged = bridge_scores(scores, bridge[0], bridge[1], vectors, rules.bridge_threshold, rules.bridge_boost)
+        scores = {p: b["score"] for p, b in bridged.items()}
+        shares = {p: b["share"] for p, b in bridged.items()}
     units: List[RecalledUnit] = []
     for p in best(scores, k):
         units.append(recalled_from_row(by_position[p], round(scores[p], 6), found_by.get(p, []), spread[p][1],
-                                       speaker_named=named is not None and speakers[p] == named))
+                                       speaker_named=named is not None and speakers[p] == named,
+                                       bridged=round(shares.get(p, 0.0), 6)))
     return Recall(units=units, before=before, k=k, latency_ms=(time.perf_counter() - started) * 1000)
 
 
@@ -180,6 +208,7 @@ class EpisodicMemory:
         self._aclients: Dict[int, Any] = {}
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
         self._known_lock = threading.Lock()
+        self._words = WordVectors(embed_model)
 
     @classmethod
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
@@ -248,6 +277,7 @@ class EpisodicMemory:
         for i in range(0, len(rows), INSERT_BATCH):
             self._client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
         self._remember({(u.owner, u.conversation_id): None for u in units})
+        self._words.lookup(self._vocabulary(units))
         return len(rows)
 
     async def aindex(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
@@ -264,7 +294,15 @@ class EpisodicMemory:
         for i in range(0, len(rows), INSERT_BATCH):
             await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
         self._remember({(u.owner, u.conversation_id): None for u in units})
+        await self._words.alookup(self._vocabulary(units))
         return len(rows)
+
+    def _vocabulary(self, units: Sequence[MemoryUnit]) -> List[str]:
+        """The units' content words, whose vectors the bridge step will read (none when it is off): embedded with
+        the write, so that a recall finds them cached."""
+        if self._rules.bridge_boost <= 0:
+            return []
+        return list(dict.fromkeys(w for u in units for w in unit_words(u.text)))
 
     def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
                     new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
@@ -362,7 +400,10 @@ class EpisodicMemory:
         [ranking] = searcher.rank_many([query])
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
         rows = self._rows(owner, conversation_id, pool)
-        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
+        bridge = bridge_words(rows, query_text(query), self._rules)
+        vectors = self._words.lookup(wanted_words(bridge)) if bridge is not None else None
+        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started,
+                             bridge, vectors)
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                       k: int = 10) -> Recall:
@@ -378,7 +419,10 @@ class EpisodicMemory:
         [ranking] = await searcher.arank_many([query])
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
         rows = await self._arows(owner, conversation_id, pool)
-        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
+        bridge = bridge_words(rows, query_text(query), self._rules)
+        vectors = await self._words.alookup(wanted_words(bridge)) if bridge is not None else None
+        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started,
+                             bridge, vectors)
 
     def _get_args(self, owner: str, conversation_id: str, positions: Sequence[int]) -> Dict[str, Any]:
         return {"ids": [unit_key(owner, conversation_id, p) for p in positions],

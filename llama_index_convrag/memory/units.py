@@ -143,6 +143,7 @@ class RecalledUnit:
     found_by: List[Dict[str, Any]] = field(default_factory=list)
     spread_from: List[int] = field(default_factory=list)
     speaker_named: bool = False
+    bridged: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -182,11 +183,16 @@ def row_speaker(row: Mapping[str, Any]) -> str:
     return str((row.get("metadata") or {}).get("speaker", ""))
 
 
+def row_raw(row: Mapping[str, Any]) -> str:
+    """The message text a stored row keeps (:meth:`MemoryUnit.metadata`)."""
+    return str((row.get("metadata") or {}).get("raw", ""))
+
+
 def recalled_from_row(row: Mapping[str, Any], score: float, found_by: List[Dict[str, Any]],
-                      spread_from: List[int], speaker_named: bool = False) -> RecalledUnit:
+                      spread_from: List[int], speaker_named: bool = False, bridged: float = 0.0) -> RecalledUnit:
     """A :class:`RecalledUnit` from a stored row (the fields :func:`row_of` wrote)."""
     meta = row.get("metadata") or {}
     return RecalledUnit(position=int(row["position"]), message_id=str(meta.get("message_id", "")),
-                        speaker=row_speaker(row), text=str(meta.get("raw", "")),
+                        speaker=row_speaker(row), text=row_raw(row),
                         date=str(meta.get("date", "")), turn=int(meta.get("turn", 0)), score=score,
-                        found_by=found_by, spread_from=spread_from, speaker_named=speaker_named)
+                        found_by=found_by, spread_from=spread_from, speaker_named=speaker_named, bridged=bridged)

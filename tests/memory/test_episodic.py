@@ -98,14 +98,18 @@ def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemo
     assert got.latency_ms > 0
 
 
-def test_a_query_that_names_a_speaker_raises_that_speakers_messages(indexed: EpisodicMemory, milvus_client: Any,
-                                                                   milvus_target: Any, embed_model: Any) -> None:
-    plain = EpisodicMemory.from_defaults(embed_model=embed_model, client=milvus_client, target=milvus_target,
-                                         collection_name=indexed.collection_name,
-                                         rules=RecallRules(speaker_boost=0.0))
+def reader(indexed: EpisodicMemory, rules: RecallRules) -> EpisodicMemory:
+    """Another memory over ``indexed``'s collection, with ``rules``."""
+    return EpisodicMemory.from_defaults(embed_model=indexed._embed_model, client=indexed._client,
+                                        target=indexed.target, collection_name=indexed.collection_name, rules=rules)
+
+
+def test_a_query_that_names_a_speaker_raises_that_speakers_messages(indexed: EpisodicMemory) -> None:
+    plain = reader(indexed, RecallRules(speaker_boost=0.0, bridge_boost=0.0))
+    speaker = reader(indexed, RecallRules(bridge_boost=0.0))
     query = "Which hikes did Rui do?"
     before = plain.recall(query, owner="alice", conversation_id="pair", k=6)
-    got = indexed.recall(query, owner="alice", conversation_id="pair", k=6)
+    got = speaker.recall(query, owner="alice", conversation_id="pair", k=6)
     assert sorted(got.positions) == sorted(before.positions)  # the same messages, scored again
     unboosted = {u.position: u.score for u in before.units}
     for u in got.units:
@@ -116,9 +120,41 @@ def test_a_query_that_names_a_speaker_raises_that_speakers_messages(indexed: Epi
     assert got.units[0].speaker == "Rui"
     # no name, or both names: the step changes nothing
     for q in ("Which hikes were done?", "Which hikes did Ana and Rui do?"):
-        assert indexed.recall(q, owner="alice", conversation_id="pair", k=6).to_record()["units"] == [
+        assert speaker.recall(q, owner="alice", conversation_id="pair", k=6).to_record()["units"] == [
             dict(u, speaker_named=False) for u in plain.recall(q, owner="alice", conversation_id="pair",
                                                               k=6).to_record()["units"]]
+
+
+#: A question that names a kind ("pets") and messages that name instances of it.
+PETS = [
+    ("Ana", "We adopted a dog from the shelter last spring."),
+    ("Rui", "That is lovely, how is the training going?"),
+    ("Ana", "Slowly! We also have a cat, and she ignores the dog."),
+    ("Rui", "I went hiking in the mountains on Sunday."),
+    ("Ana", "Which trail did you take?"),
+    ("Rui", "The coastal one, about twelve kilometres."),
+]
+
+
+def test_a_message_that_names_an_instance_of_the_querys_kind_is_raised(indexed: EpisodicMemory) -> None:
+    indexed.index(units(conversation="pets", talk=PETS))
+    plain = reader(indexed, RecallRules(bridge_boost=0.0))
+    query = "Which pets does Ana have?"
+    unbridged = plain.recall(query, owner="alice", conversation_id="pets", k=6)
+    before = {u.position: u for u in unbridged.units}
+    got = indexed.recall(query, owner="alice", conversation_id="pets", k=6)
+    assert sorted(got.positions) == sorted(before)  # the same candidates, scored again
+    shares = {u.position: u.bridged for u in got.units}
+    assert shares[0] == shares[2] == 1.0  # "dog", "cat" lie near "pets" (the query's one content word)
+    assert shares[3] == shares[5] == 0.0
+    for u in got.units:
+        assert before[u.position].bridged == 0.0
+        assert u.score == pytest.approx(before[u.position].score + indexed.rules.bridge_boost * u.bridged, abs=1e-5)
+    for p in (0, 2):  # raised past the messages they did not bridge
+        assert got.positions.index(p) < unbridged.positions.index(p) or got.positions.index(p) == 0
+    # a query without a content word (stop words and names only): the step changes nothing
+    assert indexed.recall("What did Ana do?", owner="alice", conversation_id="pets", k=6).to_record()["units"] == \
+        plain.recall("What did Ana do?", owner="alice", conversation_id="pets", k=6).to_record()["units"]
 
 
 def test_the_recent_window_is_left_out(indexed: EpisodicMemory) -> None:

@@ -21,6 +21,8 @@ def test_weights_split_context_and_dense_shares() -> None:
     ("context_before", 1.0, "RecallRules.context_before must be an int >= 0, got 1.0"),
     ("speaker_boost", 2.5, r"RecallRules.speaker_boost must be a number in \[0, 2\], got 2.5"),
     ("speaker_pool", 0, "RecallRules.speaker_pool must be an int >= 1, got 0"),
+    ("bridge_boost", -1, r"RecallRules.bridge_boost must be a number in \[0, 2\], got -1"),
+    ("bridge_threshold", 1.2, r"RecallRules.bridge_threshold must be a number in \[0, 1\], got 1.2"),
 ])
 def test_bad_rules_name_the_value(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

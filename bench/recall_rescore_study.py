@@ -1,0 +1,285 @@
+"""Scratch study: re-scoring steps over episodic recall's candidate pool, on LoCoMo.
+
+Each question's four lists are searched once through the package (``EpisodicMemory``'s own searcher, the default
+``RecallRules``, Milvus Lite) and cached (``bench/out/recall_pool.pkl``); the variants then re-score the cached pool in
+Python, in seconds. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4) and category.
+
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_rescore_study.py
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import OUT, cached_embeddings, fresh_dir  # noqa: E402
+from memory_recall import CATEGORIES, OWNER, TUNE, TableEmbedding, load_locomo  # noqa: E402
+
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.memory.episodic import EpisodicMemory, _position, unit_texts  # noqa: E402
+from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, spread_scores  # noqa: E402
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
+
+CACHE = OUT / "recall_pool.pkl"
+
+
+def build() -> Dict[str, Any]:
+    convs = load_locomo()
+    model = LocalMiniLMEmbedding()
+    texts = sorted({t for c in convs for _, own, ctx in unit_texts(c["units"], (), RecallRules()) for t in (own, ctx)})
+    vectors = dict(zip(texts, cached_embeddings(model, texts, "locomo").tolist()))
+    table = TableEmbedding(vectors, model)
+    folder = fresh_dir("recall_study")
+    target = MilvusTarget(uri=str(folder / "memory.db"))
+    client = connect_milvus(target)
+    memory = EpisodicMemory.from_defaults(embed_model=table, client=client, target=target,
+                                          collection_name="study_memory")
+    for c in convs:
+        memory.index(c["units"])
+    out: Dict[Tuple[int, int], Any] = {}
+    t0 = time.perf_counter()
+    for ci, c in enumerate(convs):
+        searcher = memory._searcher(OWNER, f"locomo-{ci}", None)
+        for qi, q in enumerate(c["questions"]):
+            [ranking] = searcher.rank_many([q["question"]])
+            fused = {_position(key): score for key, score in ranking.kept}
+            lists = {stage: {_position(k): v for k, v in pos.items()} for stage, pos in ranking.stages}
+            out[(ci, qi)] = {"fused": fused, "lists": lists,
+                             "qvec": np.asarray(model.get_query_embedding(q["question"]), dtype=np.float32)}
+    print(f"searched {len(out)} questions in {time.perf_counter() - t0:.0f} s")
+    own = {(ci, u.position): np.asarray(vectors[o], dtype=np.float32)
+           for ci, c in enumerate(convs) for u, o, _ in unit_texts(c["units"], (), RecallRules())}
+    client.drop_collection("study_memory")
+    data = {"pools": out, "own": own}
+    CACHE.write_bytes(pickle.dumps(data))
+    return data
+
+
+def load() -> Dict[str, Any]:
+    return pickle.loads(CACHE.read_bytes()) if CACHE.is_file() else build()
+
+
+Rescore = Callable[[int, int, Dict[int, float]], Dict[int, float]]
+
+
+def baseline_scores(convs, data, ci, qi, rules: RecallRules) -> Dict[int, float]:
+    """What ``finish_recall`` ranks: the spread scores of the pool, after the speaker step."""
+    entry = data["pools"][(ci, qi)]
+    spread = spread_scores(entry["fused"], rules)
+    units = convs[ci]["units"]
+    n = len(units)
+    pool = [p for p in best({p: s for p, (s, _) in spread.items() if p < n}, rules.pool(10))]
+    speakers = {p: units[p].speaker for p in pool}
+    named = named_speaker(convs[ci]["questions"][qi]["question"], speakers.values())
+    return boost_speaker({p: spread[p][0] for p in pool}, speakers, named, rules.speaker_boost)
+
+
+def evaluate(convs, data, name: str, rescore: Rescore = None, k: int = 10, rules: RecallRules = RecallRules(),
+             quiet: bool = False) -> Dict[str, float]:
+    acc: Dict[Tuple[str, Any], List[float]] = defaultdict(list)
+    for ci, c in enumerate(convs):
+        half = "tune" if ci in TUNE else "check"
+        for qi, q in enumerate(c["questions"]):
+            scores = baseline_scores(convs, data, ci, qi, rules)
+            if rescore is not None:
+                scores = rescore(ci, qi, scores)
+            got = best(scores, k)
+            r = len(q["evidence"] & set(got)) / len(q["evidence"])
+            for h in ("all", half):
+                acc[(h, "all")].append(r)
+                acc[(h, q["category"])].append(r)
+    m = {f"{h}/{c}": float(np.mean(v)) for (h, c), v in acc.items()}
+    if not quiet:
+        cats = " ".join(f"{CATEGORIES[c][:5]} {m[f'all/{c}']:.3f}" for c in sorted(CATEGORIES))
+        print(f"{name:44s} all {m['all/all']:.3f} tune {m['tune/all']:.3f} check {m['check/all']:.3f} "
+              f"mh {m['tune/1']:.3f}/{m['check/1']:.3f} | {cats}")
+    return m
+
+
+def main() -> int:
+    convs = load_locomo()
+    data = load()
+    evaluate(convs, data, "baseline (default rules)")
+    evaluate(convs, data, "baseline pool 30 oracle@30", k=30)
+    study3(convs, data)
+    return 0
+
+
+
+# -- variants ---------------------------------------------------------------------------------------------------
+from llama_index_convrag.text import holds_phrase  # noqa: E402
+from llama_index_convrag.text.lexicon import stop_words  # noqa: E402
+from llama_index_convrag.text.words import words  # noqa: E402
+
+QWORDS = {"what", "which", "who", "when", "where", "how", "why", "did", "does", "do", "has", "have", "had", "is",
+          "are", "was", "were", "kind", "kinds", "type", "types", "some", "ways", "things"}
+
+
+def content_words(query: str, speakers: Sequence[str]) -> List[str]:
+    stops = stop_words("en") | QWORDS
+    names = {w.lower() for s in speakers for w in words(s)}
+    return [w for w in words(query) if w.lower() not in stops and w.lower() not in names and w.isalpha()
+            and w.lower() not in {n + "s" for n in names}]
+
+
+def wide_scores(convs, data, ci, qi, rules: RecallRules, pool: int) -> Dict[int, float]:
+    entry = data["pools"][(ci, qi)]
+    spread = spread_scores(entry["fused"], rules)
+    units = convs[ci]["units"]
+    n = len(units)
+    keep = best({p: s for p, (s, _) in spread.items() if p < n}, pool)
+    speakers = {p: units[p].speaker for p in keep}
+    named = named_speaker(convs[ci]["questions"][qi]["question"], speakers.values())
+    return boost_speaker({p: spread[p][0] for p in keep}, speakers, named, rules.speaker_boost)
+
+
+def study(convs, data) -> None:
+    model = LocalMiniLMEmbedding()
+    for pool in (60, 100, 400):
+        evaluate(convs, data, f"oracle@{pool} over all candidates", k=pool,
+                 rescore=lambda ci, qi, s, pool=pool: wide_scores(convs, data, ci, qi, RecallRules(), pool))
+    # content phrase of each question (its words less stop/question words and the speakers' names)
+    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
+    phrases = {(ci, qi): " ".join(content_words(q["question"], speakers[ci]))
+               for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
+    texts = sorted(set(phrases.values()) - {""})
+    pvec = dict(zip(texts, cached_embeddings(model, texts, "locomo_phrases")))
+    wtexts = sorted({w.lower() for p in phrases.values() for w in p.split()})
+    wvec = dict(zip(wtexts, cached_embeddings(model, wtexts, "locomo_qwords")))
+    own = data["own"]
+
+    def phrase_rescore(lam: float, pool: int, mode: str):
+        def f(ci, qi, s):
+            s = wide_scores(convs, data, ci, qi, RecallRules(), pool) if pool else s
+            ph = phrases[(ci, qi)]
+            if not ph:
+                return s
+            ps = list(s)
+            V = np.stack([own[(ci, p)] for p in ps])
+            if mode == "phrase":
+                sim = V @ pvec[ph]
+            elif mode == "query":
+                sim = V @ data["pools"][(ci, qi)]["qvec"]
+            else:  # max over single words
+                W = np.stack([wvec[w.lower()] for w in ph.split()])
+                sim = (V @ W.T).max(axis=1) if mode == "wmax" else (V @ W.T).mean(axis=1)
+            lo, hi = sim.min(), sim.max()
+            z = (sim - lo) / (hi - lo) if hi > lo else np.zeros_like(sim)
+            return {p: s[p] + lam * float(z[i]) for i, p in enumerate(ps)}
+        return f
+
+    for mode in ("phrase", "query", "wmax", "wmean"):
+        for pool in (0, 60):
+            for lam in (0.2, 0.4, 0.8):
+                evaluate(convs, data, f"{mode} pool {pool or 30} lam {lam}", rescore=phrase_rescore(lam, pool, mode))
+
+
+
+TIME_WORDS = re.compile(r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this|recently|weekend|week|month|year|"
+                        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|"
+                        r"june|july|august|september|october|november|december|\d{4})\b", re.I)
+LIST_Q = re.compile(r"^(what|which) (\w+ ){0,3}\w+s\b|^what are\b|^how many\b|\bboth\b", re.I)
+
+
+def study2(convs, data) -> None:
+    units = {ci: c["units"] for ci, c in enumerate(convs)}
+
+    def temporal(boost: float):
+        def f(ci, qi, s):
+            q = convs[ci]["questions"][qi]["question"]
+            if not re.match(r"\s*when\b", q, re.I):
+                return s
+            return {p: v * (1 + boost) if TIME_WORDS.search(units[ci][p].text) else v for p, v in s.items()}
+        return f
+
+    for b in (0.1, 0.2, 0.4):
+        evaluate(convs, data, f"when -> time words x{1 + b}", rescore=temporal(b))
+
+    def diverse(delta: float, listonly: bool, pool: int = 0):
+        def f(ci, qi, s):
+            q = convs[ci]["questions"][qi]["question"]
+            if listonly and not LIST_Q.search(q):
+                return s
+            if pool:
+                s = wide_scores(convs, data, ci, qi, RecallRules(), pool)
+            left, out, seen = dict(s), {}, defaultdict(int)
+            rank = 0
+            while left:
+                p = max(left, key=lambda x: (left[x] * (1 - delta) ** seen[units[ci][x].session], x))
+                out[p] = 1e6 - rank
+                rank += 1
+                seen[units[ci][p].session] += 1
+                del left[p]
+            return out
+        return f
+
+    n_list = sum(bool(LIST_Q.search(q["question"])) for c in convs for q in c["questions"])
+    n_list_mh = sum(bool(LIST_Q.search(q["question"])) for c in convs for q in c["questions"] if q["category"] == 1)
+    print(f"list questions: {n_list} of which multi-hop {n_list_mh}")
+    for d in (0.1, 0.2, 0.3):
+        for lo in (True, False):
+            evaluate(convs, data, f"soft session diversity {d} {'list q only' if lo else 'all q'}",
+                     rescore=diverse(d, lo))
+        evaluate(convs, data, f"soft session diversity {d} list q, pool 60", rescore=diverse(d, True, 60))
+
+
+
+def study3(convs, data) -> None:
+    """Vocabulary bridge: a candidate holding a word near a query content word (cosine of the single words'
+    embeddings >= t) gains ``b`` x the share of query content words it bridges (exact matches count too)."""
+    model = LocalMiniLMEmbedding()
+    units = {ci: c["units"] for ci, c in enumerate(convs)}
+    stops = stop_words("en") | QWORDS
+    uw = {(ci, u.position): {w.lower() for w in words(u.text) if w.isalpha() and w.lower() not in stops
+                              and len(w) > 2} for ci, c in enumerate(convs) for u in c["units"]}
+    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
+    qw = {(ci, qi): sorted({w.lower() for w in content_words(q["question"], speakers[ci]) if len(w) > 2})
+          for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
+    vocab = sorted(set().union(*uw.values()) | set().union(*qw.values()))
+    vec = dict(zip(vocab, cached_embeddings(model, vocab, "locomo_vocab")))
+    print(f"vocabulary {len(vocab)} words")
+
+    def bridge(t: float, b: float, pool: int, listonly: bool):
+        def f(ci, qi, s):
+            q = convs[ci]["questions"][qi]["question"]
+            words_q = qw[(ci, qi)]
+            if not words_q or (listonly and not LIST_Q.search(q)):
+                return s
+            if pool:
+                s = wide_scores(convs, data, ci, qi, RecallRules(), pool)
+            Q = np.stack([vec[w] for w in words_q])
+            out = {}
+            for p, v in s.items():
+                ws = sorted(uw[(ci, p)])
+                if not ws:
+                    out[p] = v
+                    continue
+                sim = (np.stack([vec[w] for w in ws]) @ Q.T).max(axis=0)
+                out[p] = v + b * float((sim >= t).mean())
+            return out
+        return f
+
+    for t in (0.45, 0.5, 0.55):
+        for b in (0.4, 0.6, 0.8):
+            evaluate(convs, data, f"bridge t{t} b{b}", rescore=bridge(t, b, 0, False))
+    plain = {(ci, qi): sorted({w.lower() for w in words(q["question"]) if w.isalpha() and len(w) > 2
+                               and w.lower() not in stop_words("en")
+                               and w.lower() not in {n.lower() for n in speakers[ci]}})
+             for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
+    missing = sorted(set().union(*plain.values()) - set(vec))
+    vec.update(zip(missing, cached_embeddings(model, missing, "locomo_vocab2")))
+    qw.clear()
+    qw.update(plain)
+    evaluate(convs, data, "bridge t0.5 b0.4, only stop words and names out", rescore=bridge(0.5, 0.4, 0, False))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

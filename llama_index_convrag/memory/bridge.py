@@ -1,0 +1,148 @@
+"""The vocabulary bridge: a recalled candidate that holds a word near a word of the query gains score.
+
+A question often names a kind ("Which cities has John been to?") where the messages that answer it name instances
+("It's Seattle", "I was in Chicago"); neither list of the hybrid search links the two. Each content word of the query
+(:func:`query_words`: its words less stop words and the candidates' speakers' names) is compared, as a single-word
+embedding of the memory's model, with each content word of a candidate (:func:`unit_words`); the candidate's
+*bridged share* is the share of query words it holds a word within ``threshold`` cosine of (the same word counts),
+and its score gains ``boost`` times that share (:func:`bridge_scores`). The step re-scores the candidate pool the
+recall reads anyway: no search, one embedding batch of the words not yet cached (:class:`WordVectors`, warmed when
+messages are indexed, so a recall's words are usually cached).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.text import stop_words, words
+
+#: Words cached by default: about the working vocabulary of English conversation (384 float32 each: ~30 MB).
+DEFAULT_WORD_CACHE = 20_000
+#: The shortest word compared (shorter ones are mostly particles and contractions' pieces).
+MIN_WORD_CHARS = 3
+
+
+def unit_words(text: str, exclude: Iterable[str] = ()) -> List[str]:
+    """The distinct content words of ``text``, lower-cased, in first-seen order: alphabetic, at least
+    ``MIN_WORD_CHARS`` long, neither an English stop word nor a word of ``exclude`` (compared lower-cased)."""
+    stops = stop_words("en")
+    skip = {w.lower() for w in exclude}
+    out: Dict[str, None] = {}
+    for w in words(text):
+        low = w.lower()
+        if len(low) >= MIN_WORD_CHARS and low.isalpha() and low not in stops and low not in skip:
+            out[low] = None
+    return list(out)
+
+
+def query_words(query: str, speakers: Iterable[str]) -> List[str]:
+    """The query's content words (:func:`unit_words`) less the words of the ``speakers``' names and their plural or
+    possessive forms ("Melanie's" is one word): a name already weighs in the searches and the speaker step."""
+    names = {w.lower() for s in speakers for w in words(s)}
+    return unit_words(query, names | {n + "s" for n in names})
+
+
+def bridged_share(query_vectors: np.ndarray, vectors: np.ndarray, threshold: float) -> float:
+    """The share of query words (rows of ``query_vectors``, unit length) that some row of ``vectors`` (a candidate's
+    words, unit length) lies within ``threshold`` cosine of; 0.0 when either is empty."""
+    if query_vectors.size == 0 or vectors.size == 0:
+        return 0.0
+    return float(((vectors @ query_vectors.T).max(axis=0) >= threshold).mean())
+
+
+def bridge_scores(scores: Mapping[int, float], query: Sequence[str], candidates: Mapping[int, Sequence[str]],
+                  vectors: Mapping[str, np.ndarray], threshold: float,
+                  boost: float) -> Dict[int, Dict[str, float]]:
+    """Per position of ``scores``: ``{"score": score + boost * share, "share": share}``, the share from
+    :func:`bridged_share` of the ``query`` words against the position's ``candidates`` words (``vectors``: each
+    word's unit-length embedding; a word without one is left out). ``boost`` 0 or no query words: scores as given,
+    share 0."""
+    out = {p: {"score": float(s), "share": 0.0} for p, s in scores.items()}
+    q = [vectors[w] for w in query if w in vectors]
+    if boost <= 0 or not q:
+        return out
+    qm = np.stack(q)
+    for p in scores:
+        ws = [vectors[w] for w in candidates.get(p, ()) if w in vectors]
+        share = bridged_share(qm, np.stack(ws) if ws else np.zeros((0, qm.shape[1])), threshold)
+        out[p] = {"score": float(scores[p]) + boost * share, "share": share}
+    return out
+
+
+def _unit(rows: Sequence[Sequence[float]]) -> List[np.ndarray]:
+    out = []
+    for r in rows:
+        v = np.asarray(r, dtype=np.float32)
+        n = float(np.linalg.norm(v))
+        out.append(v / n if n > 0 else v)
+    return out
+
+
+class WordVectors:
+    """Single-word embeddings of ``embed_model``, unit length, in a bounded LRU cache (the least recently used word
+    is forgotten past ``max_words``). :meth:`lookup` embeds the words it lacks in one batch; :meth:`alookup` is its
+    async twin. Thread-safe; nothing is embedded in ``__init__``."""
+
+    def __init__(self, embed_model: BaseEmbedding, max_words: int = DEFAULT_WORD_CACHE) -> None:
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ConfigurationError(f"max_words must be an int >= 1, got {max_words!r}")
+        self._model = embed_model
+        self._max = max_words
+        self._cache: "OrderedDict[str, np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def _split(self, wanted: Iterable[str]) -> tuple:
+        found: Dict[str, np.ndarray] = {}
+        missing: List[str] = []
+        with self._lock:
+            for w in dict.fromkeys(wanted):
+                v = self._cache.get(w)
+                if v is None:
+                    missing.append(w)
+                else:
+                    self._cache.move_to_end(w)
+                    found[w] = v
+        return found, missing
+
+    def _store(self, found: Dict[str, np.ndarray], missing: List[str], rows: Sequence[Sequence[float]]) -> None:
+        with self._lock:
+            for w, v in zip(missing, _unit(rows)):
+                self._cache[w] = v
+                found[w] = v
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+
+    def lookup(self, wanted: Iterable[str]) -> Dict[str, np.ndarray]:
+        """Each word of ``wanted`` with its vector (the missing ones embedded in one batch)."""
+        found, missing = self._split(wanted)
+        if missing:
+            self._store(found, missing, self._model.get_text_embedding_batch(missing))
+        return found
+
+    async def alookup(self, wanted: Iterable[str]) -> Dict[str, np.ndarray]:
+        """Async twin of :meth:`lookup`."""
+        found, missing = self._split(wanted)
+        if missing:
+            self._store(found, missing, await self._model.aget_text_embedding_batch(missing))
+        return found
+
+
+def pool_words(query: str, texts: Mapping[int, str], speakers: Iterable[str],
+               boost: float) -> Optional[tuple]:
+    """``(query words, {position: words})`` for :func:`bridge_scores` over the candidates' ``texts``, or None when
+    the step is off (``boost`` 0) or the query has no content word."""
+    if boost <= 0:
+        return None
+    q = query_words(query, speakers)
+    if not q:
+        return None
+    return q, {p: unit_words(t) for p, t in texts.items()}

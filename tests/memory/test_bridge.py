@@ -1,0 +1,130 @@
+"""The vocabulary bridge's pure steps on hand-built vectors, and its word cache with a counting embedding."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
+
+from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.bridge import (
+    WordVectors,
+    bridge_scores,
+    bridged_share,
+    pool_words,
+    query_words,
+    unit_words,
+)
+
+
+def test_unit_words_are_distinct_lowercase_content_words_in_order() -> None:
+    assert unit_words("I was in Chicago, then Chicago again! It's 2023; ok, lovely Paris.") == ["chicago", "lovely",
+                                                                                               "paris"]
+    assert unit_words("Seattle and Paris", exclude=["PARIS"]) == ["seattle"]
+    assert unit_words("") == []
+
+
+def test_query_words_leave_out_the_speakers_names_and_their_possessives() -> None:
+    assert query_words("Which cities has John been to?", ["John", "Tim"]) == ["cities"]
+    assert query_words("What do Melanie's kids like?", ["Melanie", "Caroline"]) == ["kids", "like"]
+    assert query_words("What did Mary Ann read?", ["Mary Ann"]) == ["read"]
+
+
+def unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+VECTORS = {"cities": unit(1, 0, 0), "pets": unit(0, 1, 0), "seattle": unit(0.8, 0.6, 0),
+           "dog": unit(0, 0.6, 0.8), "trip": unit(0, 0, 1)}
+
+
+def test_bridged_share_counts_the_query_words_some_candidate_word_is_near() -> None:
+    q = np.stack([VECTORS["cities"], VECTORS["pets"]])
+    assert bridged_share(q, np.stack([VECTORS["seattle"]]), 0.8) == 0.5  # cos 0.8 with cities, 0.6 with pets
+    assert bridged_share(q, np.stack([VECTORS["seattle"]]), 0.6) == 1.0
+    assert bridged_share(q, np.stack([VECTORS["trip"]]), 0.5) == 0.0
+    assert bridged_share(q, np.zeros((0, 3)), 0.5) == 0.0
+    assert bridged_share(np.zeros((0, 3)), np.stack([VECTORS["trip"]]), 0.5) == 0.0
+
+
+def test_bridge_scores_add_boost_times_the_share() -> None:
+    scores = {3: 1.0, 7: 0.9, 9: 0.5}
+    words = {3: ["trip"], 7: ["seattle", "trip"], 9: ["unknown"]}
+    got = bridge_scores(scores, ["cities", "pets"], words, VECTORS, threshold=0.7, boost=0.4)
+    assert got == {3: {"score": 1.0, "share": 0.0}, 7: {"score": pytest.approx(0.9 + 0.4 * 0.5), "share": 0.5},
+                   9: {"score": 0.5, "share": 0.0}}
+    # off, or nothing to compare: the scores as given
+    off = {p: {"score": s, "share": 0.0} for p, s in scores.items()}
+    assert bridge_scores(scores, ["cities"], words, VECTORS, 0.7, 0.0) == off
+    assert bridge_scores(scores, ["nowhere"], words, VECTORS, 0.7, 0.4) == off
+
+
+def test_pool_words_is_none_when_off_or_without_content_words() -> None:
+    texts = {1: "I was in Seattle", 2: "Nice!"}
+    assert pool_words("Which cities has John been to?", texts, ["John"], 0.4) == (["cities"],
+                                                                                  {1: ["seattle"], 2: ["nice"]})
+    assert pool_words("Which cities has John been to?", texts, ["John"], 0.0) is None
+    assert pool_words("What did John do?", texts, ["John"], 0.4) is None
+
+
+class Counting(BaseEmbedding):
+    """Fixed 2-d vectors (not unit length) per text; counts the batches and the texts embedded."""
+
+    _batches: List[List[str]] = PrivateAttr(default_factory=list)
+
+    def __init__(self) -> None:
+        super().__init__(model_name="counting")
+
+    def _vec(self, text: str) -> List[float]:
+        return [float(len(text)), 3.0]
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._vec(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._vec(query)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._vec(text)
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        self._batches.append(list(texts))
+        return [self._vec(t) for t in texts]
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self._get_text_embeddings(texts)
+
+
+def test_word_vectors_embed_only_missing_words_once_unit_length_and_forget_the_oldest() -> None:
+    model = Counting()
+    cache = WordVectors(model, max_words=3)
+    got = cache.lookup(["abcd", "ab", "abcd"])
+    assert model._batches == [["abcd", "ab"]]
+    np.testing.assert_allclose(got["abcd"], [0.8, 0.6], rtol=1e-6)
+    assert set(got) == {"abcd", "ab"}
+    cache.lookup(["ab", "x"])
+    assert model._batches[-1] == ["x"] and len(cache) == 3
+    cache.lookup(["yyy"])  # "abcd" is the least recently used: forgotten
+    assert len(cache) == 3
+    cache.lookup(["abcd", "ab"])
+    assert model._batches[-1] == ["abcd"]
+    assert cache.lookup([]) == {} and len(model._batches) == 4
+
+
+async def test_word_vectors_async_twin_shares_the_cache() -> None:
+    model = Counting()
+    cache = WordVectors(model)
+    got: Dict[str, Any] = await cache.alookup(["abcd"])
+    np.testing.assert_allclose(got["abcd"], [0.8, 0.6], rtol=1e-6)
+    cache.lookup(["abcd"])
+    assert model._batches == [["abcd"]]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_word_vectors_refuse_a_bad_size(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"max_words must be an int >= 1, got"):
+        WordVectors(Counting(), max_words=bad)
