@@ -2,9 +2,18 @@
 
 Each question's four lists are searched once through the package (``EpisodicMemory``'s own searcher, the default
 ``RecallRules``, Milvus Lite) and cached (``bench/out/recall_pool.pkl``); the variants then re-score the cached pool in
-Python, in seconds. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4) and category.
+Python, in seconds. The baseline is the package's ranking before the bridge step (spread, then the speaker step);
+its figures equal ``bench/memory_recall.py``'s "+ named speaker" row. Recall@10 of the evidence per half (tune =
+conversations 0-2, check = 3-4) and category, and multi-hop per half.
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_rescore_study.py
+* ``pools``: recall@N over deeper pools (what any re-scoring of them could reach);
+* ``dense``: a second dense score over the pool (the question's content words as one phrase, the whole question,
+  each content word alone: max or mean), added at weight lam;
+* ``time-diversity``: "when" questions raising messages with time words; a soft per-session discount for list
+  questions or all questions;
+* ``bridge``: the vocabulary bridge (:mod:`llama_index_convrag.memory.bridge`) over thresholds and boosts.
+
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_rescore_study.py [--studies pools,dense,time-diversity,bridge]
 """
 
 from __future__ import annotations
@@ -24,9 +33,11 @@ from _data import OUT, cached_embeddings, fresh_dir  # noqa: E402
 from memory_recall import CATEGORIES, OWNER, TUNE, TableEmbedding, load_locomo  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.memory.bridge import bridge_scores, query_words, unit_words  # noqa: E402
 from llama_index_convrag.memory.episodic import EpisodicMemory, _position, unit_texts  # noqa: E402
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, spread_scores  # noqa: E402
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
+from llama_index_convrag.text import stop_words, words  # noqa: E402
 
 CACHE = OUT / "recall_pool.pkl"
 
@@ -70,6 +81,9 @@ def load() -> Dict[str, Any]:
 Rescore = Callable[[int, int, Dict[int, float]], Dict[int, float]]
 
 
+BEFORE_BRIDGE = RecallRules(bridge_boost=0.0)
+
+
 def baseline_scores(convs, data, ci, qi, rules: RecallRules) -> Dict[int, float]:
     """What ``finish_recall`` ranks: the spread scores of the pool, after the speaker step."""
     entry = data["pools"][(ci, qi)]
@@ -82,7 +96,7 @@ def baseline_scores(convs, data, ci, qi, rules: RecallRules) -> Dict[int, float]
     return boost_speaker({p: spread[p][0] for p in pool}, speakers, named, rules.speaker_boost)
 
 
-def evaluate(convs, data, name: str, rescore: Rescore = None, k: int = 10, rules: RecallRules = RecallRules(),
+def evaluate(convs, data, name: str, rescore: Rescore = None, k: int = 10, rules: RecallRules = BEFORE_BRIDGE,
              quiet: bool = False) -> Dict[str, float]:
     acc: Dict[Tuple[str, Any], List[float]] = defaultdict(list)
     for ci, c in enumerate(convs):
@@ -105,19 +119,22 @@ def evaluate(convs, data, name: str, rescore: Rescore = None, k: int = 10, rules
 
 
 def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--studies", default="pools,dense,time-diversity,bridge")
+    args = ap.parse_args()
     convs = load_locomo()
     data = load()
-    evaluate(convs, data, "baseline (default rules)")
-    evaluate(convs, data, "baseline pool 30 oracle@30", k=30)
-    study3(convs, data)
+    evaluate(convs, data, "baseline (rules before the bridge)")
+    evaluate(convs, data, "oracle@30 (the pool the steps re-score)", k=30)
+    studies = {"pools": study_pools, "dense": study_dense, "time-diversity": study_time_diversity, "bridge": study_bridge}
+    for name in args.studies.split(","):
+        studies[name](convs, data)
     return 0
 
 
-
 # -- variants ---------------------------------------------------------------------------------------------------
-from llama_index_convrag.text import holds_phrase  # noqa: E402
-from llama_index_convrag.text.lexicon import stop_words  # noqa: E402
-from llama_index_convrag.text.words import words  # noqa: E402
 
 QWORDS = {"what", "which", "who", "when", "where", "how", "why", "did", "does", "do", "has", "have", "had", "is",
           "are", "was", "were", "kind", "kinds", "type", "types", "some", "ways", "things"}
@@ -141,11 +158,14 @@ def wide_scores(convs, data, ci, qi, rules: RecallRules, pool: int) -> Dict[int,
     return boost_speaker({p: spread[p][0] for p in keep}, speakers, named, rules.speaker_boost)
 
 
-def study(convs, data) -> None:
-    model = LocalMiniLMEmbedding()
+def study_pools(convs, data) -> None:
     for pool in (60, 100, 400):
         evaluate(convs, data, f"oracle@{pool} over all candidates", k=pool,
-                 rescore=lambda ci, qi, s, pool=pool: wide_scores(convs, data, ci, qi, RecallRules(), pool))
+                 rescore=lambda ci, qi, s, pool=pool: wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool))
+
+
+def study_dense(convs, data) -> None:
+    model = LocalMiniLMEmbedding()
     # content phrase of each question (its words less stop/question words and the speakers' names)
     speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
     phrases = {(ci, qi): " ".join(content_words(q["question"], speakers[ci]))
@@ -158,7 +178,7 @@ def study(convs, data) -> None:
 
     def phrase_rescore(lam: float, pool: int, mode: str):
         def f(ci, qi, s):
-            s = wide_scores(convs, data, ci, qi, RecallRules(), pool) if pool else s
+            s = wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool) if pool else s
             ph = phrases[(ci, qi)]
             if not ph:
                 return s
@@ -189,7 +209,7 @@ TIME_WORDS = re.compile(r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this
 LIST_Q = re.compile(r"^(what|which) (\w+ ){0,3}\w+s\b|^what are\b|^how many\b|\bboth\b", re.I)
 
 
-def study2(convs, data) -> None:
+def study_time_diversity(convs, data) -> None:
     units = {ci: c["units"] for ci, c in enumerate(convs)}
 
     def temporal(boost: float):
@@ -209,7 +229,7 @@ def study2(convs, data) -> None:
             if listonly and not LIST_Q.search(q):
                 return s
             if pool:
-                s = wide_scores(convs, data, ci, qi, RecallRules(), pool)
+                s = wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool)
             left, out, seen = dict(s), {}, defaultdict(int)
             rank = 0
             while left:
@@ -232,54 +252,27 @@ def study2(convs, data) -> None:
 
 
 
-def study3(convs, data) -> None:
-    """Vocabulary bridge: a candidate holding a word near a query content word (cosine of the single words'
-    embeddings >= t) gains ``b`` x the share of query content words it bridges (exact matches count too)."""
+def study_bridge(convs, data) -> None:
+    """The package's bridge step (its word lists and scores), single words embedded once (cached on disk)."""
     model = LocalMiniLMEmbedding()
-    units = {ci: c["units"] for ci, c in enumerate(convs)}
-    stops = stop_words("en") | QWORDS
-    uw = {(ci, u.position): {w.lower() for w in words(u.text) if w.isalpha() and w.lower() not in stops
-                              and len(w) > 2} for ci, c in enumerate(convs) for u in c["units"]}
     speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
-    qw = {(ci, qi): sorted({w.lower() for w in content_words(q["question"], speakers[ci]) if len(w) > 2})
+    uw = {(ci, u.position): unit_words(u.text) for ci, c in enumerate(convs) for u in c["units"]}
+    qw = {(ci, qi): query_words(q["question"], speakers[ci])
           for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
-    vocab = sorted(set().union(*uw.values()) | set().union(*qw.values()))
-    vec = dict(zip(vocab, cached_embeddings(model, vocab, "locomo_vocab")))
-    print(f"vocabulary {len(vocab)} words")
+    vocab = sorted({w for ws in list(uw.values()) + list(qw.values()) for w in ws})
+    raw = cached_embeddings(model, vocab, "locomo_bridge_words")
+    vec = dict(zip(vocab, raw / np.linalg.norm(raw, axis=1, keepdims=True)))
+    print(f"vocabulary: {len(vocab)} words")
 
-    def bridge(t: float, b: float, pool: int, listonly: bool):
+    def bridge(t: float, b: float):
         def f(ci, qi, s):
-            q = convs[ci]["questions"][qi]["question"]
-            words_q = qw[(ci, qi)]
-            if not words_q or (listonly and not LIST_Q.search(q)):
-                return s
-            if pool:
-                s = wide_scores(convs, data, ci, qi, RecallRules(), pool)
-            Q = np.stack([vec[w] for w in words_q])
-            out = {}
-            for p, v in s.items():
-                ws = sorted(uw[(ci, p)])
-                if not ws:
-                    out[p] = v
-                    continue
-                sim = (np.stack([vec[w] for w in ws]) @ Q.T).max(axis=0)
-                out[p] = v + b * float((sim >= t).mean())
-            return out
+            got = bridge_scores(s, qw[(ci, qi)], {p: uw[(ci, p)] for p in s}, vec, t, b)
+            return {p: v["score"] for p, v in got.items()}
         return f
 
-    for t in (0.45, 0.5, 0.55):
-        for b in (0.4, 0.6, 0.8):
-            evaluate(convs, data, f"bridge t{t} b{b}", rescore=bridge(t, b, 0, False))
-    plain = {(ci, qi): sorted({w.lower() for w in words(q["question"]) if w.isalpha() and len(w) > 2
-                               and w.lower() not in stop_words("en")
-                               and w.lower() not in {n.lower() for n in speakers[ci]}})
-             for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
-    missing = sorted(set().union(*plain.values()) - set(vec))
-    vec.update(zip(missing, cached_embeddings(model, missing, "locomo_vocab2")))
-    qw.clear()
-    qw.update(plain)
-    evaluate(convs, data, "bridge t0.5 b0.4, only stop words and names out", rescore=bridge(0.5, 0.4, 0, False))
-
+    for t in (0.45, 0.5, 0.55, 0.6, 0.7):
+        for b in (0.2, 0.4, 0.6, 0.8):
+            evaluate(convs, data, f"bridge threshold {t} boost {b}", rescore=bridge(t, b))
 
 if __name__ == "__main__":
     raise SystemExit(main())

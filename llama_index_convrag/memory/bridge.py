@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from functools import lru_cache
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -28,17 +29,22 @@ DEFAULT_WORD_CACHE = 20_000
 MIN_WORD_CHARS = 3
 
 
-def unit_words(text: str, exclude: Iterable[str] = ()) -> List[str]:
-    """The distinct content words of ``text``, lower-cased, in first-seen order: alphabetic, at least
-    ``MIN_WORD_CHARS`` long, neither an English stop word nor a word of ``exclude`` (compared lower-cased)."""
+@lru_cache(maxsize=16_384)
+def _content_words(text: str) -> Tuple[str, ...]:
     stops = stop_words("en")
-    skip = {w.lower() for w in exclude}
     out: Dict[str, None] = {}
     for w in words(text):
         low = w.lower()
-        if len(low) >= MIN_WORD_CHARS and low.isalpha() and low not in stops and low not in skip:
+        if len(low) >= MIN_WORD_CHARS and low.isalpha() and low not in stops:
             out[low] = None
-    return list(out)
+    return tuple(out)
+
+
+def unit_words(text: str, exclude: Iterable[str] = ()) -> List[str]:
+    """The distinct content words of ``text``, lower-cased, in first-seen order: alphabetic, at least
+    ``MIN_WORD_CHARS`` long, neither an English stop word nor a word of ``exclude`` (compared lower-cased)."""
+    skip = {w.lower() for w in exclude}
+    return [w for w in _content_words(text) if w not in skip]
 
 
 def query_words(query: str, speakers: Iterable[str]) -> List[str]:
@@ -67,10 +73,14 @@ def bridge_scores(scores: Mapping[int, float], query: Sequence[str], candidates:
     q = [vectors[w] for w in query if w in vectors]
     if boost <= 0 or not q:
         return out
-    qm = np.stack(q)
+    vocab = list(dict.fromkeys(w for p in scores for w in candidates.get(p, ()) if w in vectors))
+    if not vocab:
+        return out
+    at = {w: i for i, w in enumerate(vocab)}
+    near = (np.stack([vectors[w] for w in vocab]) @ np.stack(q).T) >= threshold  # one product for the pool
     for p in scores:
-        ws = [vectors[w] for w in candidates.get(p, ()) if w in vectors]
-        share = bridged_share(qm, np.stack(ws) if ws else np.zeros((0, qm.shape[1])), threshold)
+        rows = [at[w] for w in candidates.get(p, ()) if w in at]
+        share = float(near[rows].any(axis=0).mean()) if rows else 0.0
         out[p] = {"score": float(scores[p]) + boost * share, "share": share}
     return out
 
@@ -100,7 +110,7 @@ class WordVectors:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def _split(self, wanted: Iterable[str]) -> tuple:
+    def _split(self, wanted: Iterable[str]) -> Tuple[Dict[str, np.ndarray], List[str]]:
         found: Dict[str, np.ndarray] = {}
         missing: List[str] = []
         with self._lock:
@@ -137,7 +147,7 @@ class WordVectors:
 
 
 def pool_words(query: str, texts: Mapping[int, str], speakers: Iterable[str],
-               boost: float) -> Optional[tuple]:
+               boost: float) -> Optional[Tuple[List[str], Dict[int, List[str]]]]:
     """``(query words, {position: words})`` for :func:`bridge_scores` over the candidates' ``texts``, or None when
     the step is off (``boost`` 0) or the query has no content word."""
     if boost <= 0:
