@@ -4,7 +4,9 @@ A recall searches four lists at once (one hybrid search, client-side normalised 
 BM25 field of each message's own text, and of its text after the message it answers (:func:`~.units.context_text`).
 Then each message inherits part of its neighbours' scores (:func:`spread_scores`): in a conversation the words of a
 question are often in the message before its answer ("What did you research?" / "Adoption agencies."), and the
-answer in the one after. The best ``k`` outside the recent window are kept (:func:`select`).
+answer in the one after. The best ``k`` outside the recent window are kept (:func:`select`), after two re-scoring
+steps over the best ``pool(k)``: the named speaker (:func:`named_speaker`, :func:`boost_speaker`) and the vocabulary
+bridge (:mod:`~llama_index_convrag.memory.bridge`).
 
 Each default below names the measurement that chose it: a grid over the weights and spreads on LoCoMo conversations
 0-2 (recall@10 of the evidence utterances, flat between 0.77 and 0.79 for the best dozen settings), confirmed on
@@ -48,15 +50,17 @@ class RecallRules:
     1 + this; 0 turns it off. 0.4: recall@10 on LoCoMo 0.795 against 0.781 without (higher on both halves),
     multi-hop 0.441 against 0.388; 0.2 and 0.6 recalled 0.790 and 0.793."""
     speaker_pool: int = 3
-    """Candidates read for the speaker step, as a multiple of ``k`` (their rows are fetched anyway, in one ``get``).
+    """Candidates read for the speaker and bridge steps, as a multiple of ``k`` (their rows are fetched anyway, in
+    one ``get``).
     3: pools of 2.5k and 6k recalled the same at k=10 (a scratch study over the same lists)."""
     bridge_boost: float = 0.4
     """A candidate's score gains this times its bridged share (the share of the query's content words it holds a
-    word near: :mod:`~llama_index_convrag.memory.bridge`); 0 turns the step off. 0.4: recall@10 on LoCoMo +0.014
-    (tune +0.018, check +0.010, multi-hop +0.022 on each half); 0.2 gained half as much."""
+    word near: :mod:`~llama_index_convrag.memory.bridge`); 0 turns the step off. 0.4: recall@10 on LoCoMo 0.809
+    against 0.795 without (tune 0.829 / 0.811, check 0.789 / 0.779; multi-hop 0.470 / 0.441); 0.2 recalled 0.800,
+    0.6 the same as 0.4 (a scratch study over the same candidates)."""
     bridge_threshold: float = 0.5
-    """Cosine of two single-word embeddings from which the bridge counts them as near. 0.5: chosen on LoCoMo
-    conversations 0-2 among 0.45-0.7 (0.6 and 0.7 gained less there and on conversations 3-4)."""
+    """Cosine of two single-word embeddings from which the bridge counts them as near. 0.5: the best on LoCoMo
+    conversations 0-2 among 0.45-0.7 (0.829 at 10; 0.6: 0.819); on conversations 3-4, 0.789 (0.6: 0.791)."""
 
     def __post_init__(self) -> None:
         for name in ("context_weight", "dense_weight", "bridge_threshold"):
@@ -73,8 +77,8 @@ class RecallRules:
                 raise ConfigurationError(f"RecallRules.{name} must be an int >= {low}, got {value!r}")
 
     def pool(self, k: int) -> int:
-        """Candidates to keep before the speaker step (``k`` when it is off)."""
-        return k * self.speaker_pool if self.speaker_boost > 0 else k
+        """Candidates to keep before the speaker and bridge steps (``k`` when both are off)."""
+        return k * self.speaker_pool if self.speaker_boost > 0 or self.bridge_boost > 0 else k
 
     def weights(self) -> Tuple[float, float, float, float]:
         """Fusion weights of (own dense, own BM25, context dense, context BM25)."""

@@ -53,9 +53,10 @@ def test_select_breaks_ties_towards_the_later_message_and_drops_zero_scores() ->
         select(spread, 0)
 
 
-def test_the_pool_is_k_times_the_speaker_pool_while_the_step_is_on() -> None:
+def test_the_pool_is_k_times_the_speaker_pool_while_a_step_reads_it() -> None:
     assert RecallRules(speaker_pool=3).pool(10) == 30
-    assert RecallRules(speaker_boost=0.0, speaker_pool=3).pool(10) == 10
+    assert RecallRules(speaker_boost=0.0, speaker_pool=3).pool(10) == 30  # the bridge step reads them
+    assert RecallRules(speaker_boost=0.0, bridge_boost=0.0, speaker_pool=3).pool(10) == 10
 
 
 @pytest.mark.parametrize("query,named", [
