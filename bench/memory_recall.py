@@ -223,19 +223,24 @@ def episodic_ranked(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, k: 
     return out
 
 
-def latency(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, model: BaseEmbedding,
-            limit: int) -> Tuple[float, float]:
-    """p50 and p90 ms of one recall (k=10, window 6) over the first ``limit`` questions."""
-    times = []
+def latency(convs: Sequence[Dict[str, Any]], memories: Sequence[EpisodicMemory], model: BaseEmbedding,
+            limit: int) -> List[Tuple[float, float]]:
+    """p50 and p90 ms of one recall (k=10, window 6) of each memory over the first ``limit`` questions, the memories
+    taking turns on each question (side by side under the same load)."""
+    times: List[List[float]] = [[] for _ in memories]
     for ci, c in enumerate(convs):
         for q in c["questions"][: max(1, limit // len(convs))]:
             model.get_query_embedding(q["question"])  # what the turn's document retrieval did first (cached)
-            t0 = time.perf_counter()
-            memory.recall(q["question"], owner=OWNER, conversation_id=f"locomo-{ci}", before=len(c["units"]) - 6,
-                          k=10)
-            times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.9 * (len(times) - 1))]
+            for i, memory in enumerate(memories):
+                t0 = time.perf_counter()
+                memory.recall(q["question"], owner=OWNER, conversation_id=f"locomo-{ci}",
+                              before=len(c["units"]) - 6, k=10)
+                times[i].append((time.perf_counter() - t0) * 1000)
+    out = []
+    for t in times:
+        t.sort()
+        out.append((statistics.median(t), t[int(0.9 * (len(t) - 1))]))
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -288,14 +293,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results["window 6 + episodic"] = win
 
     limit = 100 if args.quick else args.latency_queries
-    p50, p90 = latency(convs, default, model, limit)
+    no_bridge = EpisodicMemory.from_defaults(embed_model=table, client=client, target=target,
+                                             collection_name="locomo_memory", rules=VARIANTS["+ named speaker"])
+    (p50, p90), (n50, n90) = latency(convs, [default, no_bridge], model, limit)
     cold = TableEmbedding(texts_only, LocalMiniLMEmbedding(query_cache_size=0))
     cold_memory = EpisodicMemory.from_defaults(embed_model=cold, client=client, target=target,
                                                collection_name="locomo_memory")
-    c50, c90 = latency(convs, cold_memory, cold, limit)
+    [(c50, c90)] = latency(convs, [cold_memory], cold, limit)
     print(f"\nRecall latency (k=10, window 6, Milvus Lite, sync, {limit} queries, load average "
-          f"{os.getloadavg()[0]:.1f}): query embedding and words cached p50 {p50:.1f} ms p90 {p90:.1f} ms; "
-          f"neither cached (a fresh memory) p50 {c50:.1f} ms p90 {c90:.1f} ms")
+          f"{os.getloadavg()[0]:.1f}): query embedding and words cached p50 {p50:.1f} ms p90 {p90:.1f} ms (without "
+          f"the bridge, in turn with it: p50 {n50:.1f} ms p90 {n90:.1f} ms); neither cached (a fresh memory) p50 "
+          f"{c50:.1f} ms p90 {c90:.1f} ms")
     turn_times(convs[TUNE[-1] + 1], folder, target, model, 12 if args.quick else args.turns)
 
     block, full = [], []
