@@ -27,6 +27,8 @@ from llama_index_convrag.text import stop_words, words
 DEFAULT_WORD_CACHE = 20_000
 #: The shortest word compared (shorter ones are mostly particles and contractions' pieces).
 MIN_WORD_CHARS = 3
+#: Query words compared at most (the first ones; each is one bit of a 64-bit mask per candidate word).
+MAX_QUERY_WORDS = 62
 
 
 @lru_cache(maxsize=16_384)
@@ -66,21 +68,25 @@ def bridge_scores(scores: Mapping[int, float], query: Sequence[str], candidates:
                   vectors: Mapping[str, np.ndarray], threshold: float,
                   boost: float) -> Dict[int, Dict[str, float]]:
     """Per position of ``scores``: ``{"score": score + boost * share, "share": share}``, the share from
-    :func:`bridged_share` of the ``query`` words against the position's ``candidates`` words (``vectors``: each
-    word's unit-length embedding; a word without one is left out). ``boost`` 0 or no query words: scores as given,
+    :func:`bridged_share` of the ``query`` words (the first ``MAX_QUERY_WORDS``) against the position's
+    ``candidates`` words (``vectors``: each word's unit-length embedding; a word without one is left out). ``boost`` 0 or no query words: scores as given,
     share 0."""
     out = {p: {"score": float(s), "share": 0.0} for p, s in scores.items()}
-    q = [vectors[w] for w in query if w in vectors]
+    q = [vectors[w] for w in query if w in vectors][:MAX_QUERY_WORDS]
     if boost <= 0 or not q:
         return out
     vocab = list(dict.fromkeys(w for p in scores for w in candidates.get(p, ()) if w in vectors))
     if not vocab:
         return out
-    at = {w: i for i, w in enumerate(vocab)}
     near = (np.stack([vectors[w] for w in vocab]) @ np.stack(q).T) >= threshold  # one product for the pool
+    # each word as a bit mask of the query words it lies near; a candidate's share: the bits its words cover
+    bits = near.astype(np.int64) @ (np.int64(1) << np.arange(len(q), dtype=np.int64))
+    mask = dict(zip(vocab, bits.tolist()))
     for p in scores:
-        rows = [at[w] for w in candidates.get(p, ()) if w in at]
-        share = float(near[rows].any(axis=0).mean()) if rows else 0.0
+        covered = 0
+        for w in candidates.get(p, ()):
+            covered |= mask.get(w, 0)
+        share = bin(covered).count("1") / len(q)
         out[p] = {"score": float(scores[p]) + boost * share, "share": share}
     return out
 

@@ -63,6 +63,13 @@ def test_bridge_scores_add_boost_times_the_share() -> None:
     assert bridge_scores(scores, ["nowhere"], words, VECTORS, 0.7, 0.4) == off
 
 
+def test_bridge_scores_read_at_most_the_first_query_words_of_a_long_query() -> None:
+    vectors = {f"w{i}": unit(1, 0, 0) if i == 0 else unit(0, 1, 0) for i in range(100)}
+    vectors["x"] = unit(0, 1, 0)
+    got = bridge_scores({1: 0.0}, [f"w{i}" for i in range(100)], {1: ["x"]}, vectors, threshold=0.9, boost=1.0)
+    assert got[1]["share"] == pytest.approx(61 / 62)  # w1..w61 of the first 62 lie near x; w0 does not
+
+
 def test_pool_words_is_none_when_off_or_without_content_words() -> None:
     texts = {1: "I was in Seattle", 2: "Nice!"}
     assert pool_words("Which cities has John been to?", texts, ["John"], 0.4) == (["cities"],
