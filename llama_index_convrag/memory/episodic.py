@@ -300,6 +300,21 @@ class EpisodicMemory:
             self._client.delete(self._collection_name, ids=[unit_key(owner, conversation_id, p) for p in gone])
         return written, len(gone)
 
+    def unindexed(self, owner: str, conversation_id: str, messages: Sequence[Any], before: int) -> List[int]:
+        """The history positions below ``before`` of a stored conversation that have no row (their write was lost:
+        a crash, or dropped at shutdown). One count query when none is missing; a query of the positions when
+        some are."""
+        expected = [p for p in range(min(before, len(messages))) if in_history(messages[p])]
+        if not expected or not self._exists():
+            return expected
+        expr = f"{scope_expr(owner, conversation_id)} and position < {int(before)}"
+        rows = self._client.query(self._collection_name, filter=expr, output_fields=["count(*)"])
+        if rows and int(rows[0]["count(*)"]) >= len(expected):
+            return []
+        found = {int(r["position"]) for r in self._client.query(self._collection_name, filter=expr,
+                                                                 output_fields=["position"])}
+        return [p for p in expected if p not in found]
+
     def delete_conversation(self, owner: str, conversation_id: str) -> None:
         """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""
         expr = scope_expr(owner, conversation_id)

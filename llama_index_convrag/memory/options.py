@@ -19,6 +19,12 @@ NO_LLM_SUMMARY = ("none", "salient")
 :mod:`~llama_index_convrag.memory.salient`)."""
 
 
+WRITERS = 4
+"""Default writer threads. A turn's writes wait on Milvus and on the LLM (fold, facts) most of their time, so
+conversations' writes overlap well beyond the CPU count; see ``bench/serve_load.py --memory`` in
+docs/results/memory.md for the writes' lag behind the turns with 1 and 4."""
+
+
 def _int(owner: str, name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigurationError(f"{owner}.{name} must be an int >= {low}, got {value!r}")
@@ -110,13 +116,16 @@ class FactsOptions:
 @dataclass(frozen=True)
 class MemoryOptions:
     """Every memory setting: ``episodic``, ``summary`` and ``facts``; ``MemoryOptions()`` turns recall and the summary
-    on and leaves facts off."""
+    on and leaves facts off. ``writers``: the threads that run the writes after each turn (one conversation's writes
+    always run on one of them, in order; :class:`~llama_index_convrag.memory.writer.BackgroundWriter`)."""
 
     episodic: EpisodicOptions = field(default_factory=EpisodicOptions)
     summary: SummaryOptions = field(default_factory=SummaryOptions)
     facts: FactsOptions = field(default_factory=FactsOptions)
+    writers: int = WRITERS
 
     def __post_init__(self) -> None:
+        _int("MemoryOptions", "writers", self.writers, 1)
         for name, kind in (("episodic", EpisodicOptions), ("summary", SummaryOptions), ("facts", FactsOptions)):
             value = getattr(self, name)
             if not isinstance(value, kind):
