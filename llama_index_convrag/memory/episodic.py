@@ -39,7 +39,6 @@ from llama_index_convrag.memory.episodic_schema import (
     layout_of,
 )
 from llama_index_convrag.memory.episodic_search import (
-    KINDS_PER_SEARCH,
     Call,
     owned,
     rank,
@@ -405,20 +404,17 @@ class EpisodicMemory:
 
     def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
                       before: Optional[int], k: int, started: float) -> Generator[List[Call], List[Any], Recall]:
-        """One recall as the Milvus calls it needs (sync and async drivers above): the two searches, then a ``get``
-        only for candidates the searches did not return (a neighbour raised by spreading) that may exist."""
+        """One recall as the Milvus calls it needs (sync and async drivers above): the two searches, then one ``get``
+        of the best candidates' fields (a neighbour never indexed has no row and is skipped)."""
         dense, bm25 = yield search_calls(expr, vector, text, self._rules)
-        ranking, rows = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
+        ranking = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        missing = [p for p in pool if p not in rows]
-        if missing and len(dense[0] if dense else []) >= KINDS_PER_SEARCH * self._rules.depth:
-            # (a dense search that returned fewer hits than asked returned every row below the window: the
-            # missing positions have none)
-            [got] = yield [Call("get", {"ids": [unit_key(owner, conversation_id, p) for p in missing],
+        rows: List[Mapping[str, Any]] = []
+        if pool:
+            [got] = yield [Call("get", {"ids": [unit_key(owner, conversation_id, p) for p in pool],
                                         "output_fields": list(OUTPUT_FIELDS)})]
-            rows.update({int(r["position"]): r for r in owned(got, owner, conversation_id)})
-        return finish_recall(pool, spread, found_by, [rows[p] for p in pool if p in rows], text, self._rules, before,
-                             k, started)
+            rows = owned(got, owner, conversation_id)
+        return finish_recall(pool, spread, found_by, rows, text, self._rules, before, k, started)
 
     def _async_client(self) -> Any:
         """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""

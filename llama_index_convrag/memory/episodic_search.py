@@ -1,11 +1,12 @@
 """One recall's Milvus calls and what they rank, as pure helpers (the drivers are in :mod:`.episodic`).
 
 A recall makes two searches of the conversation's rows below the recent window: one dense (the query's vector) and
-one BM25 (its text), each over both kinds of row (:mod:`.episodic_schema`) with ``2 x depth`` hits. Each result is
-split by kind into two ranked lists of at most ``depth`` (own text, context text), giving the four lists the rules
-weigh: own dense, own BM25, context dense, context BM25. They are fused client-side (min-max normalised, weighted:
-:func:`~llama_index_convrag.retrievers.fusion.weighted`), and the hits carry the fields a recalled message needs, so
-no ``get`` follows unless a neighbour that the spreading raised was in no list.
+one BM25 (its text), each over both kinds of row (:mod:`.episodic_schema`) with ``2 x depth`` hits, ids and scores
+only (a row's id names its position and kind; hits that carry their fields cost more than the ``get`` after).
+Each result is split by kind into two ranked lists of at most ``depth`` (own text, context text), giving the four
+lists the rules weigh: own dense, own BM25, context dense, context BM25. They are fused client-side (min-max
+normalised, weighted: :func:`~llama_index_convrag.retrievers.fusion.weighted`); then one ``get`` reads the best
+candidates' fields.
 """
 
 from __future__ import annotations
@@ -14,14 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.memory.episodic_schema import (
-    CONTEXT,
-    DENSE_FIELD,
-    KIND_NAMES,
-    OUTPUT_FIELDS,
-    OWN,
-    SPARSE_FIELD,
-)
+from llama_index_convrag.memory.episodic_schema import CONTEXT, CONTEXT_SUFFIX, DENSE_FIELD, KIND_NAMES, OWN, SPARSE_FIELD
 from llama_index_convrag.memory.rules import RecallRules
 from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.retrievers import fusion
@@ -68,31 +62,32 @@ def search_calls(expr: str, vector: Sequence[float], text: str, rules: RecallRul
     """The dense search (the query's vector) and the BM25 search (its text) of one recall."""
     limit = KINDS_PER_SEARCH * rules.depth
     return [Call("search", {"data": [data], "anns_field": field_name, "limit": limit, "filter": expr,
-                            "search_params": params, "output_fields": list(OUTPUT_FIELDS)})
+                            "search_params": params, "output_fields": []})
             for field_name, data, params in ((DENSE_FIELD, list(vector), DENSE_PARAMS),
                                              (SPARSE_FIELD, text, BM25_PARAMS))]
 
 
-def split(hits: Sequence[Mapping[str, Any]], depth: int,
-          rows: Dict[int, Mapping[str, Any]]) -> Dict[int, List[Tuple[str, float]]]:
+def position_kind(row_id: str) -> Tuple[int, int]:
+    """A row's position and kind from its id (``<scope>:<position>``, ``:c`` after it for the context row)."""
+    kind = CONTEXT if row_id.endswith(CONTEXT_SUFFIX) else OWN
+    return int(row_id.split(":")[1]), kind
+
+
+def split(hits: Sequence[Mapping[str, Any]], depth: int) -> Dict[int, List[Tuple[str, float]]]:
     """One search's hits as two ranked lists ``{kind: [(key, score)]}`` of at most ``depth`` each (key: the
-    message's position as text); each hit's fields are added to ``rows`` by position."""
+    message's position as text)."""
     out: Dict[int, List[Tuple[str, float]]] = {OWN: [], CONTEXT: []}
     for h in hits:
-        entity = h.get("entity", {})
-        kind, position = int(entity["kind"]), int(entity["position"])
+        position, kind = position_kind(str(h["id"]))
         if len(out[kind]) < depth:
             out[kind].append((str(position), float(h["distance"])))
-        rows.setdefault(position, entity)
     return out
 
 
-def rank(dense: Sequence[Mapping[str, Any]], bm25: Sequence[Mapping[str, Any]],
-         rules: RecallRules) -> Tuple[Ranking, Dict[int, Mapping[str, Any]]]:
+def rank(dense: Sequence[Mapping[str, Any]], bm25: Sequence[Mapping[str, Any]], rules: RecallRules) -> Ranking:
     """The fused :class:`Ranking` of the four lists (the best ``depth``; the trail names each list that found a
-    message) and the fields of every message the searches returned, by position."""
-    rows: Dict[int, Mapping[str, Any]] = {}
-    by_dense, by_bm25 = split(dense, rules.depth, rows), split(bm25, rules.depth, rows)
+    message)."""
+    by_dense, by_bm25 = split(dense, rules.depth), split(bm25, rules.depth)
     named = [(f"dense:{KIND_NAMES[OWN]}", by_dense[OWN]), (f"sparse:{KIND_NAMES[OWN]}", by_bm25[OWN]),
              (f"dense:{KIND_NAMES[CONTEXT]}", by_dense[CONTEXT]), (f"sparse:{KIND_NAMES[CONTEXT]}", by_bm25[CONTEXT])]
     kept = [(str(key), score) for key, score in fusion.weighted([ranked for _, ranked in named], rules.weights())]
@@ -101,7 +96,7 @@ def rank(dense: Sequence[Mapping[str, Any]], bm25: Sequence[Mapping[str, Any]],
     for label, ranked in named:
         at = {key: i for i, (key, _) in enumerate(ranked)}
         stages.append((label, {key: (at[key] + 1, ranked[at[key]][1]) for key, _ in kept if key in at}))
-    return Ranking(kept=kept, pks={key: key for key, _ in kept}, stages=stages, fused_stage=FUSION_STAGE), rows
+    return Ranking(kept=kept, pks={key: key for key, _ in kept}, stages=stages, fused_stage=FUSION_STAGE)
 
 
 def owned(rows: Sequence[Mapping[str, Any]], owner: str, conversation_id: str) -> List[Mapping[str, Any]]:

@@ -275,7 +275,7 @@ class CallLog:
         return logged
 
 
-def test_a_recall_is_two_searches_and_no_get_when_the_hits_hold_every_candidate(
+def test_a_recall_is_two_searches_and_one_get(
         indexed: EpisodicMemory, milvus_client: Any, milvus_target: Any, embed_model: Any) -> None:
     log = CallLog(milvus_client)
     memory = EpisodicMemory(client=log, embed_model=embed_model, dim=384, collection_name=indexed.collection_name,
@@ -283,7 +283,7 @@ def test_a_recall_is_two_searches_and_no_get_when_the_hits_hold_every_candidate(
     memory.recall("peanut", owner="alice", conversation_id="c1", k=3)  # first: the layout and the count
     log.calls.clear()
     got = memory.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
-    assert log.calls == ["search", "search"] and got.units[0].text and got.units[0].message_id
+    assert log.calls == ["search", "search", "get"] and got.units[0].text and got.units[0].message_id
     assert got.to_record() == indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1",
                                              k=3).to_record() | {"latency_ms": got.to_record()["latency_ms"]}
 
