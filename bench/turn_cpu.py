@@ -333,7 +333,7 @@ def check_path(runner: Runner, sync: bool) -> None:
 
 
 def parent_main(args: argparse.Namespace) -> int:
-    codes = [("current", ROOT)] + ([("against", Path(args.against).resolve())] if args.against else [])
+    codes = [("current", ROOT)] + [(Path(a).resolve().name, Path(a).resolve()) for a in args.against]
     runners = [Runner(f"{label} {variant}", code, variant, args)
                for label, code in codes for variant in (args.variants if label == "current" else ["default"])]
     try:
@@ -386,7 +386,8 @@ def main() -> int:
     parser.add_argument("--variant", default="default", choices=VARIANTS)
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"the current code's variants, comma-separated (of {', '.join(VARIANTS)})")
-    parser.add_argument("--against", default=None, help="another checkout of the package, run beside this one")
+    parser.add_argument("--against", action="append", default=[],
+                        help="another checkout of the package, run beside this one (repeatable)")
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=1, help="conversations at once (astream_chat)")

@@ -24,6 +24,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.rank_trail import hide_key
@@ -367,14 +368,14 @@ class NeighbourWidener(BaseNodePostprocessor):
             return await asyncio.to_thread(self.fetch, ranges)
         return self._texts(await self._async_client().query(**query))
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)  # a span only when a handler listens
     def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                            ) -> List[NodeWithScore]:
         if self._spec.doc_id_field is None:
             return list(nodes)
         return widen_nodes(nodes, self._rules, self.fetch(wanted_ranges(nodes, self._rules)))
 
-    @dispatcher.span
+    @span_when_observed(dispatcher)  # a span only when a handler listens
     async def _apostprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                                   ) -> List[NodeWithScore]:
         if self._spec.doc_id_field is None:
