@@ -2,25 +2,26 @@
 serves: its documents in Milvus Lite, the local embedding model, a SQLite store, a ScriptedLLM answering and another
 rewriting follow-ups, ``similarity_top_k=2``, every other option the engine's default), in-process, no HTTP.
 
-Each measured code and variant runs in its own process (``--role child``), set up once (ingest, engine, 5 warm-up
-turns), then driven in rounds that alternate between the processes: one round is ``--turns`` turns (conversations of
-6 turns, the load bench's questions, ``astream_chat`` read to its end as a served turn is; ``--sync``: ``chat``).
-Per round and process: CPU ms per turn of the process (all its threads), of its main thread, and of the Milvus Lite
-server it started (a child process). After the timed rounds, one round under cProfile: Python calls per turn, Milvus
-client calls per turn (by method) and SQLite statements per turn, and where the own time of the profiled round goes,
-by package.
+Each measured code and variant runs in its own process (``--role child``), set up once, one after another (ingest,
+engine, 5 warm-up turns), then driven in rounds that alternate between the processes (the order reversed every other
+round): one round is ``--turns`` turns, conversations of 6 turns of the load bench's questions, ``astream_chat`` read
+to its end on one event loop (uvloop when installed), the store's calls on the loop as the server makes a SQLite
+store's (``--concurrency`` conversations at once; ``--sync``: ``chat``). Per round and process: CPU ms per turn of the
+process (all its threads), of its main thread (the loop), and of the Milvus Lite server it started (a child process:
+not in the process's own figure). After the timed rounds, one round under cProfile (every thread of the process):
+Python calls per turn; and counted in every round: Milvus client calls (sync and async clients, by method) and SQL
+statements per turn.
 
-Variants (current code only; each switches one round-4 feature off through its option): ``no-widen``
-(``AnswerOptions(widen=None)``: no neighbour widening). ``--against DIR`` adds another checkout of the package (e.g.
-``git worktree add --detach /tmp/old 461b7dc``) run with ``PYTHONPATH=DIR``, default variant only; its engine is
-built with whichever chat surface it has (option objects, or the older keywords).
+Variants (current code only; each switches a round-4 feature off through its option): ``no-widen``
+(``AnswerOptions(widen=None)``: no neighbour widening). ``--against DIR`` (repeatable) adds another checkout of the
+package (``git worktree add --detach /tmp/old 461b7dc``), run with ``PYTHONPATH=DIR``, default variant only; its
+engine is built with whichever chat surface it has (option objects, or the keywords before them).
 
 The bench asserts it measured the path it names: every measured turn streamed the scripted answer and had sources
-(retrieval ran); the profiled round of ``default`` went through the widening fetch once a turn and ``no-widen``
-never.
+(retrieval ran); the profiled round of ``default`` went through the widening and that of ``no-widen`` never.
 
-    python bench/turn_cpu.py                                  # current code, default and each feature off
-    python bench/turn_cpu.py --against /tmp/old --rounds 5    # beside another checkout, alternating
+    python bench/turn_cpu.py                                     # current code: default and each feature off
+    python bench/turn_cpu.py --against /tmp/old --variants default --rounds 5   # beside another checkout
 """
 
 from __future__ import annotations
@@ -334,11 +335,12 @@ def check_path(runner: Runner, sync: bool) -> None:
 
 def parent_main(args: argparse.Namespace) -> int:
     codes = [("current", ROOT)] + [(Path(a).resolve().name, Path(a).resolve()) for a in args.against]
-    runners = [Runner(f"{label} {variant}", code, variant, args)
-               for label, code in codes for variant in (args.variants if label == "current" else ["default"])]
+    runners: List[Runner] = []
     try:
-        for runner in runners:
-            runner.wait_ready()
+        for label, code in codes:  # one set-up at a time (a Milvus Lite server starting beside three others can time out)
+            for variant in args.variants if label == "current" else ["default"]:
+                runners.append(Runner(f"{label} {variant}", code, variant, args))
+                runners[-1].wait_ready()
         for r in range(args.rounds):
             order = runners if r % 2 == 0 else list(reversed(runners))
             for runner in order:
@@ -372,8 +374,10 @@ def report(runners: List[Runner], args: argparse.Namespace) -> None:
     for runner in runners:
         profile = runner.profile or {}
         milvus = ", ".join(f"{k.split()[1]} {v:g}" for k, v in profile["counts"].items() if k.startswith("milvus"))
-        own = ", ".join(f"{k} {v:.2f}" for k, v in list(profile["own_ms"].items())[:args.top])
-        print(f"\n{runner.label}: Milvus calls a turn: {milvus}\n  own time a turn under cProfile, ms: {own}")
+        print(f"{runner.label}: Milvus calls a turn: {milvus}")
+        if args.top:
+            print("  own time a turn under cProfile, ms: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in list(profile["own_ms"].items())[:args.top]))
         if args.functions:
             top = sorted(profile["functions"].items(), key=lambda kv: -kv[1])[:args.functions]
             print("  calls a turn: " + ", ".join(f"{k} {v:g}" for k, v in top))
@@ -392,7 +396,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=1, help="conversations at once (astream_chat)")
     parser.add_argument("--sync", action="store_true", help="chat() instead of astream_chat()")
-    parser.add_argument("--top", type=int, default=8, help="packages shown by own time")
+    parser.add_argument("--top", type=int, default=0,
+                        help="packages shown by their own time under cProfile (waits included: for reading only)")
     parser.add_argument("--functions", type=int, default=0, help="functions shown by calls a turn")
     parser.add_argument("--dump-dir", default=None, help="write each process's profiled round here (pstats files)")
     parser.add_argument("--dump", default=None, help=argparse.SUPPRESS)
