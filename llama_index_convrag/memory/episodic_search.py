@@ -21,7 +21,8 @@ from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.ranking import Ranking
 
-#: Each search asks for this many hits per list it feeds (both kinds share one search).
+#: Each search asks for this many times ``depth`` hits (both kinds share one search; each list keeps ``depth``).
+#: 2: the default recalls 0.792 at 10 on LoCoMo against 0.795 with one search per list (bench/memory_recall.py).
 KINDS_PER_SEARCH = 2
 FUSION_STAGE = "fusion:weighted"
 DENSE_PARAMS: Dict[str, Any] = {"metric_type": "COSINE", "params": {}}
