@@ -1,7 +1,7 @@
 """Scratch study: re-scoring steps over episodic recall's candidate pool, on LoCoMo.
 
-Each question's four lists are searched once through the package (``EpisodicMemory``'s own searcher, the default
-``RecallRules``, Milvus Lite) and cached (``bench/out/recall_pool.pkl``); the variants then re-score the cached pool in
+Each question's four lists are searched once as the package searches them (``episodic_search``'s two calls and
+fusion, the default ``RecallRules``, Milvus Lite) and cached (``bench/out/recall_pool.pkl``); the variants then re-score the cached pool in
 Python, in seconds. The baseline is the package's ranking before the bridge step (spread, then the speaker step);
 its figures equal ``bench/memory_recall.py``'s "+ named speaker" row. Recall@10 of the evidence per half (tune =
 conversations 0-2, check = 3-4) and category, and multi-hop per half.
@@ -34,7 +34,8 @@ from memory_recall import CATEGORIES, OWNER, TUNE, TableEmbedding, load_locomo  
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.memory.bridge import bridge_scores, query_words, unit_words  # noqa: E402
-from llama_index_convrag.memory.episodic import EpisodicMemory, _position, unit_texts  # noqa: E402
+from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
+from llama_index_convrag.memory.episodic_search import rank, search_calls, search_expr  # noqa: E402
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, spread_scores  # noqa: E402
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
 from llama_index_convrag.text import stop_words, words  # noqa: E402
@@ -58,13 +59,15 @@ def build() -> Dict[str, Any]:
     out: Dict[Tuple[int, int], Any] = {}
     t0 = time.perf_counter()
     for ci, c in enumerate(convs):
-        searcher = memory._searcher(OWNER, f"locomo-{ci}", None)
+        expr = search_expr(OWNER, f"locomo-{ci}", None)
         for qi, q in enumerate(c["questions"]):
-            [ranking] = searcher.rank_many([q["question"]])
-            fused = {_position(key): score for key, score in ranking.kept}
-            lists = {stage: {_position(k): v for k, v in pos.items()} for stage, pos in ranking.stages}
-            out[(ci, qi)] = {"fused": fused, "lists": lists,
-                             "qvec": np.asarray(model.get_query_embedding(q["question"]), dtype=np.float32)}
+            qvec = model.get_query_embedding(q["question"])
+            dense, bm25 = [client.search("study_memory", **call.kwargs)
+                           for call in search_calls(expr, qvec, q["question"], memory.rules)]
+            ranking = rank(dense[0], bm25[0], memory.rules)
+            fused = {int(key): score for key, score in ranking.kept}
+            lists = {stage: {int(k): v for k, v in pos.items()} for stage, pos in ranking.stages}
+            out[(ci, qi)] = {"fused": fused, "lists": lists, "qvec": np.asarray(qvec, dtype=np.float32)}
     print(f"searched {len(out)} questions in {time.perf_counter() - t0:.0f} s")
     own = {(ci, u.position): np.asarray(vectors[o], dtype=np.float32)
            for ci, c in enumerate(convs) for u, o, _ in unit_texts(c["units"], (), RecallRules())}

@@ -55,13 +55,13 @@ class RecallRules:
     3: pools of 2.5k and 6k recalled the same at k=10 (a scratch study over the same lists)."""
     bridge_boost: float = 0.4
     """A candidate's score gains this times its bridged share (the share of the query's content words it holds a
-    word near: :mod:`~llama_index_convrag.memory.bridge`); 0 turns the step off. 0.4: recall@10 on LoCoMo 0.809
-    against 0.795 without (tune 0.829 / 0.811, check 0.789 / 0.779; multi-hop 0.470 / 0.441); 0.2 recalled 0.800,
-    0.6 the same as 0.4 (a scratch study over the same candidates)."""
+    word near: :mod:`~llama_index_convrag.memory.bridge`); 0 turns the step off. 0.4: recall@10 on LoCoMo 0.811
+    against 0.792 without (tune 0.831 / 0.809, check 0.791 / 0.776; multi-hop 0.468 / 0.440); 0.2 recalled 0.801,
+    0.6 and 0.8 0.810 (a scratch study over the same candidates)."""
     bridge_threshold: float = 0.5
     """Cosine of two single-word embeddings from which the bridge counts them as near. 0.5: on the plateau of LoCoMo
-    conversations 0-2 (recall@10 0.828-0.830 at 0.45-0.5, 0.812-0.820 at 0.55-0.7); on conversations 3-4 every
-    setting from 0.45 to 0.7 recalled 0.785-0.791 (a scratch study over the same candidates)."""
+    conversations 0-2 (recall@10 0.831-0.833 at 0.45-0.5, 0.818-0.825 at 0.55-0.7, boost 0.4); on conversations 3-4
+    every setting from 0.45 to 0.7 recalled 0.783-0.792."""
 
     def __post_init__(self) -> None:
         for name in ("context_weight", "dense_weight", "bridge_threshold"):
