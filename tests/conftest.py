@@ -16,7 +16,8 @@ from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.milvus.client import LITE_GRPC_OPTIONS, MilvusTarget, connect_milvus
 from llama_index_convrag.testing import LocalOpenAIServer
 
-pytest_plugins = ["tests.faults.table"]  # the fault table, printed by the process that prints the summary
+pytest_plugins = ["tests.faults.table",  # the fault table, printed by the process that prints the summary
+                  "tests.schedule"]  # the longest test files start first
 
 def _find_shared_data() -> Path:
     """``shared/data`` in the first parent folder of the checkout that has one."""
