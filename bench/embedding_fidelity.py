@@ -19,9 +19,10 @@ The model's variants (``fp32``: the installed file; ``int8``: int8 compute), sid
 ``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move (mean 1 - cosine to
 fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
 layers that move them most are the ones the int8 recipe keeps in float. ``--variants`` prints, per collection and
-per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant, the paired
-difference to fp32 with its 95% bootstrap interval, then each variant's speed against fp32 on the same batches
-(interleaved rounds: passages/s, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
+per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant and of the
+installed graph run unfused (``fused=False``, the fp32 default before the fused graph), the paired difference to fp32
+with its 95% bootstrap interval, then each one's speed against the unfused graph on the same batches (interleaved
+rounds: passages/s by wall and by CPU time, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
 variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes; ``--spinning`` adds
 both variants with ONNX Runtime's idle threads spinning (its default), and ``--threads N`` both variants with N intra-op
 threads, to compare the session options.
@@ -125,6 +126,10 @@ def sensitivity(probe_n: int) -> None:
             path.unlink()
 
 
+#: The installed graph run as it is (the fp32 default before the fused graph): the same vectors, the former speed.
+UNFUSED = "fp32, unfused graph"
+
+
 def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = ()) -> Dict[str, Any]:
     """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
     variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
@@ -135,9 +140,10 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Se
     from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
 
     models = {"fp32": LocalMiniLMEmbedding(variant="fp32", query_cache_size=0),
+              UNFUSED: LocalMiniLMEmbedding(variant="fp32", fused=False, query_cache_size=0),
               f"int8 (default recipe, keeps {INT8_RECIPE.keep_float or 'none'} in float)":
                   LocalMiniLMEmbedding(variant="int8", query_cache_size=0)}
-    for model, variant in zip(models.values(), ("fp32", "int8")):
+    for model, variant in zip(models.values(), ("fp32", "fp32", "int8")):
         assert_variant(model, variant)
     for keep in keep_sets:
         recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
@@ -189,8 +195,9 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: 
         sparse = bm25_lists(name, ids, texts, queries)
         per: Dict[str, Dict[str, List[float]]] = {}
         for label, model in models.items():
-            docs = cached_embeddings(model, texts, f"{name}_corpus")
-            qv = cached_embeddings(model, [queries[q] for q in qids], f"{name}_queries")
+            graph = "" if getattr(model, "fused", True) else "_unfused"  # the same model id, another graph
+            docs = cached_embeddings(model, texts, f"{name}{graph}_corpus")
+            qv = cached_embeddings(model, [queries[q] for q in qids], f"{name}{graph}_queries")
             scores = qv @ docs.T
             top = np.argsort(-scores, axis=1)[:, :100]
             dense = [[(ids[j], float(scores[i, j])) for j in row] for i, row in enumerate(top)]
@@ -209,29 +216,41 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: 
 
 
 def variant_speed(models: Dict[str, Any], rounds: int, n: int) -> None:
-    """Passages/s on the same batch of SciFact abstracts and one-query latency, the variants interleaved."""
+    """Passages/s (wall and CPU time) on the same batch of SciFact abstracts and one-query latency, the variants
+    interleaved; ratios over the unfused graph's in the same round."""
+    import os
+
     _, texts, queries, _ = load_scifact()
     batch, qs = texts[:n], list(queries.values())[:20]
     for model in models.values():
         model.embed(batch[:4])  # load and convert before timing
     rate: Dict[str, List[float]] = {k: [] for k in models}
+    cpu: Dict[str, List[float]] = {k: [] for k in models}
     query_ms: Dict[str, List[float]] = {k: [] for k in models}
-    for _ in range(rounds):
-        for label, model in models.items():
-            t0 = time.perf_counter()
+    loads = []
+    for r in range(rounds):
+        for label in (list(models) if r % 2 == 0 else list(reversed(models))):
+            model = models[label]
+            t0, c0 = time.perf_counter(), time.process_time()
             model.embed(batch)
             rate[label].append(len(batch) / (time.perf_counter() - t0))
+            cpu[label].append(len(batch) / (time.process_time() - c0))
             for q in qs:
                 t0 = time.perf_counter()
                 model.embed([q])
                 query_ms[label].append((time.perf_counter() - t0) * 1000)
-    print(f"\n{n} SciFact abstracts per round, {rounds} rounds interleaved; ratio = a round's passages/s over fp32's "
-          "in the same round")
-    print("| variant | passages/s (median) | ratio per round | median ratio | query ms p50 |\n|---|---|---|---|---|")
+        loads.append(os.getloadavg()[0])
+    base = UNFUSED if UNFUSED in models else "fp32"
+    print(f"\n{n} SciFact abstracts per round, {rounds} rounds interleaved (load average {min(loads):.1f}-"
+          f"{max(loads):.1f}); ratio = a round's passages/s over the {base!r} row's in the same round")
+    print("| variant | passages/s (median) | ratio per round | median ratio | by CPU time: passages/s | median ratio | "
+          "query ms p50 |\n|---|---|---|---|---|---|---|")
     for label in models:
-        ratios = [a / b for a, b in zip(rate[label], rate["fp32"])]
+        ratios = [a / b for a, b in zip(rate[label], rate[base])]
+        cpu_ratios = [a / b for a, b in zip(cpu[label], cpu[base])]
         print(f"| {label} | {statistics.median(rate[label]):.1f} | {' '.join(f'{r:.2f}' for r in ratios)} | "
-              f"{statistics.median(ratios):.2f} | {statistics.median(query_ms[label]):.2f} |", flush=True)
+              f"{statistics.median(ratios):.2f} | {statistics.median(cpu[label]):.1f} | "
+              f"{statistics.median(cpu_ratios):.2f} | {statistics.median(query_ms[label]):.2f} |", flush=True)
 
 
 def main() -> None:

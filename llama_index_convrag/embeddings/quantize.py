@@ -1,13 +1,14 @@
-"""The int8-compute variant of the local model: made from the installed ONNX file on first use, cached, never
-downloaded.
+"""The local model's variants as files: made from the installed ONNX file on first use, cached, never downloaded.
 
 The shipped graph stores int8 weights and computes in fp32: each weight goes through ``Cast`` and ``Mul`` (its
-per-channel scale) before its ``MatMul``. :func:`fold_weights` turns those pairs into fp32 weights;
-:func:`quantize_model` then quantizes the weight ``MatMul``\\ s with ONNX Runtime's dynamic quantization (int8
-weights per output channel, uint8 activations scaled per run), except the layers :class:`Int8Recipe` keeps in float.
-:func:`int8_model_path` caches the result in the user's cache folder (``platformdirs``), keyed by the source file's
-hash, the ONNX Runtime version and the recipe, written to a temporary file and renamed into place, so concurrent
-first uses never read a half-written file. Converting needs the ``onnx`` package (the ``local`` extra).
+per-channel scale) before its ``MatMul``. :func:`fold_weights` turns those pairs into fp32 weights. The ``fp32``
+variant runs that graph with ONNX Runtime's fused kernels (:mod:`~llama_index_convrag.embeddings.fuse`; the same
+vectors, :func:`fused_model_path`); the ``int8`` variant quantizes the fused graph's weight ``MatMul``\\ s with ONNX
+Runtime's dynamic quantization (int8 weights per output channel, uint8 activations scaled per run), except the layers
+:class:`Int8Recipe` keeps in float (:func:`int8_model_path`). Both are cached in the user's cache folder
+(``platformdirs``), keyed by the source file's hash, the ONNX Runtime version and the rewrite (fusion version, recipe),
+written to a temporary file and renamed into place, so concurrent first uses never read a half-written file.
+Converting needs the ``onnx`` package (the ``local`` extra).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from llama_index_convrag._files import sha256_file
 from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
@@ -111,15 +112,26 @@ def weight_matmuls(model: Any) -> Dict[str, str]:
 
 
 def quantize_model(source: Path, dest: Path, recipe: Int8Recipe) -> None:
-    """Write the int8 variant of ``source`` to ``dest`` (not atomic: :func:`int8_model_path` renames it in place)."""
+    """Write the int8 variant of ``source`` to ``dest``: its fused graph with the weight ``MatMul``\\ s quantized
+    (not atomic: :func:`int8_model_path` renames it in place)."""
     onnx = import_onnx()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = fold_weights(onnx.load(str(source)))
+    from llama_index_convrag.embeddings.fuse import fused_model
+
+    model = fused_model(onnx.load(str(source)))
     layers = weight_matmuls(model)
     quantize_dynamic(model, str(dest), op_types_to_quantize=["MatMul"], per_channel=recipe.per_channel,
                      reduce_range=recipe.reduce_range, weight_type=QuantType.QInt8,
                      nodes_to_exclude=[layers[name] for name in recipe.keep_float])
+
+
+def fuse_model(source: Path, dest: Path) -> None:
+    """Write the fused fp32 graph of ``source`` to ``dest`` (not atomic: :func:`fused_model_path` renames it)."""
+    onnx = import_onnx()
+    from llama_index_convrag.embeddings.fuse import fused_model
+
+    onnx.save(fused_model(onnx.load(str(source))), str(dest))
 
 
 def default_cache_dir() -> Path:
@@ -133,25 +145,32 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(source: Path, recipe: Int8Recipe) -> str:
-    """Source file hash + ONNX Runtime version + recipe: a new model file, runtime or recipe converts again."""
+    """Source file hash + ONNX Runtime version + fusion version + recipe: a new model file, runtime, rewrite or recipe
+    converts again."""
+    return f"{_source_key(source)}-{recipe.key()}"
+
+
+def _source_key(source: Path) -> str:
     import onnxruntime
 
-    return f"{sha256_file(source)[:16]}-ort{onnxruntime.__version__}-{recipe.key()}"
+    from llama_index_convrag.embeddings.fuse import FUSION_VERSION
+
+    return f"{sha256_file(source)[:16]}-ort{onnxruntime.__version__}-fuse{FUSION_VERSION}"
 
 
-def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> Path:
-    """The cached int8 variant of ``source``, made now when missing (a few seconds, once per cache key)."""
+def _cached(source: Path, name: str, make: Callable[[Path], None], cache_dir: Optional[Path]) -> Path:
+    """``<cache>/<name>``, made by ``make(temporary path)`` when missing and renamed into place."""
     if not source.is_file():
         raise PathNotFoundError(f"ONNX model file not found: {str(source)!r}")
     folder = cache_dir if cache_dir is not None else default_cache_dir()
-    path = folder / f"minilm-int8-{cache_key(source, recipe)}.onnx"
+    path = folder / name
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".tmp")
     os.close(fd)
     try:
-        quantize_model(source, Path(tmp), recipe)
+        make(Path(tmp))
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -159,7 +178,19 @@ def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] 
     return path
 
 
+def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> Path:
+    """The cached int8 variant of ``source``, made now when missing (a few seconds, once per cache key)."""
+    return _cached(source, f"minilm-int8-{cache_key(source, recipe)}.onnx",
+                   lambda tmp: quantize_model(source, tmp, recipe), cache_dir)
+
+
+def fused_model_path(source: Path, cache_dir: Optional[Path] = None) -> Path:
+    """The cached fused fp32 graph of ``source``, made now when missing (a few seconds, once per cache key)."""
+    return _cached(source, f"minilm-fp32-fused-{_source_key(source)}.onnx", lambda tmp: fuse_model(source, tmp),
+                   cache_dir)
+
+
 def cached_variants(cache_dir: Optional[Path] = None) -> List[Path]:
-    """The int8 files in the cache (to show or remove them)."""
+    """The converted files in the cache, fused fp32 and int8 (to show or remove them)."""
     folder = cache_dir if cache_dir is not None else default_cache_dir()
-    return sorted(folder.glob("minilm-int8-*.onnx")) if folder.is_dir() else []
+    return sorted(folder.glob("minilm-*.onnx")) if folder.is_dir() else []
