@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.instrumentation import get_dispatcher
@@ -24,6 +24,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
+from llama_index_convrag.instrumentation import span_when_observed
 from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.rank_trail import hide_key
@@ -288,28 +289,36 @@ def with_widener(postprocessors: Optional[Sequence[BaseNodePostprocessor]], retr
 
 
 class NeighbourWidener(BaseNodePostprocessor):
-    """Widens each hit to its neighbouring chunks (:class:`WidenRules`), fetched in one Milvus query; put it last."""
+    """Widens each hit to its neighbouring chunks (:class:`WidenRules`), fetched in one Milvus query; put it last.
+    ``async_client``: returns the async Milvus client of the running loop (a retriever's), so the async twin queries
+    on the loop; None: the async twin runs the sync query in a worker thread."""
 
     _client: Any = PrivateAttr()
+    _async_client: Optional[Callable[[], Any]] = PrivateAttr(default=None)
     _collection_name: str = PrivateAttr()
     _spec: Any = PrivateAttr()
     _rules: WidenRules = PrivateAttr()
 
     def __init__(self, *, client: "MilvusClient", collection_name: str, spec: "CollectionSpec",
-                 rules: Optional[WidenRules] = None) -> None:
+                 rules: Optional[WidenRules] = None, async_client: Optional[Callable[[], Any]] = None) -> None:
         if rules is not None and not isinstance(rules, WidenRules):
             raise ConfigurationError(f"rules must be a WidenRules, got {type(rules).__name__}")
+        if async_client is not None and not callable(async_client):
+            raise ConfigurationError(f"async_client must be a callable returning an async Milvus client, got "
+                                     f"{type(async_client).__name__}")
         super().__init__()
         self._client = client
+        self._async_client = async_client
         self._collection_name = collection_name
         self._spec = spec
         self._rules = rules if rules is not None else WidenRules()
 
     @classmethod
     def from_retriever(cls, retriever: Any, rules: Optional[WidenRules] = None) -> "NeighbourWidener":
-        """The widener over the collection a ``MilvusHybridRetriever`` searches."""
+        """The widener over the collection a ``MilvusHybridRetriever`` searches (and its async client, when it has
+        the target to open one)."""
         return cls(client=retriever._client, collection_name=retriever.collection_name, spec=retriever.spec,
-                   rules=rules)
+                   rules=rules, async_client=retriever._async_client if retriever.target is not None else None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -326,15 +335,17 @@ class NeighbourWidener(BaseNodePostprocessor):
         return " or ".join(f"({doc} == {quote_string(d)} and {chunk} >= {a} and {chunk} <= {b})"
                            for d, a, b in ranges)
 
-    def fetch(self, ranges: Sequence[Tuple[str, int, int]]) -> Dict[Tuple[str, int], str]:
-        """``(doc id, chunk) -> text`` of every stored chunk in ``ranges``, in one query."""
+    def _query(self, ranges: Sequence[Tuple[str, int, int]]) -> Optional[Dict[str, Any]]:
+        """The arguments of the one query that fetches ``ranges`` (None: nothing to fetch)."""
         spec = self._spec
         if not ranges or spec.doc_id_field is None:
-            return {}
+            return None
         fields = [spec.doc_id_field, spec.text_field] + ([spec.metadata_field] if spec.metadata_field else [])
-        limit = sum(b - a + 1 for _, a, b in ranges)
-        rows = self._client.query(self._collection_name, filter=self.filter_expr(ranges), output_fields=fields,
-                                  limit=limit)
+        return {"collection_name": self._collection_name, "filter": self.filter_expr(ranges), "output_fields": fields,
+                "limit": sum(b - a + 1 for _, a, b in ranges)}
+
+    def _texts(self, rows: Iterable[Mapping[str, Any]]) -> Dict[Tuple[str, int], str]:
+        spec = self._spec
         out: Dict[Tuple[str, int], str] = {}
         for row in rows:
             meta = row.get(spec.metadata_field) if spec.metadata_field else row
@@ -343,13 +354,30 @@ class NeighbourWidener(BaseNodePostprocessor):
                 out[(str(row[spec.doc_id_field]), number)] = str(row.get(spec.text_field, ""))
         return out
 
-    @dispatcher.span
+    def fetch(self, ranges: Sequence[Tuple[str, int, int]]) -> Dict[Tuple[str, int], str]:
+        """``(doc id, chunk) -> text`` of every stored chunk in ``ranges``, in one query."""
+        query = self._query(ranges)
+        return {} if query is None else self._texts(self._client.query(**query))
+
+    async def afetch(self, ranges: Sequence[Tuple[str, int, int]]) -> Dict[Tuple[str, int], str]:
+        """Async twin of :meth:`fetch` (on the async client; without one, the sync query in a worker thread)."""
+        query = self._query(ranges)
+        if query is None:
+            return {}
+        if self._async_client is None:
+            return await asyncio.to_thread(self.fetch, ranges)
+        return self._texts(await self._async_client().query(**query))
+
+    @span_when_observed(dispatcher)  # a span only when a handler listens
     def _postprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                            ) -> List[NodeWithScore]:
         if self._spec.doc_id_field is None:
             return list(nodes)
         return widen_nodes(nodes, self._rules, self.fetch(wanted_ranges(nodes, self._rules)))
 
+    @span_when_observed(dispatcher)  # a span only when a handler listens
     async def _apostprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                                   ) -> List[NodeWithScore]:
-        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        if self._spec.doc_id_field is None:
+            return list(nodes)
+        return widen_nodes(nodes, self._rules, await self.afetch(wanted_ranges(nodes, self._rules)))

@@ -28,6 +28,11 @@ _TOKEN = regex.compile(
 
 def words(text: str) -> List[str]:
     """The tokens of ``text`` in order, as written (see the module docstring)."""
+    return list(_words(text))
+
+
+@lru_cache(maxsize=4096)  # a turn cuts the same sentence for its numbers, its negations and its refusals
+def _words(text: str) -> Tuple[str, ...]:
     out: List[str] = []
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
@@ -38,7 +43,7 @@ def words(text: str) -> List[str]:
             out.extend(token[i : i + 2] for i in range(max(1, len(token) - 1)))
         else:
             out.append(token)
-    return out
+    return tuple(out)
 
 
 @lru_cache(maxsize=16384)
@@ -47,7 +52,7 @@ def _terms(text: str, language: str) -> Tuple[str, ...]:
     stops = lexicon.stop_words(latin) | (lexicon.stop_words("zh") if language == "zh" else frozenset())
     stem = lexicon.stemmer(latin)
     out = []
-    for token in words(text):
+    for token in _words(text):
         low = token.lower()
         if low in stops:
             continue
@@ -65,7 +70,7 @@ def terms(text: str, language: Optional[str] = None) -> List[str]:
 
 @lru_cache(maxsize=16384)
 def _lower_words(text: str) -> Tuple[str, ...]:
-    return tuple(words(text.lower()))
+    return _words(text.lower())
 
 
 def holds_phrase(text: str, phrase: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, List
 
@@ -157,6 +158,27 @@ def test_a_hit_is_read_with_its_neighbours_fetched_from_milvus(stored, milvus_cl
     assert " ".join(text.split()) in " ".join(stored.read_text().split())  # overlaps read once: a run of the file
     start, end = matched_span(passage.node.metadata)
     assert text[start:end] == hits[0].node.get_content(metadata_mode=MetadataMode.NONE)
+
+
+def test_the_async_widening_queries_on_the_loop_and_reads_what_the_sync_one_reads(stored, milvus_client, milvus_target,
+                                                                                  collection_name, embed_model,
+                                                                                  monkeypatch):
+    index = ConvRAGIndex.from_collection(collection_name, embed_model=embed_model, client=milvus_client,
+                                         target=milvus_target)
+    retriever = index.as_retriever(similarity_top_k=2, search_type="sparse")
+    hits = retriever.retrieve("saffron")
+    widener = NeighbourWidener.from_retriever(retriever)
+    expected = widener.postprocess_nodes(hits)
+
+    def no_thread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the async widening went to a worker thread")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    widened = asyncio.run(widener.apostprocess_nodes(hits))
+    assert [(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE), n.node.metadata[WIDEN_KEY])
+            for n in widened] == [(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE),
+                                   n.node.metadata[WIDEN_KEY]) for n in expected]
+    assert len(widened[0].node.get_content(metadata_mode=MetadataMode.NONE)) > len(hits[0].node.get_content())
 
 
 def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chunk(stored, milvus_client,

@@ -41,6 +41,25 @@ def test_start_frees_its_earlier_self_renews_sweeps_the_dead_and_stop_unregister
     store.close()
 
 
+def test_the_lease_is_renewed_while_the_event_loop_is_blocked(tmp_path: Path) -> None:
+    store = SQLiteConversationStore(tmp_path / "chats.db")
+    _, stuck = store.begin_turn("a", "held through a busy loop?")
+    state = ServeState(store=store, engine_for=lambda cid, port, kb: None, worker_name="host:8000",
+                       limits=Limits(lease_s=0.3))
+
+    async def run() -> None:
+        lease = WorkerLease(state)
+        await lease.start()
+        assert store.claim_turn("a", 0.3, worker=state.worker_id)
+        time.sleep(1.2)  # the loop does nothing else for four leases: an overloaded server
+        assert store.claims_of(state.worker_id) == ["a"]
+        assert store.get_message(stuck.id).status == "pending"
+        await lease.stop()
+
+    asyncio.run(run())
+    store.close()
+
+
 def test_the_default_name_is_unique_to_the_process() -> None:
     import os
 
