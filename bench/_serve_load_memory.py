@@ -119,7 +119,9 @@ def compare(args: argparse.Namespace) -> int:
             keys[kind], private_kb[kind] = load.accounts(store)
     try:
         for kind in KINDS:
-            servers[kind] = Server(work / kind, env={**env, **(MEMORY_ENV if kind == "on" else {})}).wait(300)
+            on = {**MEMORY_ENV, **({"CONVRAG_TEST_MEMORY_WRITERS": str(args.memory_writers)}
+                                   if args.memory_writers is not None else {})}
+            servers[kind] = Server(work / kind, env={**env, **(on if kind == "on" else {})}).wait(300)
         probes = {kind: httpx.post(servers[kind].url + "/v1/conversations", json={"title": "probe"}, headers={
             "Authorization": f"Bearer {keys[kind][0]}"}).json()["id"] for kind in KINDS}
         rows: List[Tuple[int, str, Dict[str, float], str]] = []

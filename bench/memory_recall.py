@@ -231,6 +231,52 @@ def latency(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, model: Base
     return statistics.median(times), times[int(0.9 * (len(times) - 1))]
 
 
+def call_patterns(convs: Sequence[Dict[str, Any]], client: Any, collection: str, model: BaseEmbedding,
+                  limit: int) -> None:
+    """The Milvus calls of one recall, side by side on the same rows and queries (alternating): this layout's two
+    searches (:func:`~llama_index_convrag.memory.episodic_search.search_calls`: ids and scores) and one ``get`` of
+    the 3k candidates' fields, against the earlier layout's pattern: one search per list (here each list's kind is a
+    filter) and the same ``get``. Wall ms and this process's CPU ms."""
+    from llama_index_convrag.memory.episodic_schema import CONTEXT, OUTPUT_FIELDS, OWN
+    from llama_index_convrag.memory.episodic_search import position_kind, search_calls, search_expr
+    from llama_index_convrag.memory.units import unit_key
+
+    rules = RecallRules()
+    wall: Dict[str, List[float]] = {"two searches + get": [], "four searches + get": []}
+    cpu: Dict[str, List[float]] = {k: [] for k in wall}
+    n = 0
+    for ci, c in enumerate(convs):
+        for q in c["questions"][: max(1, limit // len(convs))]:
+            vector = model.get_query_embedding(q["question"])
+            expr = search_expr(OWNER, f"locomo-{ci}", len(c["units"]) - 6)
+            calls = search_calls(expr, vector, q["question"], rules)
+
+            def fetch(hits: List[Any]) -> None:
+                positions = list(dict.fromkeys(position_kind(str(h["id"]))[0] for h in hits))[:3 * 10]
+                client.get(collection, ids=[unit_key(OWNER, f"locomo-{ci}", p) for p in positions],
+                           output_fields=list(OUTPUT_FIELDS))
+
+            def two() -> None:
+                fetch([h for call in calls for h in client.search(collection, **call.kwargs)[0]])
+
+            def four() -> None:
+                fetch([h for call in calls for kind in (OWN, CONTEXT)
+                       for h in client.search(collection, **dict(call.kwargs, limit=rules.depth,
+                                                                  filter=f"{expr} and kind == {kind}"))[0]])
+
+            for name, fn in (("two searches + get", two), ("four searches + get", four))[:: 1 if n % 2 == 0 else -1]:
+                w0, c0 = time.perf_counter(), time.process_time()
+                fn()
+                wall[name].append((time.perf_counter() - w0) * 1000)
+                cpu[name].append((time.process_time() - c0) * 1000)
+            n += 1
+    two_p50, four_p50 = statistics.median(wall["two searches + get"]), statistics.median(wall["four searches + get"])
+    print(f"Milvus calls of one recall ({n} queries, alternating; load average {os.getloadavg()[0]:.1f}): two "
+          f"searches and a get p50 {two_p50:.1f} ms (CPU {statistics.median(cpu['two searches + get']):.1f} ms), "
+          f"the earlier pattern (four searches and a get) p50 {four_p50:.1f} ms (CPU "
+          f"{statistics.median(cpu['four searches + get']):.1f} ms); ratio {two_p50 / four_p50:.2f}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
@@ -290,6 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"\nRecall latency (k=10, window 6, Milvus Lite, sync, {limit} queries, load average "
           f"{os.getloadavg()[0]:.1f}): query embedding cached p50 {p50:.1f} ms p90 {p90:.1f} ms; not cached p50 "
           f"{c50:.1f} ms p90 {c90:.1f} ms")
+    call_patterns(convs, client, "locomo_memory", model, limit)
     turn_times(convs[TUNE[-1] + 1], folder, target, model, 12 if args.quick else args.turns)
 
     block, full = [], []

@@ -732,6 +732,8 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=1,
                         help="workers setup: kill -9 + restart per run, at even steps of the answers completed")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--memory-writers", type=int, default=None,
+                        help="with --memory: the memory server's writer threads (default MemoryOptions.writers)")
     parser.add_argument("--memory", action="store_true",
                         help="instead: the HTTP load against a server with memory off and one with it on, side by "
                              "side, then 0 memory reads across users or conversations checked (_serve_load_memory.py;"

@@ -461,6 +461,9 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
                    help="the summary's cap, never exceeded (default 400)")
     p.add_argument("--summary-no-llm", choices=("none", "salient"), default=None,
                    help="the summary without an LLM: none (default) or salient (names and numbers)")
+    p.add_argument("--memory-writers", type=_positive, default=None, metavar="N",
+                   help="threads that run the memory writes after the turns (one conversation's writes in order on "
+                        "one of them; default 4)")
 
 
 def _store_option(p: argparse.ArgumentParser) -> None:

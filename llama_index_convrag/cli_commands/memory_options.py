@@ -7,7 +7,8 @@
   facts stay opt-in);
 * ``--memory-window N`` -> ``EpisodicOptions.window`` and ``SummaryOptions.window`` (recent messages every prompt
   holds); ``--recall-k N`` -> ``EpisodicOptions.k``; ``--summary-max-tokens N`` -> ``SummaryOptions.max_tokens``;
-  ``--summary-no-llm`` -> ``SummaryOptions.no_llm`` (what the summary is without an LLM).
+  ``--summary-no-llm`` -> ``SummaryOptions.no_llm`` (what the summary is without an LLM); ``--memory-writers N`` ->
+  ``MemoryOptions.writers`` (the threads that run the writes after the turns).
 
 Pure: checked before any file or connection is opened (exit 2 naming the bad value and the accepted ones).
 """
@@ -57,7 +58,9 @@ def memory_options(args: Any, has_llm: bool) -> Any:
     if getattr(args, "summary_no_llm", None) is not None:
         summary["no_llm"] = args.summary_no_llm
     try:
+        writers = getattr(args, "memory_writers", None)
         return MemoryOptions(episodic=EpisodicOptions(**episodic), summary=SummaryOptions(**summary),
-                             facts=FactsOptions(enabled="facts" in parts))
+                             facts=FactsOptions(enabled="facts" in parts),
+                             **({"writers": writers} if writers is not None else {}))
     except ConfigurationError as e:
         raise CLIError(EXIT_USAGE, str(e)) from e

@@ -7,9 +7,11 @@ A turn makes three calls, the engine through its turn port (``chat/port.py``):
    below it) -> :class:`LoadedMemory`;
 2. :meth:`ConversationMemory.recall` (``arecall``) after the rewrite, with the turn's retrieval query;
 3. :meth:`ConversationMemory.schedule`, inside the port's commit, after the store's commit: queues
-   :meth:`write_turn` on the :class:`~.writer.BackgroundWriter` and returns at once; the job indexes the turn's
-   messages for recall (a regenerated answer replaces the one it supersedes), folds what left the window into the
-   summary, gives it to a core ``Memory``'s blocks, and extracts the user's facts (when on).
+   :meth:`write_turn` on the :class:`~.writer.BackgroundWriter` (the conversation's lane) and returns at once; the
+   job indexes the turn's messages for recall (a regenerated answer replaces the one it supersedes) and any earlier
+   history message the recall rows lack (a write lost to a crash or dropped at shutdown), folds what left the window
+   into the summary (every message it does not cover yet), gives it to a core ``Memory``'s blocks, and extracts the
+   user's facts (when on; a turn whose writes were lost is not read for facts again).
 
 Positions are a message's index in the stored conversation (:func:`~.units.units_of_conversation`): they never
 shift. Every read and write names the owner; a write for a conversation its owner does not own (or no longer has) is
@@ -85,6 +87,7 @@ class TurnWrites:
     user_message_id: str
     indexed: int = 0
     deleted: int = 0
+    caught_up: int = 0
     fold: Optional[Dict[str, Any]] = None
     blocks_fed: int = 0
     facts: List[Dict[str, Any]] = field(default_factory=list)
@@ -126,6 +129,11 @@ def slid_out(messages: Sequence[Message], positions: Sequence[int], window: int)
     return history[max(0, before - window):max(0, before + added - window)]
 
 
+def writer_key(owner: str, conversation_id: str) -> str:
+    """The writer key of a conversation: its writes run in order on one writer thread."""
+    return f"{owner}\x00{conversation_id}"
+
+
 class ConversationMemory:
     """The memory parts of a deployment (any may be None: off) and the writer of their turn writes."""
 
@@ -139,7 +147,7 @@ class ConversationMemory:
                                      f"PostgresConversationStore: memory rows and owners), got {type(store).__name__}")
         self.options, self.store = options, store
         self.episodic, self.running_summary, self.user_facts, self.core = episodic, summary, facts, core
-        self.writer = writer if writer is not None else BackgroundWriter()
+        self.writer = writer if writer is not None else BackgroundWriter(workers=options.writers)
 
     @classmethod
     def from_defaults(cls, options: Optional[MemoryOptions] = None, *, store: Any,
@@ -234,7 +242,7 @@ class ConversationMemory:
             for error in writes.errors:
                 self.writer.record_failure(f"turn {user_message_id}", error)
             return writes
-        return self.writer.submit(f"turn {user_message_id}", job)
+        return self.writer.submit(f"turn {user_message_id}", job, key=writer_key(owner, conversation_id))
 
     def write_turn(self, owner: str, conversation_id: str, user_message_id: str) -> TurnWrites:
         """Every memory write of one committed turn (see the module docstring); a part that fails is logged and
@@ -262,7 +270,9 @@ class ConversationMemory:
     def _index(self, w: TurnWrites, owner: str, cid: str, messages: List[Message], positions: List[int]) -> None:
         if self.episodic is None:
             return
-        w.indexed, w.deleted = self.episodic.index_positions(owner, cid, messages, positions)
+        missed = self.episodic.unindexed(owner, cid, messages, positions[0])
+        w.indexed, w.deleted = self.episodic.index_positions(owner, cid, messages, missed + positions)
+        w.caught_up = len(missed)
         if self.store.conversation_info(cid, owner=owner) is None:  # deleted while we wrote: leave nothing behind
             self.episodic.delete_conversation(owner, cid)
             w.skipped = "the conversation was deleted during the write"
@@ -296,7 +306,8 @@ class ConversationMemory:
 
     def schedule_backfill(self, owner: str, conversation_id: str) -> bool:
         """Queue :meth:`backfill` (a conversation seeded, or resumed from before memory was on)."""
-        return self.writer.submit(f"backfill {conversation_id}", lambda: self.backfill(owner, conversation_id))
+        return self.writer.submit(f"backfill {conversation_id}", lambda: self.backfill(owner, conversation_id),
+                                  key=writer_key(owner, conversation_id))
 
     def backfill(self, owner: str, conversation_id: str) -> TurnWrites:
         """Index every history message of a conversation whose recall rows are fewer than its history (upserts:
@@ -396,4 +407,4 @@ class ConversationMemory:
 
 
 __all__ = ["ConversationMemory", "FactDecision", "LoadedMemory", "TurnWrites", "slid_out", "turn_positions",
-           "window_start"]
+           "window_start", "writer_key"]

@@ -1,8 +1,9 @@
 """``EpisodicMemory``: every committed message indexed for its conversation, and recall of the best earlier ones.
 
 :meth:`EpisodicMemory.index` writes messages (one batched upsert; the context of each comes from the messages given
-before it, in the batch or in ``context``); :meth:`EpisodicMemory.recall` runs one hybrid search of the turn's
-retrieval query over the owner's conversation, leaving out the recent window (positions ``>= before``), spreads
+before it, in the batch or in ``context``); :meth:`EpisodicMemory.recall` runs two searches of the turn's
+retrieval query (dense and BM25, each over the own-text and the context rows: :mod:`.episodic_search`) over the
+owner's conversation, leaving out the recent window (positions ``>= before``), fuses the four lists, spreads
 scores to neighbouring messages and returns the best ``k`` (:mod:`~llama_index_convrag.memory.rules`) with their
 positions, dates, scores and the searches that found them. Every search and delete is filtered by owner and
 conversation, so nothing crosses users or conversations. ``aindex`` / ``arecall`` / ``adelete_conversation`` are the
@@ -13,27 +14,37 @@ async twins (they share the pure helpers). Nothing connects or creates in ``__in
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generator, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import QueryBundle
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus_async
-from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.milvus.schema import open_client
 from llama_index_convrag.memory.episodic_schema import (
-    CONTEXT_DENSE,
+    CONTEXT,
+    CONTEXT_SUFFIX,
     DEFAULT_COLLECTION,
-    OWN_DENSE,
-    SEARCH_FIELDS,
+    DENSE_FIELD,
+    OLD,
+    OUTPUT_FIELDS,
+    OWN,
     create_episodic_collection,
-    episodic_spec,
+    layout_of,
+)
+from llama_index_convrag.memory.episodic_search import (
+    Call,
+    owned,
+    rank,
+    scope_expr,
+    search_calls,
+    search_expr,
 )
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
@@ -48,40 +59,15 @@ from llama_index_convrag.memory.units import (
     units_of_conversation,
     units_of_messages,
 )
-from llama_index_convrag.retrievers.milvus_hybrid import MilvusHybridRetriever
 from llama_index_convrag.storage.conversation.base import in_history
-from llama_index_convrag.retrievers.params import validate_params
 from llama_index_convrag.retrievers.ranking import Ranking
 
+logger = logging.getLogger(__name__)
 Query = Union[str, QueryBundle]
 INSERT_BATCH = 256
 #: Conversations remembered as holding indexed messages (their recall skips the count query); the oldest is forgotten
 #: past this many.
 KNOWN_MAX = 65_536
-
-
-def _check_scope(owner: str, conversation_id: str) -> None:
-    for name, value in (("owner", owner), ("conversation_id", conversation_id)):
-        if not isinstance(value, str) or not value:
-            raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
-
-
-def scope_expr(owner: str, conversation_id: str) -> str:
-    """The Milvus expression of one owner's conversation."""
-    _check_scope(owner, conversation_id)
-    return f"owner == {quote_string(owner)} and conversation_id == {quote_string(conversation_id)}"
-
-
-def recall_filters(owner: str, conversation_id: str, before: Optional[int]) -> MetadataFilters:
-    """Owner, conversation, and (``before`` given) positions below the recent window."""
-    _check_scope(owner, conversation_id)
-    filters = [MetadataFilter(key="owner", value=owner), MetadataFilter(key="conversation_id", value=conversation_id)]
-    if before is not None:
-        if isinstance(before, bool) or not isinstance(before, int) or before < 0:
-            raise ConfigurationError(f"before must be None or an int >= 0 (the window's first position), "
-                                     f"got {before!r}")
-        filters.append(MetadataFilter(key="position", operator=FilterOperator.LT, value=before))
-    return MetadataFilters(filters=filters)
 
 
 def unit_texts(units: Sequence[MemoryUnit], context: Sequence[MemoryUnit],
@@ -100,14 +86,22 @@ def unit_texts(units: Sequence[MemoryUnit], context: Sequence[MemoryUnit],
 
 
 def rows_of(texts: Sequence[Tuple[MemoryUnit, str, str]], vectors: Sequence[Sequence[float]]) -> List[Dict[str, Any]]:
-    """Milvus rows; ``vectors`` holds the own and the context vector of each unit, in turn."""
+    """Milvus rows, two per unit (its own text and its context text, :mod:`.episodic_schema`); ``vectors`` holds the
+    own and the context vector of each unit, in turn."""
     rows = []
     for n, (u, own, ctx) in enumerate(texts):
-        rows.append({"id": u.unit_id, "doc_id": u.conversation_id, "owner": u.owner,
-                     "conversation_id": u.conversation_id, "position": u.position, "text": own, "context": ctx,
-                     OWN_DENSE: list(vectors[2 * n]), CONTEXT_DENSE: list(vectors[2 * n + 1]),
-                     "metadata": u.metadata()})
+        common = {"doc_id": u.conversation_id, "owner": u.owner, "conversation_id": u.conversation_id,
+                  "position": u.position, "metadata": u.metadata()}
+        rows.append({"id": u.unit_id, "kind": OWN, "text": own, DENSE_FIELD: list(vectors[2 * n]), **common})
+        rows.append({"id": u.unit_id + CONTEXT_SUFFIX, "kind": CONTEXT, "text": ctx,
+                     DENSE_FIELD: list(vectors[2 * n + 1]), **common})
     return rows
+
+
+def row_ids(owner: str, conversation_id: str, positions: Iterable[int]) -> List[str]:
+    """The ids of both rows of each position."""
+    return [key + suffix for p in positions for key in [unit_key(owner, conversation_id, p)]
+            for suffix in ("", CONTEXT_SUFFIX)]
 
 
 def history_before(messages: Sequence[Any], position: int, n: int) -> List[int]:
@@ -123,7 +117,7 @@ def history_before(messages: Sequence[Any], position: int, n: int) -> List[int]:
 
 
 def _position(key: str) -> int:
-    return int(key.rsplit(":", 1)[1])
+    return int(key.rsplit(":", 1)[-1])
 
 
 def plan_recall(ranking: Ranking, rules: RecallRules, before: Optional[int],
@@ -175,7 +169,7 @@ class EpisodicMemory:
         self._collection_name = collection_name
         self._rules = rules if rules is not None else RecallRules()
         self._target = target
-        self._spec = episodic_spec(dim)
+        self._dim = dim
         self._ready = False
         self._aclients: Dict[int, Any] = {}
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
@@ -208,36 +202,36 @@ class EpisodicMemory:
     def collection_name(self) -> str:
         return self._collection_name
 
-    def _params(self, filters: Optional[MetadataFilters]) -> Any:
-        r = self._rules
-        return validate_params(self._spec, similarity_top_k=r.depth, search_type="hybrid",
-                               search_fields=list(SEARCH_FIELDS), ranker_type="weighted",
-                               ranker_params={"weights": list(r.weights())}, fusion_depth=r.depth,
-                               feedback=False, filters=filters)
-
-    def _searcher(self, owner: str, conversation_id: str, before: Optional[int]) -> MilvusHybridRetriever:
-        return MilvusHybridRetriever(
-            client=self._client, collection_name=self._collection_name, spec=self._spec,
-            params=self._params(recall_filters(owner, conversation_id, before)),
-            embed_models={OWN_DENSE: self._embed_model, CONTEXT_DENSE: self._embed_model}, target=self._target)
-
     # -- the collection ---------------------------------------------------------------------------------------
     def ensure_collection(self) -> bool:
-        """Create the collection unless it exists (True when created)."""
-        created = create_episodic_collection(self._client, self._collection_name, self._spec.vector_fields[0].dim or 0,
+        """Create the collection unless it exists (True when created). A collection of the earlier layout (one row
+        per message, :data:`~.episodic_schema.OLD`) is dropped and created anew, with a warning: its rows are derived
+        from the conversation store, and each conversation's next turn indexes every message its rows lack
+        (:meth:`unindexed`); until then its recall is empty."""
+        if layout_of(self._client, self._collection_name) == OLD:
+            logger.warning("episodic memory collection %r has the earlier layout (one row per message); dropping and "
+                           "creating it anew: each conversation is indexed again at its next turn",
+                           self._collection_name)
+            self._client.drop_collection(self._collection_name)
+            with self._known_lock:
+                self._known.clear()
+        created = create_episodic_collection(self._client, self._collection_name, self._dim,
                                              is_lite=self._target.is_lite if self._target is not None else True)
         self._ready = True
         return created
 
     def _exists(self) -> bool:
         if not self._ready:
-            self._ready = bool(self._client.has_collection(self._collection_name))
+            layout = layout_of(self._client, self._collection_name)
+            if layout == OLD:
+                self.ensure_collection()
+            self._ready = layout is not None
         return self._ready
 
     # -- writing ----------------------------------------------------------------------------------------------
     def index(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
         """Index ``units`` (upsert: indexing a position again replaces it); ``context``: the messages just before
-        the first of them, for their context texts. Returns the number of rows written."""
+        the first of them, for their context texts. Returns the number of messages written (two rows each)."""
         if not units:
             return 0
         texts = unit_texts(units, context, self._rules)
@@ -248,7 +242,7 @@ class EpisodicMemory:
         for i in range(0, len(rows), INSERT_BATCH):
             self._client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
         self._remember({(u.owner, u.conversation_id): None for u in units})
-        return len(rows)
+        return len(texts)
 
     async def aindex(self, units: Sequence[MemoryUnit], context: Sequence[MemoryUnit] = ()) -> int:
         """Async twin of :meth:`index`."""
@@ -264,7 +258,7 @@ class EpisodicMemory:
         for i in range(0, len(rows), INSERT_BATCH):
             await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
         self._remember({(u.owner, u.conversation_id): None for u in units})
-        return len(rows)
+        return len(texts)
 
     def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
                     new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
@@ -297,8 +291,23 @@ class EpisodicMemory:
                                         history_before(messages, min(positions, default=0), self._rules.context_before))
         written = self.index(units, context)
         if gone and self._exists():
-            self._client.delete(self._collection_name, ids=[unit_key(owner, conversation_id, p) for p in gone])
+            self._client.delete(self._collection_name, ids=row_ids(owner, conversation_id, gone))
         return written, len(gone)
+
+    def unindexed(self, owner: str, conversation_id: str, messages: Sequence[Any], before: int) -> List[int]:
+        """The history positions below ``before`` of a stored conversation that have no row (their write was lost:
+        a crash, or dropped at shutdown). One count query when none is missing; a query of the positions when
+        some are."""
+        expected = [p for p in range(min(before, len(messages))) if in_history(messages[p])]
+        if not expected or not self._exists():
+            return expected
+        expr = f"{scope_expr(owner, conversation_id)} and kind == {OWN} and position < {int(before)}"
+        rows = self._client.query(self._collection_name, filter=expr, output_fields=["count(*)"])
+        if rows and int(rows[0]["count(*)"]) >= len(expected):
+            return []
+        found = {int(r["position"]) for r in self._client.query(self._collection_name, filter=expr,
+                                                                 output_fields=["position"])}
+        return [p for p in expected if p not in found]
 
     def delete_conversation(self, owner: str, conversation_id: str) -> None:
         """Delete every indexed message of ``owner``'s conversation (nothing of another owner's)."""
@@ -316,7 +325,7 @@ class EpisodicMemory:
 
     def count(self, owner: str, conversation_id: str) -> int:
         """Indexed messages of ``owner``'s conversation."""
-        expr = scope_expr(owner, conversation_id)
+        expr = f"{scope_expr(owner, conversation_id)} and kind == {OWN}"
         if not self._exists():
             return 0
         rows = self._client.query(self._collection_name, filter=expr, output_fields=["count(*)"])
@@ -353,54 +362,59 @@ class EpisodicMemory:
         """The ``k`` best messages of ``owner``'s conversation at positions below ``before`` (the recent window
         starts there; ``None``: every indexed message) for the turn's retrieval ``query``."""
         started = time.perf_counter()
-        searcher = self._searcher(owner, conversation_id, before)
-        if not self._exists():
-            select({}, k)  # validates k
-            return Recall(units=[], before=before, k=k)
-        if not self._holds(owner, conversation_id):
+        expr = search_expr(owner, conversation_id, before)
+        select({}, k)  # validates k
+        if not self._exists() or not self._holds(owner, conversation_id):
             return Recall(units=[], before=before, k=k)  # see _NOT_YET
-        [ranking] = searcher.rank_many([query])
-        pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        rows = self._rows(owner, conversation_id, pool)
-        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
+        text = query_text(query)
+        vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
+            self._embed_model.get_query_embedding(text)
+        steps = self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started)
+        try:
+            calls = next(steps)
+            while True:
+                calls = steps.send([getattr(self._client, c.method)(self._collection_name, **c.kwargs)
+                                    for c in calls])
+        except StopIteration as done:
+            return done.value
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                       k: int = 10) -> Recall:
-        """Async twin of :meth:`recall`."""
+        """Async twin of :meth:`recall` (the two searches run at once)."""
         started = time.perf_counter()
-        searcher = self._searcher(owner, conversation_id, before)
+        expr = search_expr(owner, conversation_id, before)
+        select({}, k)
         if not (self._ready or await asyncio.to_thread(self._exists)):
-            select({}, k)
             return Recall(units=[], before=before, k=k)
         if (owner, conversation_id) not in self._known and not await asyncio.to_thread(self._holds, owner,
                                                                                          conversation_id):
             return Recall(units=[], before=before, k=k)  # see _NOT_YET
-        [ranking] = await searcher.arank_many([query])
+        text = query_text(query)
+        vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
+            await self._embed_model.aget_query_embedding(text)
+        steps = self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started)
+        try:
+            calls = next(steps)
+            while True:
+                client = self._async_client()
+                calls = steps.send(list(await asyncio.gather(
+                    *(getattr(client, c.method)(self._collection_name, **c.kwargs) for c in calls))))
+        except StopIteration as done:
+            return done.value
+
+    def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
+                      before: Optional[int], k: int, started: float) -> Generator[List[Call], List[Any], Recall]:
+        """One recall as the Milvus calls it needs (sync and async drivers above): the two searches, then one ``get``
+        of the best candidates' fields (a neighbour never indexed has no row and is skipped)."""
+        dense, bm25 = yield search_calls(expr, vector, text, self._rules)
+        ranking = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        rows = await self._arows(owner, conversation_id, pool)
-        return finish_recall(pool, spread, found_by, rows, query_text(query), self._rules, before, k, started)
-
-    def _get_args(self, owner: str, conversation_id: str, positions: Sequence[int]) -> Dict[str, Any]:
-        return {"ids": [unit_key(owner, conversation_id, p) for p in positions],
-                "output_fields": ["position", "metadata", "owner", "conversation_id"]}
-
-    @staticmethod
-    def _owned(rows: Sequence[Mapping[str, Any]], owner: str, conversation_id: str) -> List[Mapping[str, Any]]:
-        return [r for r in rows if r.get("owner") == owner and r.get("conversation_id") == conversation_id]
-
-    def _rows(self, owner: str, conversation_id: str, positions: Sequence[int]) -> List[Mapping[str, Any]]:
-        if not positions:
-            return []
-        return self._owned(self._client.get(self._collection_name, **self._get_args(owner, conversation_id,
-                                                                                       positions)),
-                           owner, conversation_id)
-
-    async def _arows(self, owner: str, conversation_id: str, positions: Sequence[int]) -> List[Mapping[str, Any]]:
-        if not positions:
-            return []
-        rows = await self._async_client().get(self._collection_name, **self._get_args(owner, conversation_id,
-                                                                                         positions))
-        return self._owned(rows, owner, conversation_id)
+        rows: List[Mapping[str, Any]] = []
+        if pool:
+            [got] = yield [Call("get", {"ids": [unit_key(owner, conversation_id, p) for p in pool],
+                                        "output_fields": list(OUTPUT_FIELDS)})]
+            rows = owned(got, owner, conversation_id)
+        return finish_recall(pool, spread, found_by, rows, text, self._rules, before, k, started)
 
     def _async_client(self) -> Any:
         """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""

@@ -19,6 +19,12 @@ NO_LLM_SUMMARY = ("none", "salient")
 :mod:`~llama_index_convrag.memory.salient`)."""
 
 
+WRITERS = 4
+"""Default writer threads. ``bench/memory_writers.py`` (48 turns' writes of 16 conversations, a 200 ms memory LLM):
+4 drained them in 0.67x the time of 1 writer (per round 0.52-0.76x), 8 in 0.53x (0.51-0.56x); 4 holds fewer threads
+that compete with the turns for CPU."""
+
+
 def _int(owner: str, name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigurationError(f"{owner}.{name} must be an int >= {low}, got {value!r}")
@@ -110,13 +116,16 @@ class FactsOptions:
 @dataclass(frozen=True)
 class MemoryOptions:
     """Every memory setting: ``episodic``, ``summary`` and ``facts``; ``MemoryOptions()`` turns recall and the summary
-    on and leaves facts off."""
+    on and leaves facts off. ``writers``: the threads that run the writes after each turn (one conversation's writes
+    always run on one of them, in order; :class:`~llama_index_convrag.memory.writer.BackgroundWriter`)."""
 
     episodic: EpisodicOptions = field(default_factory=EpisodicOptions)
     summary: SummaryOptions = field(default_factory=SummaryOptions)
     facts: FactsOptions = field(default_factory=FactsOptions)
+    writers: int = WRITERS
 
     def __post_init__(self) -> None:
+        _int("MemoryOptions", "writers", self.writers, 1)
         for name, kind in (("episodic", EpisodicOptions), ("summary", SummaryOptions), ("facts", FactsOptions)):
             value = getattr(self, name)
             if not isinstance(value, kind):

@@ -27,10 +27,11 @@ def test_off_by_default_and_alone_the_library_defaults() -> None:
 
 def test_each_part_and_its_limits_map_onto_the_options() -> None:
     o = memory_options(serve_args("--memory", "facts,summary", "--memory-window", "4", "--recall-k", "3",
-                                  "--summary-max-tokens", "120", "--summary-no-llm", "salient"), has_llm=True)
+                                  "--summary-max-tokens", "120", "--summary-no-llm", "salient",
+                                  "--memory-writers", "2"), has_llm=True)
     assert (o.episodic.enabled, o.summary.enabled, o.facts.enabled) == (False, True, True)
     assert (o.episodic.window, o.summary.window, o.episodic.k) == (4, 4, 3)
-    assert (o.summary.max_tokens, o.summary.no_llm) == (120, "salient")
+    assert (o.summary.max_tokens, o.summary.no_llm, o.writers) == (120, "salient", 2)
     assert memory_parts("recall, recall ,summary") == ["recall", "summary"]
 
 

@@ -90,8 +90,7 @@ def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemo
     assert said.message_id == "c1-m4" and said.speaker == "user"
     assert said.text == TALK[4][1] and said.turn == 2 and said.date == "14 November 2023"
     searches = {f["search"] for f in said.found_by}
-    assert {"dense:embedding", "sparse:sparse_embedding", "dense:context_embedding",
-            "sparse:context_sparse", "fusion:weighted"} <= searches
+    assert {"dense:own", "sparse:own", "dense:context", "sparse:context", "fusion:weighted"} <= searches
     reply = next(u for u in got.units if u.position == 5)
     assert reply.spread_from == [4, 6] and reply.score > said.score * 0.5
     assert "[#4 (14 November 2023)] user: My sister Ana is coming too" in got.block_text()
@@ -258,3 +257,47 @@ def test_index_turn_indexes_the_committed_turn_from_the_stores_messages(memory: 
     assert {(u.position, u.message_id, u.speaker, u.turn) for u in got.units} >= {(5, "m5", "assistant", 2)}
     with pytest.raises(ConfigurationError, match="new must be an int >= 0 .*got -1"):
         memory.index_turn("alice", "c9", history, new=-1)
+
+
+class CallLog:
+    """The real Milvus client, logging the methods called on it."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: List[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kwargs)
+        return logged
+
+
+def test_a_recall_is_two_searches_and_one_get(
+        indexed: EpisodicMemory, milvus_client: Any, milvus_target: Any, embed_model: Any) -> None:
+    log = CallLog(milvus_client)
+    memory = EpisodicMemory(client=log, embed_model=embed_model, dim=384, collection_name=indexed.collection_name,
+                            target=milvus_target)  # type: ignore[arg-type]
+    memory.recall("peanut", owner="alice", conversation_id="c1", k=3)  # first: the layout and the count
+    log.calls.clear()
+    got = memory.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
+    assert log.calls == ["search", "search", "get"] and got.units[0].text and got.units[0].message_id
+    assert got.to_record() == indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1",
+                                             k=3).to_record() | {"latency_ms": got.to_record()["latency_ms"]}
+
+
+def test_a_collection_of_the_earlier_layout_is_rebuilt_with_a_warning(
+        memory: EpisodicMemory, milvus_client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from llama_index_convrag.memory.episodic_schema import CURRENT, OLD, layout_of
+
+    milvus_client.create_collection(memory.collection_name, dimension=384)  # no ``kind``: the earlier layout
+    assert layout_of(milvus_client, memory.collection_name) == OLD
+    with caplog.at_level("WARNING", logger="llama_index_convrag.memory.episodic"):
+        assert memory.recall("peanut", owner="alice", conversation_id="c1", k=2).units == []
+    assert "has the earlier layout" in caplog.text and "indexed again at its next turn" in caplog.text
+    assert layout_of(milvus_client, memory.collection_name) == CURRENT
+    memory.index(units())
+    assert memory.count("alice", "c1") == len(TALK)
+    assert memory.recall("peanut", owner="alice", conversation_id="c1", k=2).units

@@ -12,6 +12,7 @@ def test_defaults_turn_recall_and_summary_on_and_facts_off() -> None:
     o = MemoryOptions()
     assert (o.episodic.enabled, o.summary.enabled, o.facts.enabled) == (True, True, False)
     assert (o.episodic.k, o.episodic.window, o.summary.max_tokens, o.summary.no_llm) == (10, 6, 400, "none")
+    assert o.writers == 4
     off = MemoryOptions.off()
     assert not (off.episodic.enabled or off.summary.enabled or off.facts.enabled)
 
@@ -28,6 +29,7 @@ def test_defaults_turn_recall_and_summary_on_and_facts_off() -> None:
     (lambda: FactsOptions(min_similarity=0.8, duplicate_similarity=0.7),
      r"FactsOptions.duplicate_similarity \(0.7\) must be >= min_similarity \(0.8\)"),
     (lambda: MemoryOptions(facts=True), "MemoryOptions.facts must be a FactsOptions, got bool"),
+    (lambda: MemoryOptions(writers=0), "MemoryOptions.writers must be an int >= 1, got 0"),
 ])
 def test_bad_values_are_named(make, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

@@ -6,7 +6,8 @@ For the benches: ``CONVRAG_TEST_CITATION_MODE`` (the answers' citation mode; def
 Crash recovery: ``CONVRAG_TEST_WORKER_NAME`` (a restart under it frees the claims at once), ``CONVRAG_TEST_LEASE_S``,
 ``CONVRAG_TEST_PARTIAL_SAVE_S``. Memory: ``CONVRAG_TEST_MEMORY`` (``convrag serve --memory``'s parts: recall, summary,
 facts; the summary and the facts are written by :func:`memory_llm`), ``CONVRAG_TEST_MEMORY_WINDOW`` (default 2),
-``CONVRAG_TEST_MEMORY_FACTS=every`` (every user message is a fact: the load bench's questions state none).
+``CONVRAG_TEST_MEMORY_FACTS=every`` (every user message is a fact: the load bench's questions state none),
+``CONVRAG_TEST_MEMORY_WRITERS`` (``--memory-writers``; default the option's).
 
 Run: ``uvicorn --factory tests.serve.server_app:create`` with ``CONVRAG_TEST_DIR`` set.
 """
@@ -113,8 +114,10 @@ def create() -> Any:
              else SQLiteConversationStore(store_spec))
     llm = PacedLLM.fixed(ANSWER)
     citation_mode = os.environ.get("CONVRAG_TEST_CITATION_MODE")
+    writers = os.environ.get("CONVRAG_TEST_MEMORY_WRITERS")
     options = memory_options(argparse.Namespace(memory=os.environ.get("CONVRAG_TEST_MEMORY"), memory_window=int(
-        os.environ.get("CONVRAG_TEST_MEMORY_WINDOW", "2"))), has_llm=True)
+        os.environ.get("CONVRAG_TEST_MEMORY_WINDOW", "2")), memory_writers=None if writers is None else int(writers)),
+        has_llm=True)
     memory = None if options is None else ConversationMemory.from_defaults(
         options, store=store, embed_model=model, client=client, target=target,
         llm=memory_llm(every=os.environ.get("CONVRAG_TEST_MEMORY_FACTS") == "every"))
