@@ -7,7 +7,7 @@ the conversation store, the web framework, the rate limiter, the engine and the 
 ranked by cumulative time.
 
     python bench/serve_cpu.py --rounds 20 --concurrency 8
-    python bench/serve_cpu.py --rounds 10 --profile
+    python bench/serve_cpu.py --rounds 5 --profile --files 20 --dump /tmp/turn.prof
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -48,7 +48,9 @@ def _part(filename: str) -> str:
     return "other"
 
 
-async def drive(rounds: int, concurrency: int, profile: bool) -> Tuple[float, int, "cProfile.Profile | None"]:
+async def drive(rounds: int, concurrency: int, profile: bool,
+                key: str) -> Tuple[float, int, Optional[cProfile.Profile]]:
+    """``(process CPU seconds, turns, the profile)`` of ``rounds`` rounds of ``concurrency`` turns, ``key``'s."""
     import httpx
     import uvicorn
 
@@ -62,7 +64,7 @@ async def drive(rounds: int, concurrency: int, profile: bool) -> Tuple[float, in
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.05)
-    headers = {"Authorization": f"Bearer {os.environ['CONVRAG_BENCH_KEY']}"}
+    headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
         cids: List[str] = []
         for _ in range(concurrency):
@@ -92,7 +94,8 @@ async def drive(rounds: int, concurrency: int, profile: bool) -> Tuple[float, in
     return spent, rounds * concurrency, profiler
 
 
-def report(profiler: "cProfile.Profile", turns: int, top: int) -> None:
+def report(profiler: cProfile.Profile, turns: int, top: int, files: int) -> None:
+    """Print the profile's own time a turn by part, the top files outside the service and its top functions."""
     stats = pstats.Stats(profiler)
     by_part: Dict[str, float] = {}
     calls: Dict[str, int] = {}
@@ -107,13 +110,14 @@ def report(profiler: "cProfile.Profile", turns: int, top: int) -> None:
     print("profiled own time a turn by part (ms; calls a turn):")
     for part, t in sorted(by_part.items(), key=lambda kv: -kv[1]):
         print(f"  {part:<13} {1000 * t / turns:7.3f} ms  {calls[part] / turns:8.1f} calls")
-    if os.environ.get("CONVRAG_BENCH_FILES"):
-        files: Dict[str, float] = {}
+    if files:
+        print(f"the framework's and the rest's files by own time a turn (top {files}; ms):")
+        by_file: Dict[str, float] = {}
         for (filename, _, _), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
             if _part(filename) in ("other", "framework"):
-                files[filename] = files.get(filename, 0.0) + tottime
-        for f, t in sorted(files.items(), key=lambda kv: -kv[1])[:25]:
-            print(f"    {1000 * t / turns:7.3f}  {f}")
+                by_file[filename] = by_file.get(filename, 0.0) + tottime
+        for f, t in sorted(by_file.items(), key=lambda kv: -kv[1])[:files]:
+            print(f"  {1000 * t / turns:7.3f}  {f}")
     print(f"the service's and store's functions by cumulative time a turn (top {top}; ms cum / own, calls):")
     for cum, own, n, where in sorted(serve, reverse=True)[:top]:
         print(f"  {1000 * cum / turns:7.3f} / {1000 * own / turns:6.3f}  {n / turns:6.1f}  {where}")
@@ -124,7 +128,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--top", type=int, default=30, help="the service's functions shown (with --profile)")
+    parser.add_argument("--files", type=int, default=0, help="the framework's and other files shown (--profile)")
+    parser.add_argument("--dump", type=Path, default=None, help="write the profile here (pstats; with --profile)")
     args = parser.parse_args()
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
 
@@ -134,14 +140,14 @@ def main() -> int:
         _, key = store.create_key("bench")
         store.close()
         os.environ.update(CONVRAG_TEST_DIR=work, CONVRAG_TEST_STORE=str(Path(work) / "chats.db"),
-                          CONVRAG_TEST_TOKEN_DELAY="0", CONVRAG_BENCH_KEY=key)
-        spent, turns, profiler = asyncio.run(drive(args.rounds, args.concurrency, args.profile))
+                          CONVRAG_TEST_TOKEN_DELAY="0")
+        spent, turns, profiler = asyncio.run(drive(args.rounds, args.concurrency, args.profile, key))
     print(f"{turns} turns ({args.concurrency} at once): process CPU {1000 * spent / turns:.2f} ms a turn"
           + (" (profiled)" if profiler is not None else ""))
     if profiler is not None:
-        report(profiler, turns, args.top)
-        if os.environ.get("CONVRAG_BENCH_DUMP"):
-            profiler.dump_stats(os.environ["CONVRAG_BENCH_DUMP"])
+        report(profiler, turns, args.top, args.files)
+        if args.dump is not None:
+            profiler.dump_stats(str(args.dump))
     return 0
 
 
