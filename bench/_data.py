@@ -87,12 +87,16 @@ def cached_embeddings(model, texts: Sequence[str], tag: str, batch: int = 64) ->
 
 def assert_variant(model, variant: str) -> None:
     """Assert ``model`` is the local model's ``variant`` and runs the graph that names: its weight products in int8
-    (``MatMulInteger`` nodes) for int8, none for fp32. A bench that times a variant measures that variant."""
+    (``MatMulInteger`` nodes) for int8, none for fp32; fused attention unless an fp32 model has ``fused=False``.
+    A bench that times a variant measures that variant."""
     import onnx
 
     assert model.variant == variant, f"asked for the {variant} variant, got {model.variant}"
-    integer = sum(n.op_type == "MatMulInteger" for n in onnx.load(model.onnx_path).graph.node)
+    nodes = onnx.load(model.onnx_path).graph.node
+    integer = sum(n.op_type == "MatMulInteger" for n in nodes)
     assert (integer > 0) == (variant == "int8"), f"the {variant} variant runs {integer} int8 MatMuls"
+    fused = sum(n.op_type == "MultiHeadAttention" for n in nodes)
+    assert (fused > 0) == (variant == "int8" or model.fused), f"fused={model.fused} runs {fused} fused attentions"
 
 
 def ndcg_at(run: Sequence[str], rels: Mapping[str, int], k: int = 10) -> float:

@@ -623,7 +623,8 @@ def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyz
     gap ``ctx-fuse`` closes with each."""
     from bench.chunking import paired_ci
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+    from llama_index_convrag.embeddings.model_files import int8_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe
 
     models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
     for keep in keep_sets:

@@ -19,12 +19,14 @@ The model's variants (``fp32``: the installed file; ``int8``: int8 compute), sid
 ``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move (mean 1 - cosine to
 fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
 layers that move them most are the ones the int8 recipe keeps in float. ``--variants`` prints, per collection and
-per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant, the paired
-difference to fp32 with its 95% bootstrap interval, then each variant's speed against fp32 on the same batches
-(interleaved rounds: passages/s, ratio per round and its median, one-query ms p50). ``--keep-float`` adds an int8
-variant keeping those layers in float (one set per flag, ``-`` for none), to compare recipes; ``--spinning`` adds
-both variants with ONNX Runtime's idle threads spinning (its default), and ``--threads N`` both variants with N intra-op
-threads, to compare the session options.
+per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant and of the
+installed graph run unfused (``fused=False``, the fp32 default before the fused graph), the paired difference to fp32
+with its 95% bootstrap interval, then each one's speed against the unfused graph on the same batches (interleaved
+rounds: passages/s by wall and by CPU time, ratio per round and its median, one-query ms p50).
+``--fp32-graphs`` leaves int8 out. ``--profile N`` prints each graph's kernel time per op type (ONNX Runtime's
+profiler) on N window-sized chunks of docs/. ``--keep-float`` adds an int8 variant keeping those layers in float (one set per
+flag, ``-`` for none), to compare recipes; ``--spinning`` adds both variants with ONNX Runtime's idle threads spinning
+(its default), and ``--threads N`` both variants with N intra-op threads, to compare the session options.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def sensitivity(probe_n: int) -> None:
     import tempfile
 
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, quantize_model
+    from llama_index_convrag.embeddings.model_files import make_int8
+    from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe
 
     fp32 = LocalMiniLMEmbedding(variant="fp32", query_cache_size=0)
     probe = docs_probe(fp32, probe_n)
@@ -119,25 +122,34 @@ def sensitivity(probe_n: int) -> None:
         for name in ("all", *LAYER_NAMES):
             keep = () if name == "all" else tuple(n for n in LAYER_NAMES if n != name)
             path = Path(tmp) / f"{name}.onnx"
-            quantize_model(default_model_path(), path, Int8Recipe(keep_float=keep))
+            make_int8(default_model_path(), path, Int8Recipe(keep_float=keep))
             err = 1 - (LocalMiniLMEmbedding(model_path=str(path), query_cache_size=0).embed(probe) * ref).sum(1)
             print(f"| {name} | {err.mean():.6f} | {err.max():.6f} |", flush=True)
             path.unlink()
 
 
-def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = ()) -> Dict[str, Any]:
+#: The installed graph run as it is (the fp32 default before the fused graph): the same vectors, the former speed.
+UNFUSED = "fp32, unfused graph"
+
+
+def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = (),
+                   int8: bool = True) -> Dict[str, Any]:
     """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
     variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
     each of ``threads`` intra-op threads (ours: ORT's choice, one per physical core)."""
     from _data import assert_variant
 
     from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+    from llama_index_convrag.embeddings.model_files import int8_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe
 
     models = {"fp32": LocalMiniLMEmbedding(variant="fp32", query_cache_size=0),
+              UNFUSED: LocalMiniLMEmbedding(variant="fp32", fused=False, query_cache_size=0),
               f"int8 (default recipe, keeps {INT8_RECIPE.keep_float or 'none'} in float)":
                   LocalMiniLMEmbedding(variant="int8", query_cache_size=0)}
-    for model, variant in zip(models.values(), ("fp32", "int8")):
+    if not int8:
+        models = dict(list(models.items())[:2])
+    for model, variant in zip(models.values(), ("fp32", "fp32", "int8")):
         assert_variant(model, variant)
     for keep in keep_sets:
         recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
@@ -189,8 +201,9 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: 
         sparse = bm25_lists(name, ids, texts, queries)
         per: Dict[str, Dict[str, List[float]]] = {}
         for label, model in models.items():
-            docs = cached_embeddings(model, texts, f"{name}_corpus")
-            qv = cached_embeddings(model, [queries[q] for q in qids], f"{name}_queries")
+            graph = "_fused" if model.fused else ""  # fused and unfused fp32 share a model id: not one cache
+            docs = cached_embeddings(model, texts, f"{name}{graph}_corpus")
+            qv = cached_embeddings(model, [queries[q] for q in qids], f"{name}{graph}_queries")
             scores = qv @ docs.T
             top = np.argsort(-scores, axis=1)[:, :100]
             dense = [[(ids[j], float(scores[i, j])) for j in row] for i, row in enumerate(top)]
@@ -209,29 +222,103 @@ def variant_quality(models: Dict[str, Any], collections: Sequence[str], sample: 
 
 
 def variant_speed(models: Dict[str, Any], rounds: int, n: int) -> None:
-    """Passages/s on the same batch of SciFact abstracts and one-query latency, the variants interleaved."""
+    """Passages/s (wall and CPU time) on the same batch of SciFact abstracts and one-query latency, the variants
+    interleaved; ratios over the unfused graph's in the same round."""
+    import os
+
     _, texts, queries, _ = load_scifact()
     batch, qs = texts[:n], list(queries.values())[:20]
     for model in models.values():
         model.embed(batch[:4])  # load and convert before timing
     rate: Dict[str, List[float]] = {k: [] for k in models}
+    cpu: Dict[str, List[float]] = {k: [] for k in models}
     query_ms: Dict[str, List[float]] = {k: [] for k in models}
-    for _ in range(rounds):
-        for label, model in models.items():
-            t0 = time.perf_counter()
+    loads = []
+    for r in range(rounds):
+        for label in (list(models) if r % 2 == 0 else list(reversed(models))):
+            model = models[label]
+            t0, c0 = time.perf_counter(), time.process_time()
             model.embed(batch)
             rate[label].append(len(batch) / (time.perf_counter() - t0))
+            cpu[label].append(len(batch) / (time.process_time() - c0))
             for q in qs:
                 t0 = time.perf_counter()
                 model.embed([q])
                 query_ms[label].append((time.perf_counter() - t0) * 1000)
-    print(f"\n{n} SciFact abstracts per round, {rounds} rounds interleaved; ratio = a round's passages/s over fp32's "
-          "in the same round")
-    print("| variant | passages/s (median) | ratio per round | median ratio | query ms p50 |\n|---|---|---|---|---|")
+        loads.append(os.getloadavg()[0])
+    base = UNFUSED if UNFUSED in models else "fp32"
+    print(f"\n{n} SciFact abstracts per round, {rounds} rounds interleaved (load average {min(loads):.1f}-"
+          f"{max(loads):.1f}); ratio = a round's passages/s over the {base!r} row's in the same round")
+    print("| variant | passages/s (median) | ratio per round | median ratio | by CPU time: passages/s | median ratio | "
+          "query ms p50 |\n|---|---|---|---|---|---|---|")
     for label in models:
-        ratios = [a / b for a, b in zip(rate[label], rate["fp32"])]
+        ratios = [a / b for a, b in zip(rate[label], rate[base])]
+        cpu_ratios = [a / b for a, b in zip(cpu[label], cpu[base])]
         print(f"| {label} | {statistics.median(rate[label]):.1f} | {' '.join(f'{r:.2f}' for r in ratios)} | "
-              f"{statistics.median(ratios):.2f} | {statistics.median(query_ms[label]):.2f} |", flush=True)
+              f"{statistics.median(ratios):.2f} | {statistics.median(cpu[label]):.1f} | "
+              f"{statistics.median(cpu_ratios):.2f} | {statistics.median(query_ms[label]):.2f} |", flush=True)
+
+
+def profile(n: int) -> None:
+    """Share of ONNX Runtime's kernel time per op type (weight and attention ``MatMul`` apart) for the unfused graph,
+    the fused fp32 graph and int8, embedding the same ``n`` window-sized chunks of docs/ (ORT's own profiler)."""
+    import collections
+    import json
+    import os
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    from llama_index_convrag.embeddings import local
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+
+    models = {UNFUSED: LocalMiniLMEmbedding(fused=False), "fp32": LocalMiniLMEmbedding(),
+              "int8": LocalMiniLMEmbedding(variant="int8")}
+    probe = docs_probe(models["fp32"], n)
+    print(f"{len(probe)} chunks of docs/, {np.mean(models['fp32'].count_tokens(probe)):.0f} word pieces on average "
+          "(window 256)")
+    shares: Dict[str, collections.Counter] = {}
+    for label, model in models.items():
+        graph = onnx.load(model.onnx_path).graph
+        weights = {i.name for i in graph.initializer}  # and what is computed from them alone (folded at load)
+        for nd in graph.node:
+            if all(x in weights for x in nd.input if x):
+                weights.update(nd.output)
+        kind = {nd.name: f"{nd.op_type} (weights)" if nd.op_type.startswith("MatMul") and nd.input[1] in weights
+                else f"{nd.op_type} (attention)" if nd.op_type == "MatMul" else nd.op_type for nd in graph.node}
+        options = ort.SessionOptions()
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, local.GRAPH_OPTIMIZATION)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tempfile.gettempdir(), "convrag_profile")
+        session = ort.InferenceSession(model.onnx_path, sess_options=options, providers=["CPUExecutionProvider"])
+        saved = local._SESSIONS.copy()
+        local._SESSIONS[(model.onnx_path, model.num_threads, model.allow_spinning)] = session
+        try:
+            model.embed(probe)
+        finally:
+            local._SESSIONS.clear()
+            local._SESSIONS.update(saved)
+        trace = session.end_profiling()
+        with open(trace, encoding="utf-8") as f:
+            events = json.load(f)
+        os.unlink(trace)
+        by = collections.Counter()
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                node = e["name"][: -len("_kernel_time")]
+                by[kind.get(node, e["args"]["op_name"])] += e["dur"]
+        shares[label] = by
+    print("| op type | " + " | ".join(f"{k} (% of its kernel time)" for k in shares) + " |")
+    print("|---|" + "---|" * len(shares))
+    ops = sorted({op for by in shares.values() for op in by}, key=lambda op: -max(
+        by[op] / sum(by.values()) for by in shares.values()))
+    for op in ops:
+        cells = [f"{100 * by[op] / sum(by.values()):.1f}" if by[op] else "" for by in shares.values()]
+        if max(by[op] / sum(by.values()) for by in shares.values()) >= 0.005:
+            print(f"| {op} | " + " | ".join(cells) + " |")
+    print("| kernel time, s | " + " | ".join(f"{sum(by.values()) / 1e6:.2f}" for by in shares.values()) + " |")
 
 
 def main() -> None:
@@ -248,15 +335,22 @@ def main() -> None:
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--sample-docs", type=int, default=0, metavar="N",
                         help="--variants: cut each corpus to N documents (every judged one, a seeded sample of the rest)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead: kernel time per op type of each graph on N window-sized docs/ chunks")
+    parser.add_argument("--fp32-graphs", action="store_true",
+                        help="--variants: only fp32, fused (the default) and unfused (the installed graph as it is)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
     parser.add_argument("--threads", type=int, action="append", default=[], metavar="N",
                         help="also time both variants with N intra-op threads (repeatable)")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.profile)
+        return
     if args.sensitivity:
         sensitivity(args.probe)
         return
     if args.variants:
-        models = variant_models(args.keep_float, args.spinning, args.threads)
+        models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         if args.rounds > 0:

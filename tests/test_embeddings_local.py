@@ -1,10 +1,8 @@
 import sys
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
-from llama_index_convrag.embeddings import local
 from llama_index_convrag.embeddings.local import (
     EMBED_DIM,
     LocalMiniLMEmbedding,
@@ -56,24 +54,6 @@ def test_batching_does_not_change_vectors(embed_model):
     together = embed_model.embed(texts)
     alone = np.vstack([embed_model.embed([t]) for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-5)
-
-
-def test_weights_are_folded_once_and_vectors_match_the_unrewritten_graph(embed_model):
-    """Basic graph optimisation (int8 weights folded to fp32 at load, not per run) changes no vector."""
-    texts = ["hello world", "Milvus supports BM25 full text search.", " ".join(f"word {i}" for i in range(200))]
-    folded = embed_model.embed(texts)
-    session = local._load_session(embed_model.onnx_path, embed_model.num_threads)
-    assert session.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    plain = ort.InferenceSession(embed_model.onnx_path, sess_options=options,
-                                 providers=["CPUExecutionProvider"])
-    tok = local._load_tokenizer(embed_model.tokenizer_path, embed_model.max_length)
-    for text, vector in zip(texts, folded):
-        ids = np.array([tok.encode(text).ids], dtype=np.int64)
-        mask = np.ones_like(ids)
-        hidden = plain.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-        np.testing.assert_allclose(mean_pool_normalise(hidden, mask)[0], vector, atol=1e-5)
 
 
 def test_query_cache_returns_same_vector_and_is_bounded():

@@ -10,9 +10,10 @@ import numpy as np
 import onnx
 import pytest
 
-from llama_index_convrag.embeddings import quantize
+from llama_index_convrag.embeddings import model_files, quantize
 from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
-from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, int8_model_path, weight_matmuls
+from llama_index_convrag.embeddings.model_files import fused_model_path, int8_model_path
+from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, weight_matmuls
 from llama_index_convrag.errors import ConfigurationError
 
 TEXTS = ["How do plants make energy from sunlight?", "Milvus stores vectors and runs BM25 keyword search.",
@@ -40,13 +41,14 @@ def int8_model(cache: Path) -> LocalMiniLMEmbedding:
 
 
 def test_the_variant_is_made_once_into_the_cache_and_reads_like_fp32(int8_model, cache, embed_model):
-    [made] = quantize.cached_variants(cache)
-    assert made.name == f"minilm-int8-{quantize.cache_key(default_model_path(), INT8_RECIPE)}.onnx"
+    [made] = [p for p in model_files.cached_variants(cache) if p.name.startswith("minilm-int8-")]
+    assert made.name == f"minilm-int8-{model_files.cache_key(default_model_path(), INT8_RECIPE)}.onnx"
     assert [p for p in cache.iterdir() if p.name.startswith(".")] == []  # no temporary file left behind
     stamp = made.stat().st_mtime_ns
     assert int8_model_path(default_model_path(), INT8_RECIPE) == made and made.stat().st_mtime_ns == stamp
     assert int8_model.onnx_path == str(made)
-    assert LocalMiniLMEmbedding(variant="fp32").onnx_path == str(default_model_path())
+    fp32_file = Path(LocalMiniLMEmbedding(variant="fp32").onnx_path)  # the process may have made it elsewhere first
+    assert fp32_file.name == fused_model_path(default_model_path()).name
     graph = onnx.load(str(made)).graph
     kinds = {n.name: n.op_type for n in graph.node}
     assert sum(k == "MatMulInteger" for k in kinds.values()) == len(LAYER_NAMES) - len(INT8_RECIPE.keep_float)
@@ -58,7 +60,8 @@ def test_the_variant_is_made_once_into_the_cache_and_reads_like_fp32(int8_model,
 def test_each_variant_names_itself_for_the_collection_record(int8_model):
     fp32 = LocalMiniLMEmbedding(variant="fp32")
     assert fp32.embed_model_id == "LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:fp32"
-    assert int8_model.embed_model_id == f"LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:int8-{INT8_RECIPE.key()}"
+    assert int8_model.embed_model_id == f"LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:int8-fuse1-{INT8_RECIPE.key()}"
+    assert LocalMiniLMEmbedding(fused=False).embed_model_id == fp32.embed_model_id  # the same vectors
     assert LocalMiniLMEmbedding(model_path="/x/mine.onnx").embed_model_id.endswith(":mine.onnx:fp32")
     with pytest.raises(ConfigurationError, match=r"variant must be one of \['fp32', 'int8'\], got 'int4'"):
         LocalMiniLMEmbedding(variant="int4")
@@ -69,7 +72,7 @@ def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
         dest.write_bytes(b"half a model")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(quantize, "quantize_model", broken)
+    monkeypatch.setattr(model_files, "make_int8", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         int8_model_path(default_model_path(), Int8Recipe(), cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []

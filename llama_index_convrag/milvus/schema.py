@@ -173,10 +173,14 @@ LOCAL_MODEL_ID = "LocalMiniLMEmbedding:"
 
 def way_out(recorded: str, given: str) -> str:
     """How to open a collection ``recorded`` wrote: for another variant of the local model, the setting that picks the
-    variant that wrote it; else the model itself."""
+    variant that wrote it (for another build of the same variant, which this version cannot run: ingest again); else
+    the model itself."""
     head, _, variant = recorded.rpartition(":")
     if head.startswith(LOCAL_MODEL_ID) and head == given.rpartition(":")[0]:
         name = variant.split("-")[0]
+        if name == given.rpartition(":")[2].split("-")[0]:
+            return (f"Its {name} vectors come from another build of that variant than this version runs; "
+                    "ingest the files again")
         return (f"Open it with the {name} variant that wrote it (CONVRAG_EMBED_MODEL=local:{name} or "
                 f"LocalMiniLMEmbedding(variant={name!r}))")
     return "Use the model that wrote it"

@@ -26,7 +26,7 @@ from llama_index_convrag.serve.sse import TurnStream
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turns import fold, open_turn, turn_events
 from llama_index_convrag.serve.views import (DocumentNames, message_view, public_citation, public_error,
-                                             public_events, record_view, versions_of)
+                                             record_view, versions_of)
 from llama_index_convrag.storage.conversation.accounts import ConversationInfo, Principal
 from llama_index_convrag.storage.conversation.base import Message
 from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
@@ -150,7 +150,7 @@ async def run_turn(state: ServeState, request: Request, conversation_id: str, qu
     await state.prepare_engine(knowledge_base)
     turn = await open_turn(state, conversation_id, question, regenerate, claimed=claimed,
                            began=arrived_at(request.scope), knowledge_base=knowledge_base, owner=owner)
-    events = public_events(turn_events(state, turn), names_of(state, knowledge_base))
+    events = turn_events(state, turn, names_of(state, knowledge_base))
     if stream:  # the turn starts now, while the response is set up
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, state.limits.resume_grace_s))
         return TurnStream(log.reader(), ping_s=state.limits.ping_s)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -55,9 +55,15 @@ class DocumentBackend:
     embed_model: Any
     upload_dir: Path
     target: Optional[Any] = None
+    #: knowledge base id -> its upload folder, resolved (a turn names its documents: one ``realpath`` a base, not a
+    #: turn)
+    _folders: Dict[str, Path] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def folder(self, kb: KnowledgeBase) -> Path:
-        return (self.upload_dir / kb.id).resolve()
+        found = self._folders.get(kb.id)
+        if found is None:
+            found = self._folders[kb.id] = (self.upload_dir / kb.id).resolve()
+        return found
 
     def names(self, kb: KnowledgeBase) -> DocumentNames:
         return DocumentNames(roots=(*kb.roots, self.folder(kb).as_posix()))
@@ -79,6 +85,7 @@ class DocumentBackend:
         if self.client.has_collection(kb.collection):
             self.client.drop_collection(kb.collection)
         shutil.rmtree(self.folder(kb), ignore_errors=True)
+        self._folders.pop(kb.id, None)
 
     def _documents(self, kb: KnowledgeBase) -> List[Tuple[str, Any]]:
         """``(name, stored document)`` of every document, by name."""

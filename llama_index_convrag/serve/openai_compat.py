@@ -32,7 +32,6 @@ from llama_index_convrag.serve.models import (ChatCompletionOut, ChatCompletionR
 from llama_index_convrag.serve.sse import TurnStream, unnamed
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turns import fold, open_turn, turn_events
-from llama_index_convrag.serve.views import public_events
 from llama_index_convrag.storage.conversation.accounts import Principal
 from llama_index_convrag.storage.conversation.base import Message, new_id
 from llama_index_convrag.storage.conversation.knowledge import KnowledgeBase
@@ -205,7 +204,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
     await state.prepare_engine(kb)  # the first turn on a knowledge base builds its engine
     turn = await open_turn(state, conversation_id, question, began=arrived_at(request.scope), knowledge_base=kb,
                            owner=owner)
-    events = public_events(turn_events(state, turn), names_of(state, kb))
+    events = turn_events(state, turn, names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
         log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))
         chunks = _Chunks(body.model, question, body.stream_options is not None and body.stream_options.include_usage)

@@ -102,14 +102,18 @@ class ServedTurn(StoreTurnPort):
                 self._release()
             return self.committed
 
+    def progress_due(self) -> bool:
+        """Whether :meth:`aprogress` would save now (a loaded, uncommitted turn, ``limits.partial_save_s`` since the
+        last save): the stream asks this per delta, without a coroutine."""
+        return self.context is not None and self.committed is None and \
+            time.monotonic() - self._saved_at >= self._state.limits.partial_save_s
+
     async def aprogress(self, parts: List[str]) -> None:
         """The answer's text so far (its streamed pieces), as it streams: saved into the placeholder when
-        ``limits.partial_save_s`` has passed since the last save (a store call then; none otherwise)."""
-        now = time.monotonic()
-        if self.context is None or self.committed is not None or \
-                now - self._saved_at < self._state.limits.partial_save_s:
+        :meth:`progress_due` (a store call then; none otherwise)."""
+        if not self.progress_due():
             return
-        self._saved_at = now
+        self._saved_at = time.monotonic()
         placeholder = self.context.placeholder
         await self._state.store_call(self.store.save_partial, placeholder.conversation_id, placeholder.id,
                                      "".join(parts))

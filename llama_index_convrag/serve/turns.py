@@ -32,6 +32,7 @@ from llama_index_convrag.serve.errors import error_body
 from llama_index_convrag.serve.models import raw_citation
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turn_store import ServedTurn
+from llama_index_convrag.serve.views import DocumentNames, event_view
 from llama_index_convrag.storage.conversation.base import Message
 
 logger = logging.getLogger(__name__)
@@ -130,8 +131,13 @@ def timings(turn: OpenTurn, engine_began: float, engine_s: float) -> Dict[str, f
             "start_ms": round(1000 * (engine_began - turn.began), 3), "engine_ms": round(1000 * engine_s, 3)}
 
 
-async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event, None]:
-    """Run one opened turn (see the module docstring)."""
+async def turn_events(state: ServeState, turn: OpenTurn, names: Optional[DocumentNames] = None
+                      ) -> AsyncGenerator[Event, None]:
+    """Run one opened turn (see the module docstring). ``names``: the events as clients see them
+    (:func:`~.views.event_view`: references and citations with document names); None: as the engine gave them."""
+    def shown(name: str, data: Dict[str, Any]) -> Dict[str, Any]:
+        return data if names is None else event_view(name, data, names)
+
     response: Any = None
     closed = False
     try:
@@ -140,12 +146,13 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         engine_began = time.perf_counter()
         try:
             response = await turn.engine.astream_turn(turn.context)
-            yield "retrieval", retrieval_data(response)
+            yield "retrieval", shown("retrieval", retrieval_data(response))
             parts: List[str] = []
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
                 parts.append(delta)
-                await turn.port.aprogress(parts)  # the text so far, saved now and then (what a crash keeps)
+                if turn.port.progress_due():  # the text so far, saved now and then (what a crash keeps)
+                    await turn.port.aprogress(parts)
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
         except Exception as e:  # the engine committed the message as error (when it got that far)
@@ -166,7 +173,8 @@ async def turn_events(state: ServeState, turn: OpenTurn) -> AsyncGenerator[Event
         if failure is not None:
             yield "error", _error_data(turn, failure)
         else:
-            yield "done", done_data(turn.placeholder.id, finished, response, timings(turn, engine_began, engine_s))
+            yield "done", shown("done", done_data(turn.placeholder.id, finished, response,
+                                                  timings(turn, engine_began, engine_s)))
     finally:
         if not closed:
             with anyio.CancelScope(shield=True):

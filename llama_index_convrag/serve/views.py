@@ -9,12 +9,11 @@ reference the ``retrieval`` event lists.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.storage.conversation.base import Citation, Message
 from llama_index_convrag.storage.conversation.recovery import ABANDONED_ERROR
 
-Event = Tuple[str, Dict[str, Any]]
 #: metadata keys that hold server paths: never shown (the document's name is shown instead)
 PATH_KEYS = frozenset({"file_path", "doc_id", "ref_doc_id"})
 #: stored error texts the server itself writes for people (shown as they are; any other is the engine's)
@@ -96,12 +95,6 @@ def event_view(name: str, data: Dict[str, Any], names: DocumentNames) -> Dict[st
 def _citation_dict_view(c: Dict[str, Any], names: DocumentNames) -> Dict[str, Any]:
     """A ``done`` event's citation (``turns.done_data``: as stored) numbered from 1, with its document's name."""
     return public_citation(Citation.from_dict(c), names)
-
-
-async def public_events(events: AsyncIterator[Event], names: DocumentNames) -> AsyncIterator[Event]:
-    """``events`` as :func:`event_view` shows them."""
-    async for name, data in events:
-        yield name, event_view(name, data, names)
 
 
 def versions_of(messages: Sequence[Message]) -> Dict[str, List[str]]:

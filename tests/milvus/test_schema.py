@@ -58,6 +58,8 @@ def test_another_variant_of_the_local_model_is_told_the_setting_that_opens_the_c
     with pytest.raises(ValueError, match=r"Open it with the int8 variant .*CONVRAG_EMBED_MODEL=local:int8 "):
         check_embed_model(default_spec(8, embed_model=int8), fp32, "docs")
     assert way_out(fp32, "OpenAIEmbedding:text-embedding-3-small") == "Use the model that wrote it"
+    earlier = "LocalMiniLMEmbedding:all-MiniLM-L6-v2-onnx-int8:int8-1cc93e918e"  # int8 before the fused graph
+    assert way_out(earlier, int8.replace("int8-", "int8-fuse1-")).startswith("Its int8 vectors come from another build")
 
 
 def test_create_rejects_unknown_analyzer(milvus_client: Any, collection_name: str):
