@@ -17,6 +17,8 @@ from typing import Dict
 
 import pytest
 
+from llama_index_convrag.embeddings.model_files import default_cache_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -68,10 +70,12 @@ def kernel_name(tmp_path, monkeypatch):
 def kernel_env(home: Path) -> Dict[str, str]:
     """A kernel's environment with its own HOME: Milvus Lite keeps its scratch files in ``$HOME/.cache/milvus`` and
     a server that exits deletes that folder, so kernels starting and stopping servers side by side with one HOME fail
-    now and then ("create dir:/root/.cache/milvus failed"). matplotlib keeps the real configuration folder."""
+    now and then ("create dir:/root/.cache/milvus failed"). matplotlib keeps the real configuration folder, and the
+    local model its real cache of converted graphs (else each kernel builds the fused graph again)."""
     home.mkdir(parents=True, exist_ok=True)
     mpl = os.environ.get("MPLCONFIGDIR", str(Path.home() / ".config" / "matplotlib"))
-    return {**os.environ, "HOME": str(home), "MPLCONFIGDIR": mpl}
+    models = str(default_cache_dir().parent)
+    return {**os.environ, "HOME": str(home), "MPLCONFIGDIR": mpl, "CONVRAG_CACHE_DIR": models}
 
 
 def test_notebooks_execute(kernel_name, tmp_path, shared_data):
