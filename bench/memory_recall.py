@@ -261,7 +261,7 @@ def call_patterns(convs: Sequence[Dict[str, Any]], client: Any, collection: str,
         for q in c["questions"][: max(1, limit // len(convs))]:
             vector = model.get_query_embedding(q["question"])
             expr = search_expr(OWNER, f"locomo-{ci}", len(c["units"]) - 6)
-            calls = search_calls(expr, vector, q["question"], rules)
+            calls = search_calls(collection, expr, vector, q["question"], rules)
 
             def fetch(hits: List[Any]) -> None:
                 positions = list(dict.fromkeys(position_kind(str(h["id"]))[0] for h in hits))[:3 * 10]
@@ -269,11 +269,11 @@ def call_patterns(convs: Sequence[Dict[str, Any]], client: Any, collection: str,
                            output_fields=list(OUTPUT_FIELDS))
 
             def two() -> None:
-                fetch([h for call in calls for h in client.search(collection, **call.kwargs)[0]])
+                fetch([h for call in calls for h in client.search(*call.args, **call.kwargs)[0]])
 
             def four() -> None:
                 fetch([h for call in calls for kind in (OWN, CONTEXT)
-                       for h in client.search(collection, **dict(call.kwargs, limit=rules.depth,
+                       for h in client.search(*call.args, **dict(call.kwargs, limit=rules.depth,
                                                                   filter=f"{expr} and kind == {kind}"))[0]])
 
             for name, fn in (("two searches + get", two), ("four searches + get", four))[:: 1 if n % 2 == 0 else -1]:

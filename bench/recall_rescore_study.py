@@ -62,8 +62,8 @@ def build() -> Dict[str, Any]:
         expr = search_expr(OWNER, f"locomo-{ci}", None)
         for qi, q in enumerate(c["questions"]):
             qvec = model.get_query_embedding(q["question"])
-            dense, bm25 = [client.search("study_memory", **call.kwargs)
-                           for call in search_calls(expr, qvec, q["question"], memory.rules)]
+            dense, bm25 = [client.search(*call.args, **call.kwargs)
+                           for call in search_calls("study_memory", expr, qvec, q["question"], memory.rules)]
             ranking = rank(dense[0], bm25[0], memory.rules)
             fused = {int(key): score for key, score in ranking.kept}
             lists = {stage: {int(k): v for k, v in pos.items()} for stage, pos in ranking.stages}

@@ -18,14 +18,15 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, Generator, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import QueryBundle
 from pymilvus import MilvusClient
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus_async
+from llama_index_convrag.milvus.calls import LoopClients, MilvusCall, MilvusSteps, adrive, drive
+from llama_index_convrag.milvus.client import MilvusTarget
 from llama_index_convrag.milvus.schema import open_client
 from llama_index_convrag.memory.episodic_schema import (
     CONTEXT,
@@ -39,7 +40,6 @@ from llama_index_convrag.memory.episodic_schema import (
     layout_of,
 )
 from llama_index_convrag.memory.episodic_search import (
-    Call,
     owned,
     rank,
     scope_expr,
@@ -199,7 +199,8 @@ class EpisodicMemory:
         self._target = target
         self._dim = dim
         self._ready = False
-        self._aclients: Dict[int, Any] = {}
+        self._aclients = LoopClients(target, "async memory calls need target= (a MilvusTarget) to open Milvus' "
+                                            "async client")
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
         self._known_lock = threading.Lock()
         self._words = WordVectors(embed_model)
@@ -407,14 +408,7 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             self._embed_model.get_query_embedding(text)
-        steps = self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started)
-        try:
-            calls = next(steps)
-            while True:
-                calls = steps.send([getattr(self._client, c.method)(self._collection_name, **c.kwargs)
-                                    for c in calls])
-        except StopIteration as done:
-            return done.value
+        return drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started))
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                       k: int = 10) -> Recall:
@@ -430,27 +424,20 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             await self._embed_model.aget_query_embedding(text)
-        steps = self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started)
-        try:
-            calls = next(steps)
-            while True:
-                client = self._async_client()
-                calls = steps.send(list(await asyncio.gather(
-                    *(getattr(client, c.method)(self._collection_name, **c.kwargs) for c in calls))))
-        except StopIteration as done:
-            return done.value
+        return await adrive(self._async_client(),
+                            self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started))
 
     def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
-                      before: Optional[int], k: int, started: float) -> Generator[List[Call], List[Any], Recall]:
+                      before: Optional[int], k: int, started: float) -> MilvusSteps:
         """One recall as the Milvus calls it needs (sync and async drivers above): the two searches, then one ``get``
         of the best candidates' fields (a neighbour never indexed has no row and is skipped)."""
-        dense, bm25 = yield search_calls(expr, vector, text, self._rules)
+        dense, bm25 = yield search_calls(self._collection_name, expr, vector, text, self._rules)
         ranking = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
         rows: List[Mapping[str, Any]] = []
         if pool:
-            [got] = yield [Call("get", {"ids": [unit_key(owner, conversation_id, p) for p in pool],
-                                        "output_fields": list(OUTPUT_FIELDS)})]
+            [got] = yield [MilvusCall("get", (self._collection_name,), {
+                "ids": [unit_key(owner, conversation_id, p) for p in pool], "output_fields": list(OUTPUT_FIELDS)})]
             rows = owned(got, owner, conversation_id)
         bridge = bridge_words(rows, text, self._rules)
         # the bridge's words were cached when the messages were indexed; one missing after a restart is embedded
@@ -460,11 +447,4 @@ class EpisodicMemory:
 
     def _async_client(self) -> Any:
         """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""
-        if self._target is None:
-            raise ConfigurationError("async memory calls need target= (a MilvusTarget) to open Milvus' async client")
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(id(loop))
-        if client is None:
-            client = connect_milvus_async(self._target)
-            self._aclients = {id(loop): client}
-        return client
+        return self._aclients.get()

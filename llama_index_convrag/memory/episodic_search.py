@@ -11,12 +11,12 @@ candidates' fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.memory.episodic_schema import CONTEXT, CONTEXT_SUFFIX, DENSE_FIELD, KIND_NAMES, OWN, SPARSE_FIELD
 from llama_index_convrag.memory.rules import RecallRules
+from llama_index_convrag.milvus.calls import MilvusCall
 from llama_index_convrag.milvus.filters import quote_string
 from llama_index_convrag.retrievers import fusion
 from llama_index_convrag.retrievers.ranking import Ranking
@@ -27,14 +27,6 @@ KINDS_PER_SEARCH = 2
 FUSION_STAGE = "fusion:weighted"
 DENSE_PARAMS: Dict[str, Any] = {"metric_type": "COSINE", "params": {}}
 BM25_PARAMS: Dict[str, Any] = {"metric_type": "BM25", "params": {"drop_ratio_search": 0.0}}
-
-
-@dataclass(frozen=True)
-class Call:
-    """One Milvus client call: the method and its keyword arguments (the collection is the first argument)."""
-
-    method: str
-    kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
 def check_scope(owner: str, conversation_id: str) -> None:
@@ -59,11 +51,12 @@ def search_expr(owner: str, conversation_id: str, before: Optional[int]) -> str:
     return f"{expr} and position < {before}"
 
 
-def search_calls(expr: str, vector: Sequence[float], text: str, rules: RecallRules) -> List[Call]:
-    """The dense search (the query's vector) and the BM25 search (its text) of one recall."""
+def search_calls(collection_name: str, expr: str, vector: Sequence[float], text: str,
+                 rules: RecallRules) -> List[MilvusCall]:
+    """The dense search (the query's vector) and the BM25 search (its text) of one recall in ``collection_name``."""
     limit = KINDS_PER_SEARCH * rules.depth
-    return [Call("search", {"data": [data], "anns_field": field_name, "limit": limit, "filter": expr,
-                            "search_params": params, "output_fields": []})
+    return [MilvusCall("search", (collection_name,), {"data": [data], "anns_field": field_name, "limit": limit,
+                                                      "filter": expr, "search_params": params, "output_fields": []})
             for field_name, data, params in ((DENSE_FIELD, list(vector), DENSE_PARAMS),
                                              (SPARSE_FIELD, text, BM25_PARAMS))]
 

@@ -26,8 +26,8 @@ Every node's id is the Milvus primary key (as a string); ``node.ref_doc_id`` is 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
-from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index.core.base import base_retriever as core_retriever
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -39,7 +39,8 @@ from pymilvus import MilvusClient, RRFRanker
 
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import observed, unspanned
-from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget, connect_milvus_async
+from llama_index_convrag.milvus.calls import LoopClients, MilvusCall, MilvusSteps, adrive, drive
+from llama_index_convrag.milvus.client import MilvusConnectionError, MilvusTarget
 from llama_index_convrag.embeddings.identity import embed_model_id
 from llama_index_convrag.milvus.schema import (CollectionSpec, check_embed_model, detect_spec, node_from_entity,
                                                open_client)
@@ -52,17 +53,6 @@ from llama_index_convrag.retrievers.params import PARAM_NAMES, RetrieverParams, 
 dispatcher = get_dispatcher(__name__)
 
 
-@dataclass(frozen=True)
-class MilvusCall:
-    """One Milvus client call (``search``, ``hybrid_search`` or ``get``), run by the sync or the async client."""
-
-    method: str
-    args: Tuple[Any, ...]
-    kwargs: Dict[str, Any]
-
-
-#: Yields lists of calls (a list may run concurrently), receives their results in order, returns the outcome.
-MilvusSteps = Generator[List[MilvusCall], List[Any], Any]
 
 
 def _bundle(query: QueryType) -> QueryBundle:
@@ -107,7 +97,8 @@ class MilvusHybridRetriever(BaseRetriever):
         self._embed_models = dict(embed_models)
         self._target = target
         self._param_kwargs = dict(param_kwargs) if param_kwargs is not None else {}
-        self._aclients: Dict[int, Any] = {}
+        self._aclients = LoopClients(target, "async retrieval needs target= (a MilvusTarget) to open Milvus' async "
+                                            "client")
         self._output_fields = spec.output_fields()
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -480,13 +471,7 @@ class MilvusHybridRetriever(BaseRetriever):
         return vectors
 
     def _drive(self, steps: MilvusSteps) -> Any:
-        """Run ``steps``' Milvus calls one after another on the sync client; return what the generator returns."""
-        try:
-            calls = next(steps)
-            while True:
-                calls = steps.send([getattr(self._client, c.method)(*c.args, **c.kwargs) for c in calls])
-        except StopIteration as done:
-            return done.value
+        return drive(self._client, steps)
 
     def _fetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
         return self._drive(self._fetch_steps(pks))
@@ -509,14 +494,7 @@ class MilvusHybridRetriever(BaseRetriever):
     # -- async ------------------------------------------------------------------------------------------------
     def _async_client(self) -> Any:
         """One ``AsyncMilvusClient`` per running event loop (needs ``target``)."""
-        if self._target is None:
-            raise ConfigurationError("async retrieval needs target= (a MilvusTarget) to open Milvus' async client")
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(id(loop))
-        if client is None:
-            client = connect_milvus_async(self._target)
-            self._aclients = {id(loop): client}
-        return client
+        return self._aclients.get()
 
     async def _aembed(self, query: QueryBundle) -> Dict[str, List[float]]:
         vectors, groups = self._embed_plan(query)
@@ -527,15 +505,7 @@ class MilvusHybridRetriever(BaseRetriever):
         return vectors
 
     async def _adrive(self, steps: MilvusSteps) -> Any:
-        """Async twin of :meth:`_drive`: each step's calls run concurrently on the async client."""
-        try:
-            calls = next(steps)
-            while True:
-                client = self._async_client()
-                calls = steps.send(list(await asyncio.gather(
-                    *(getattr(client, c.method)(*c.args, **c.kwargs) for c in calls))))
-        except StopIteration as done:
-            return done.value
+        return await adrive(self._aclients.get(), steps)
 
     async def _afetch_rows(self, pks: List[Any]) -> Dict[str, Mapping[str, Any]]:
         return await self._adrive(self._fetch_steps(pks))
