@@ -3,7 +3,7 @@
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.schedule import LONG_FILES, pytest_collection_modifyitems
+from tests.schedule import LONG_FILES, pytest_collection_modifyitems, pytest_configure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,3 +18,13 @@ def test_long_files_move_to_the_front_in_their_order_and_the_rest_keep_theirs():
     items = [SimpleNamespace(nodeid=i) for i in ids]
     pytest_collection_modifyitems(items)
     assert [i.nodeid for i in items] == [ids[3], ids[1], ids[4], ids[0], ids[2]]
+
+
+def test_xdist_keeps_the_collection_order():
+    """pytest-xdist's default (``--loadscope-reorder``) would start the files with the most tests first."""
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True))
+    pytest_configure(config)
+    assert config.option.loadscopereorder is False
+    without_xdist = SimpleNamespace(option=SimpleNamespace())
+    pytest_configure(without_xdist)
+    assert vars(without_xdist.option) == {}
