@@ -7,7 +7,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
@@ -29,14 +29,32 @@ def write_docs(folder: Path, sentence: Callable[[str, int, int], str], sentences
     return folder
 
 
-@pytest.fixture
-def docs(tmp_path: Path) -> Path:
-    return write_docs(tmp_path / "docs", lambda t, i, j: f"{t} note {i}-{j} about steeping water temperature and "
-                                                         f"leaves.", 25)
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The eight tea files, written once for the module (no test changes them)."""
+    return write_docs(tmp_path_factory.mktemp("tea") / "docs", lambda t, i, j: f"{t} note {i}-{j} about steeping "
+                                                                               f"water temperature and leaves.", 25)
+
+
+@pytest.fixture(scope="module")
+def docs_collection(milvus_client: Any) -> Iterator[str]:
+    """One collection for the tests that ask :func:`docs`: the first ``ask`` embeds the files, the later ones find
+    every file unchanged (what they check is the turn, not the ingest)."""
+    name = "limits_tea_docs"
+    yield name
+    if milvus_client.has_collection(name):
+        milvus_client.drop_collection(name)
 
 
 @pytest.fixture
-def where(milvus_target: Any, collection_name: str, tmp_path: Path) -> List[str]:
+def where(milvus_target: Any, docs_collection: str, tmp_path: Path) -> List[str]:
+    """The shared collection of :func:`docs`; a conversation store of the test's own."""
+    return ["--uri", milvus_target.uri, "--collection", docs_collection, "--store", str(tmp_path / "c.db")]
+
+
+@pytest.fixture
+def own_where(milvus_target: Any, collection_name: str, tmp_path: Path) -> List[str]:
+    """A collection and a conversation store of the test's own: for the tests that write files of their own."""
     return ["--uri", milvus_target.uri, "--collection", collection_name, "--store", str(tmp_path / "c.db")]
 
 
@@ -135,7 +153,8 @@ def test_without_the_window_the_server_refuses_the_same_turn(capsys, docs, where
     assert f"This model's maximum context length is {WINDOW} tokens" in err
 
 
-def test_top_k_past_five_reads_that_many_passages_and_no_widen_reads_the_hits_alone(capsys, where, server, tmp_path):
+def test_top_k_past_five_reads_that_many_passages_and_no_widen_reads_the_hits_alone(capsys, own_where, server,
+                                                                                   tmp_path):
     """Eight one-chunk files in a window that holds them all: ``--top-k 8`` reads eight passages (the widening's cap
     follows it), each widened (read through the widener, alone in its file); ``--no-widen`` reads the same eight hits
     as they are."""
@@ -144,7 +163,7 @@ def test_top_k_past_five_reads_that_many_passages_and_no_widen_reads_the_hits_al
     server.context_window = None
     for extra in ([], ["--no-widen"]):
         code, _, err = run(capsys, ["ask", str(docs), "How hot should the water be for tea?", "--top-k", "8", *extra,
-                                    *llm_args(server), *where])
+                                    *llm_args(server), *own_where])
         assert code == 0, err
     plain, narrow = (r["trim_report"] for r in turn_records(tmp_path))
     assert plain["kept_chunks"] == narrow["kept_chunks"] == list(range(8)) and not plain["dropped"]
@@ -227,7 +246,7 @@ def test_an_empty_answer_is_never_shown_nor_stored_empty(capsys, docs, where, se
 
 
 # --- a server that dies or is slow --------------------------------------------------------------------------------
-def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, where, server, tmp_path,
+def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, own_where, server, tmp_path,
                                                                         monkeypatch):
     # short files: the hit is read widened to its neighbours (AnswerOptions.widen, on by default), and a widened
     # 25-sentence file no longer fits one compact window here (each window must leave the refine prompt room for
@@ -246,7 +265,7 @@ def test_a_server_dying_mid_stream_is_exit_5_and_the_next_question_runs(capsys, 
     monkeypatch.setattr(sys, "stdin", io.StringIO("green tea?\nblack tea?\n"))
     # one passage: the answer is one streamed call in this small window (more would add a refine call first)
     code, out, err = run(capsys, ["chat", str(docs), "--rewrite-strategy", "none", "--top-k", "1", *llm_args(server),
-                                  "--citation-mode", "inline", *where])  # the model's own marker is shown
+                                  "--citation-mode", "inline", *own_where])  # the model's own marker is shown
     assert code == 5
     bodies = chat_bodies(server)
     assert len(bodies) == 2 and all(b.get("stream") and "Refined Answer" not in b["messages"][-1]["content"]
