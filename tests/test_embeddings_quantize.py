@@ -84,6 +84,10 @@ def test_the_recipe_is_validated_and_keyed():
         Int8Recipe(keep_float=("layer9.query",))
     assert Int8Recipe(keep_float=("layer1.ffn_out", "layer0.query")).keep_float == ("layer0.query", "layer1.ffn_out")
     assert Int8Recipe().key() != Int8Recipe(reduce_range=True).key() == Int8Recipe(reduce_range=True).key()
+    assert Int8Recipe().key() == "e445516e1c"  # a new field with its default keeps the variant ids collections hold
+    assert Int8Recipe(weights="uint8").key() != Int8Recipe().key()
+    with pytest.raises(ConfigurationError, match=r"weights must be one of \['int8', 'uint8'\], got 'int4'"):
+        Int8Recipe(weights="int4")
 
 
 def test_another_graph_is_refused_rather_than_quantized_with_the_wrong_layers():
