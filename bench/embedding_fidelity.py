@@ -25,10 +25,12 @@ per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@1
 installed graph run unfused (``fused=False``, the fp32 default before the fused graph), the paired difference to fp32
 with its 95% bootstrap interval, then each one's speed against the unfused graph on the same batches (interleaved
 rounds: passages/s by wall and by CPU time, ratio per round and its median, one-query ms p50).
-``--fp32-graphs`` leaves int8 out. ``--profile N`` prints each graph's kernel time per op type (ONNX Runtime's
-profiler) on N window-sized chunks of docs/. ``--keep-float`` adds an int8 variant keeping those layers in float (one set per
-flag, ``-`` for none), to compare recipes; ``--spinning`` adds both variants with ONNX Runtime's idle threads spinning
-(its default), and ``--threads N`` both variants with N intra-op threads, to compare the session options.
+``--fp32-graphs`` leaves int8 out; ``--no-unfused`` leaves the unfused graph out (speed ratios are then over fp32).
+``--profile N`` prints each graph's kernel time per op type (ONNX Runtime's profiler) on N window-sized chunks of
+docs/. ``--keep-float`` adds an int8 variant keeping those layers in float (one set per flag, ``-`` for none;
+``--keep-float-weights uint8``: with unsigned weights), to compare recipes; ``--spinning`` adds both variants with
+ONNX Runtime's idle threads spinning (its default), and ``--threads N`` both variants with N intra-op threads, to
+compare the session options.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ UNFUSED = "fp32, unfused graph"
 
 
 def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = (),
-                   int8: bool = True, unfused: bool = True) -> Dict[str, Any]:
+                   int8: bool = True, unfused: bool = True, weights: str = "int8") -> Dict[str, Any]:
     """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
     variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
     each of ``threads`` intra-op threads (ours: ORT's choice, one per physical core)."""
@@ -204,10 +206,10 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Se
     if not unfused:
         del models[UNFUSED]
     for keep in keep_sets:
-        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights)
         path = int8_model_path(default_model_path(), recipe)
-        models[f"int8 keep {recipe.keep_float or '(none)'}"] = LocalMiniLMEmbedding(model_path=str(path),
-                                                                                  query_cache_size=0)
+        models[f"int8 keep {recipe.keep_float or '(none)'}, {weights} weights"] = LocalMiniLMEmbedding(
+            model_path=str(path), query_cache_size=0)
     if spinning:
         for variant in ("fp32", "int8"):
             models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
@@ -393,6 +395,8 @@ def main() -> None:
                         help="instead: kernel time per op type of each graph on N window-sized docs/ chunks")
     parser.add_argument("--fp32-graphs", action="store_true",
                         help="--variants: only fp32, fused (the default) and unfused (the installed graph as it is)")
+    parser.add_argument("--keep-float-weights", choices=("int8", "uint8"), default="int8",
+                        help="--variants: the weight type of the --keep-float recipes (uint8: ORT's U8U8 kernels)")
     parser.add_argument("--no-unfused", action="store_true",
                         help="--variants: leave out the installed graph run unfused (its vectors are fp32's)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
@@ -410,7 +414,7 @@ def main() -> None:
         return
     if args.variants:
         models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs,
-                                unfused=not args.no_unfused)
+                                unfused=not args.no_unfused, weights=args.keep_float_weights)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         if args.rounds > 0:
