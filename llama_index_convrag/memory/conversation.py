@@ -5,7 +5,9 @@ A turn makes three calls, the engine through its turn port (``chat/port.py``):
 1. :meth:`ConversationMemory.load`, inside the port's load (the same store call): the conversation's summary, the
    owner's newest facts, a core ``Memory``'s blocks, and where the recent window starts (``before``: recall looks
    below it) -> :class:`LoadedMemory`;
-2. :meth:`ConversationMemory.recall` (``arecall``) after the rewrite, with the turn's retrieval query;
+2. :meth:`ConversationMemory.recall` (``arecall``) after the rewrite, with the turn's retrieval query, while the
+   engine retrieves the evidence (:meth:`recall_query` embeds the query once for both; a sync turn recalls in one
+   of :meth:`recall_threads`);
 3. :meth:`ConversationMemory.schedule`, inside the port's commit, after the store's commit: queues
    :meth:`write_turn` on the :class:`~.writer.BackgroundWriter` (the conversation's lane) and returns at once; the
    job indexes the turn's messages for recall (a regenerated answer replaces the one it supersedes) and any earlier
