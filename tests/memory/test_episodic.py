@@ -337,3 +337,60 @@ def test_a_collection_of_the_earlier_layout_is_rebuilt_with_a_warning(
     memory.index(units())
     assert memory.count("alice", "c1") == len(TALK)
     assert memory.recall("peanut", owner="alice", conversation_id="c1", k=2).units
+
+
+class WordLog(Counting):
+    """The local model, logging each batch of texts it embeds and the thread that asked (``fail``: each batch
+    raises)."""
+
+    _batches: List[Any] = PrivateAttr(default_factory=list)
+    _fail: bool = PrivateAttr(default=False)
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        import threading
+
+        self._batches.append((threading.current_thread().name, list(texts)))
+        if self._fail:
+            raise ConnectionError("embedding service down")
+        return self._inner.get_text_embedding_batch(texts)
+
+
+def test_the_querys_words_are_embedded_beside_the_searches(milvus_client: Any, milvus_target: Any,
+                                                           embed_model: Any, indexed: EpisodicMemory) -> None:
+    import asyncio
+    import threading
+
+    from llama_index_convrag.memory.bridge import unit_words
+
+    log = WordLog(embed_model)
+    memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
+                                          collection_name=indexed.collection_name)
+    query = "Which snacks and nuts must Ana avoid?"
+    got = memory.recall(query, owner="alice", conversation_id="c1", k=3)
+    thread, words = log._batches[0]
+    assert thread.startswith("convrag-recall-words") and words == unit_words(query) == ["snacks", "nuts", "must", "ana",
+                                                                                       "avoid"]
+    assert all(name == threading.current_thread().name for name, _ in log._batches[1:])  # the candidates' words
+    assert got.to_record()["units"] == indexed.recall(query, owner="alice", conversation_id="c1",
+                                                      k=3).to_record()["units"]
+    log._batches.clear()
+    assert memory.recall(query, owner="alice", conversation_id="c1", k=3).positions == got.positions
+    assert log._batches == []  # every word cached now
+    again = "Which peanuts and snacks does Ana fear?"
+    loop_thread = []
+
+    async def arecall() -> Any:
+        loop_thread.append(threading.current_thread().name)
+        return await memory.arecall(again, owner="alice", conversation_id="c1", k=3)
+
+    agot = asyncio.run(arecall())
+    [(thread, words), *rest] = log._batches
+    assert words == ["fear"] and thread != loop_thread[0] and rest == []  # the one new word, in a worker thread
+    assert agot.positions == memory.recall(again, owner="alice", conversation_id="c1", k=3).positions
+    log._fail = True
+    with pytest.raises(ConnectionError, match="embedding service down"):  # fails the recall, as before
+        memory.recall("Which hills and jackets?", owner="alice", conversation_id="c1", k=3)
+    memory.close()  # stops its word threads; a later recall makes them again
+    log._fail = False
+    assert memory.recall("Which hills and jackets?", owner="alice", conversation_id="c1", k=3).positions
+    memory.close()
