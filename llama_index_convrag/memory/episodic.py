@@ -430,9 +430,10 @@ class EpisodicMemory:
         ahead = self._words_ahead(text)
         try:
             found = drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
-        finally:
+        except BaseException:
             if ahead is not None and not ahead.cancel():
                 wait([ahead])
+            raise
         if ahead is not None:
             ahead.result()
         return self._finish(found, text, before, k, started)
