@@ -394,3 +394,34 @@ def test_the_querys_words_are_embedded_beside_the_searches(milvus_client: Any, m
     log._fail = False
     assert memory.recall("Which hills and jackets?", owner="alice", conversation_id="c1", k=3).positions
     memory.close()
+
+
+def test_a_word_prefetch_still_queued_when_the_searches_end_is_waited_for(
+        milvus_client: Any, milvus_target: Any, embed_model: Any, indexed: EpisodicMemory) -> None:
+    import threading
+    import time
+    from concurrent.futures import Executor, Future
+
+    class LateStart(Executor):
+        """Starts each job 0.3 s after it is submitted (queued behind other recalls' words)."""
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:  # type: ignore[override]
+            future: Future = Future()
+
+            def run() -> None:
+                time.sleep(0.3)
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args, **kwargs))
+                    except BaseException as e:
+                        future.set_exception(e)
+            threading.Thread(target=run).start()
+            return future
+
+    log = WordLog(embed_model)
+    memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
+                                          collection_name=indexed.collection_name)
+    memory._threads = LateStart()  # type: ignore[assignment]
+    got = memory.recall("Which jackets keep the drizzle out?", owner="alice", conversation_id="c1", k=3)
+    assert got.positions and log._batches[0][0] != threading.current_thread().name
+    assert "drizzle" in log._batches[0][1] and not any("drizzle" in words for _, words in log._batches[1:])
