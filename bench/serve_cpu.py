@@ -1,5 +1,5 @@
 """The service's own CPU a streamed turn, in one process: ``tests/serve/server_app.py``'s app (real Milvus Lite, the
-local embedding model, a ScriptedLLM without token delay, a SQLite store, one API key) under uvicorn on 127.0.0.1,
+local embedding model, a ScriptedLLM without token delay (``--token-ms``: with), a SQLite store, one API key) under uvicorn on 127.0.0.1,
 driven by an httpx client on the same event loop: ``--rounds`` rounds of ``--concurrency`` conversations, one turn
 each. Prints the process's CPU ms a turn (client, server and engine together: compare two runs of this script on two
 checkouts, alternating: ``--against``) and, with ``--profile``, cProfile's own time a turn grouped by part (the
@@ -138,7 +138,7 @@ def side_by_side(args: argparse.Namespace) -> int:
     for run in range(args.runs):
         for label, code in (codes if run % 2 == 0 else codes[::-1]):
             command = [sys.executable, str(Path(__file__).resolve()), "--code", str(code), "--rounds", str(args.rounds),
-                       "--concurrency", str(args.concurrency)]
+                       "--concurrency", str(args.concurrency), "--token-ms", repr(args.token_ms)]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(code), str(ROOT)))}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             found = re.search(r"process CPU ([0-9.]+) ms a turn", done.stdout)
@@ -156,6 +156,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--token-ms", type=float, default=0.0,
+                        help="the scripted LLM's delay per token (the load bench's is 5; default 0)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=30, help="the service's functions shown (with --profile)")
     parser.add_argument("--files", type=int, default=0, help="the framework's and other files shown (--profile)")
@@ -180,7 +182,7 @@ def main() -> int:
         _, key = store.create_key("bench")
         store.close()
         os.environ.update(CONVRAG_TEST_DIR=work, CONVRAG_TEST_STORE=str(Path(work) / "chats.db"),
-                          CONVRAG_TEST_TOKEN_DELAY="0")
+                          CONVRAG_TEST_TOKEN_DELAY=repr(args.token_ms / 1000))
         spent, turns, profiler = asyncio.run(drive(args.rounds, args.concurrency, args.profile, key))
     print(f"{turns} turns ({args.concurrency} at once): process CPU {1000 * spent / turns:.2f} ms a turn"
           + (" (profiled)" if profiler is not None else ""))
