@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import gc
 
+from llama_index_convrag.text import identify, sentence_spans
+from llama_index_convrag.text.words import terms
+
 #: what :func:`preload_text_rules` reads (an English question: the identifier, the stop lists and a stemmer)
 SAMPLE = "What does the first passage say about the harvest?"
 
 
 def preload_text_rules(sample: str = SAMPLE) -> None:
     """Load the text rules' models and lists by reading ``sample`` as a turn does (language, terms, sentences)."""
-    from llama_index_convrag.text import identify, sentence_spans
-    from llama_index_convrag.text.words import terms
-
     identify(sample)
     terms(sample)
     sentence_spans(sample)
