@@ -11,9 +11,13 @@ conversations 0-2, check = 3-4) and category, and multi-hop per half.
   each content word alone: max or mean), added at weight lam;
 * ``time-diversity``: "when" questions raising messages with time words; a soft per-session discount for list
   questions or all questions;
-* ``bridge``: the vocabulary bridge (:mod:`llama_index_convrag.memory.bridge`) over thresholds and boosts.
+* ``bridge``: the vocabulary bridge (:mod:`llama_index_convrag.memory.bridge`) over thresholds and boosts;
+* ``deep``: recall@N of deeper pools, the bridge over pools of 30 to 100, pseudo-relevance feedback (the query vector
+  moved toward the mean of the best m candidates, Rocchio-style, as a dense score over the pool);
+* ``words``: the bridge's word-length floor, the longest question, query words weighted by their idf in the
+  conversation, the bridge as a factor instead of a term.
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_rescore_study.py [--studies pools,dense,time-diversity,bridge]
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_rescore_study.py [--studies pools,dense,time-diversity,bridge,deep,words]
 """
 
 from __future__ import annotations
@@ -125,13 +129,13 @@ def main() -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--studies", default="pools,dense,time-diversity,bridge")
+    ap.add_argument("--studies", default="pools,dense,time-diversity,bridge,deep,words")
     args = ap.parse_args()
     convs = load_locomo()
     data = load()
     evaluate(convs, data, "baseline (rules before the bridge)")
     evaluate(convs, data, "oracle@30 (the pool the steps re-score)", k=30)
-    studies = {"pools": study_pools, "dense": study_dense, "time-diversity": study_time_diversity, "bridge": study_bridge}
+    studies = {"words": study_words, "deep": study_deep, "pools": study_pools, "dense": study_dense, "time-diversity": study_time_diversity, "bridge": study_bridge}
     for name in args.studies.split(","):
         studies[name](convs, data)
     return 0
@@ -257,25 +261,148 @@ def study_time_diversity(convs, data) -> None:
 
 def study_bridge(convs, data) -> None:
     """The package's bridge step (its word lists and scores), single words embedded once (cached on disk)."""
-    model = LocalMiniLMEmbedding()
-    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
-    uw = {(ci, u.position): unit_words(u.text) for ci, c in enumerate(convs) for u in c["units"]}
-    qw = {(ci, qi): query_words(q["question"], speakers[ci])
-          for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
-    vocab = sorted({w for ws in list(uw.values()) + list(qw.values()) for w in ws})
-    raw = cached_embeddings(model, vocab, "locomo_bridge_words")
-    vec = dict(zip(vocab, raw / np.linalg.norm(raw, axis=1, keepdims=True)))
-    print(f"vocabulary: {len(vocab)} words")
+    uw, qw, vec = bridge_table(convs)
+    print(f"vocabulary: {len(vec)} words")
 
     def bridge(t: float, b: float):
         def f(ci, qi, s):
-            got = bridge_scores(s, qw[(ci, qi)], {p: uw[(ci, p)] for p in s}, vec, t, b)
+            got = bridge_scores(s, qw[(ci, qi)], {p: uw[(ci, p)] for p in s}, vec,
+                                RecallRules(bridge_threshold=t, bridge_boost=b))
             return {p: v["score"] for p, v in got.items()}
         return f
 
     for t in (0.45, 0.5, 0.55, 0.6, 0.7):
         for b in (0.2, 0.4, 0.6, 0.8):
             evaluate(convs, data, f"bridge threshold {t} boost {b}", rescore=bridge(t, b))
+
+
+
+def bridge_table(convs, model=None):
+    """Words of every unit and question, and their unit vectors (cached on disk)."""
+    model = model if model is not None else LocalMiniLMEmbedding()
+    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
+    uw = {(ci, u.position): unit_words(u.text, RecallRules(), "en") for ci, c in enumerate(convs) for u in c["units"]}
+    qw = {(ci, qi): query_words(q["question"], speakers[ci], RecallRules(), "en")
+          for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
+    vocab = sorted({w for ws in list(uw.values()) + list(qw.values()) for w in ws})
+    raw = cached_embeddings(model, vocab, "locomo_bridge_words")
+    vec = dict(zip(vocab, raw / np.linalg.norm(raw, axis=1, keepdims=True)))
+    return uw, qw, vec
+
+
+def study_deep(convs, data) -> None:
+    """Deeper pools with the bridge; pseudo-relevance feedback over the pool; idf-weighted bridge."""
+    uw, qw, vec = bridge_table(convs)
+    own = data["own"]
+    for pool in (30, 60, 100):
+        evaluate(convs, data, f"oracle@{pool} (mh in row)", k=pool,
+                 rescore=lambda ci, qi, s, pool=pool: wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool))
+
+    def bridged(ci, qi, s, t=0.5, b=0.4):
+        got = bridge_scores(s, qw[(ci, qi)], {p: uw[(ci, p)] for p in s}, vec, RecallRules(bridge_threshold=t, bridge_boost=b))
+        return {p: v["score"] for p, v in got.items()}
+
+    for pool in (30, 45, 60, 100):
+        for b in (0.4, 0.6):
+            evaluate(convs, data, f"bridge pool {pool} boost {b}",
+                     rescore=lambda ci, qi, s, pool=pool, b=b: bridged(
+                         ci, qi, wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool), b=b))
+
+    def prf(pool: int, m: int, lam: float, with_bridge: bool, beta: float):
+        def f(ci, qi, s):
+            s = wide_scores(convs, data, ci, qi, BEFORE_BRIDGE, pool)
+            if with_bridge:
+                s = bridged(ci, qi, s)
+            ps = list(s)
+            top = best(s, m)
+            centroid = np.mean([own[(ci, p)] for p in top], axis=0)
+            qv = data["pools"][(ci, qi)]["qvec"]
+            probe = qv / np.linalg.norm(qv) + beta * centroid / np.linalg.norm(centroid)
+            V = np.stack([own[(ci, p)] for p in ps])
+            sim = V @ probe
+            lo, hi = sim.min(), sim.max()
+            z = (sim - lo) / (hi - lo) if hi > lo else np.zeros_like(sim)
+            return {p: s[p] + lam * float(z[i]) for i, p in enumerate(ps)}
+        return f
+
+    for pool in (30, 60):
+        for m in (3, 5):
+            for lam in (0.2, 0.4):
+                for beta in (0.5, 1.0):
+                    evaluate(convs, data, f"prf+bridge pool {pool} m {m} lam {lam} beta {beta}",
+                             rescore=prf(pool, m, lam, True, beta))
+
+
+
+
+def study_words(convs, data) -> None:
+    """The bridge's word-length floor and query-word weighting (idf over the conversation's messages)."""
+    import math
+
+    model = LocalMiniLMEmbedding()
+    uw, qw, vec = bridge_table(convs, model)
+    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
+    stops = stop_words("en")
+    names = {ci: {w.lower() for s in speakers[ci] for w in words(s)} for ci in speakers}
+
+    def floor_words(text, n, skip=()):
+        out = {}
+        for w in words(text):
+            low = w.lower()
+            if len(low) >= n and low.isalpha() and low not in stops and low not in skip:
+                out[low] = None
+        return list(out)
+
+    short = sorted({w.lower() for c in convs for u in c["units"] for w in words(u.text)
+                    if len(w) == 2 and w.isalpha() and w.lower() not in stops})
+    raw = cached_embeddings(model, short, "locomo_bridge_short")
+    vec2 = dict(vec, **dict(zip(short, raw / np.linalg.norm(raw, axis=1, keepdims=True))))
+    for n in (2, 3, 4, 5):
+        uwn = {(ci, u.position): floor_words(u.text, n) for ci, c in enumerate(convs) for u in c["units"]}
+        qwn = {(ci, qi): floor_words(q["question"], n, names[ci] | {x + "s" for x in names[ci]})
+               for ci, c in enumerate(convs) for qi, q in enumerate(c["questions"])}
+        missing = {w for ws in list(uwn.values()) + list(qwn.values()) for w in ws} - set(vec2)
+
+        def f(ci, qi, s, uwn=uwn, qwn=qwn):
+            got = bridge_scores(s, qwn[(ci, qi)], {p: uwn[(ci, p)] for p in s}, vec2, RecallRules())
+            return {p: v["score"] for p, v in got.items()}
+        evaluate(convs, data, f"bridge floor {n} chars ({len(missing)} words unseen)", rescore=f)
+    longest = max(len(v) for v in qw.values())
+    print(f"query content words: longest {longest}, mean {np.mean([len(v) for v in qw.values()]):.1f}")
+
+    df = {ci: defaultdict(int) for ci in range(len(convs))}
+    for (ci, p), ws in uw.items():
+        for w in set(ws):
+            df[ci][w] += 1
+
+    def weighted(ci, qi, s, b=0.4, t=0.5):
+        q = [w for w in qw[(ci, qi)] if w in vec]
+        if not q:
+            return s
+        n = len(convs[ci]["units"])
+        wts = np.asarray([math.log((n + 1) / (df[ci].get(w, 0) + 1)) for w in q])
+        wts = wts / wts.sum() if wts.sum() > 0 else np.full(len(q), 1 / len(q))
+        Q = np.stack([vec[w] for w in q])
+        out = {}
+        for p, v in s.items():
+            ws = [w for w in uw[(ci, p)] if w in vec]
+            if not ws:
+                out[p] = v
+                continue
+            near = (np.stack([vec[w] for w in ws]) @ Q.T).max(axis=0) >= t
+            out[p] = v + b * float(wts[near].sum())
+        return out
+
+    for b in (0.4, 0.6):
+        evaluate(convs, data, f"idf-weighted bridge boost {b}", rescore=lambda ci, qi, s, b=b: weighted(ci, qi, s, b))
+
+    def mult(ci, qi, s, b):
+        got = bridge_scores(s, qw[(ci, qi)], {p: uw[(ci, p)] for p in s}, vec, RecallRules(bridge_boost=1.0))
+        return {p: s[p] * (1 + b * got[p]["share"]) for p in s}
+
+    for b in (0.3, 0.5, 0.8):
+        evaluate(convs, data, f"multiplicative bridge x(1+{b} share)", rescore=lambda ci, qi, s, b=b: mult(ci, qi, s, b))
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
