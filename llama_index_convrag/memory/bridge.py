@@ -2,8 +2,9 @@
 
 A question often names a kind ("Which cities has John been to?") where the messages that answer it name instances
 ("It's Seattle", "I was in Chicago"); neither list of the hybrid search links the two. Each content word of the query
-(:func:`query_words`: its words less the stop words of its language and the candidates' speakers' names) is compared, as a single-word
-embedding of the memory's model, with each content word of a candidate (:func:`unit_words`); the candidate's
+(:func:`query_words`: its words less the stop words of its language and the candidates' speakers' names) is
+compared, as a single-word embedding of the memory's model, with each content word of a candidate
+(:func:`unit_words`, read in the query's language); the candidate's
 *bridged share* is the share of query words it holds a word within ``threshold`` cosine of (the same word counts),
 and its score gains ``boost`` times that share (:func:`bridge_scores`). The step re-scores the candidate pool the
 recall reads anyway: no search, one embedding batch of the words not yet cached (:class:`WordVectors`, warmed when
