@@ -66,6 +66,12 @@ def query_words(query: str, speakers: Iterable[str], rules: RecallRules, languag
     return unit_words(query, rules, language, names | {n + "s" for n in names})
 
 
+def text_words(text: str, rules: RecallRules) -> List[str]:
+    """The content words of ``text`` (:func:`unit_words`) in the language identified for it: a query's words as its
+    recall reads them, names included."""
+    return unit_words(text, rules, identify(text))
+
+
 def batch_words(texts: Sequence[str], rules: RecallRules) -> List[str]:
     """The distinct content words of ``texts`` (messages written together), in the language identified over all of
     them (one identification per batch)."""

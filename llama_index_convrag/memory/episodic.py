@@ -47,7 +47,7 @@ from llama_index_convrag.memory.episodic_search import (
     search_calls,
     search_expr,
 )
-from llama_index_convrag.memory.bridge import WordVectors, batch_words, bridge_scores, pool_words
+from llama_index_convrag.memory.bridge import WordVectors, batch_words, bridge_scores, pool_words, text_words
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
     MemoryUnit,
@@ -468,7 +468,7 @@ class EpisodicMemory:
 
     def _query_vocabulary(self, text: str) -> List[str]:
         """The query's content words, whose vectors the bridge step reads (none when it is off)."""
-        return unit_words(text) if self._rules.bridge_boost > 0 else []
+        return text_words(text, self._rules) if self._rules.bridge_boost > 0 else []
 
     def _words_ahead(self, text: str) -> Optional["Future[Any]"]:
         """Embed the query's words the word cache lacks in a worker thread while the searches run (None: no words);

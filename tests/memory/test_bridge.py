@@ -19,6 +19,7 @@ from llama_index_convrag.memory.bridge import (
     pool_words,
     query_words,
     stops_of,
+    text_words,
     unit_words,
 )
 
@@ -48,6 +49,7 @@ def test_unit_words_leave_out_the_stop_words_of_the_language_given() -> None:
 def test_batch_and_pool_words_read_the_identified_language() -> None:
     assert batch_words([GERMAN, "Der Hund war müde."], RULES) == ["gestern", "hund", "park", "müde"]
     assert batch_words([], RULES) == []
+    assert text_words(GERMAN, RULES) == ["gestern", "hund", "park"]
     # the query's language (German) reads the candidates too
     assert pool_words("Wo war Anna mit ihrem Hund?", {3: GERMAN}, ["Anna"], RULES) == (
         ["hund"], {3: ["gestern", "hund", "park"]})
