@@ -47,7 +47,7 @@ from llama_index_convrag.memory.episodic_search import (
     search_calls,
     search_expr,
 )
-from llama_index_convrag.memory.bridge import WordVectors, bridge_scores, pool_words, unit_words
+from llama_index_convrag.memory.bridge import WordVectors, batch_words, bridge_scores, pool_words, text_words
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
     MemoryUnit,
@@ -152,7 +152,7 @@ def bridge_words(rows: Sequence[Mapping[str, Any]], query: str, rules: RecallRul
     """The words the bridge step compares (:func:`~.bridge.pool_words` over the candidates' rows), or None when it
     is off or the query has no content word."""
     texts = {int(r["position"]): row_raw(r) for r in rows}
-    return pool_words(query, texts, {row_speaker(r) for r in rows}, rules.bridge_boost)
+    return pool_words(query, texts, {row_speaker(r) for r in rows}, rules)
 
 
 def wanted_words(bridge: Bridge) -> List[str]:
@@ -176,7 +176,7 @@ def finish_recall(pool: List[int], spread: Mapping[int, Tuple[float, List[int]]]
     scores = boost_speaker({p: spread[p][0] for p in pool if p in by_position}, speakers, named, rules.speaker_boost)
     shares: Dict[int, float] = {}
     if bridge is not None and vectors:
-        bridged = bridge_scores(scores, bridge[0], bridge[1], vectors, rules.bridge_threshold, rules.bridge_boost)
+        bridged = bridge_scores(scores, bridge[0], bridge[1], vectors, rules)
         scores = {p: b["score"] for p, b in bridged.items()}
         shares = {p: b["share"] for p, b in bridged.items()}
     units: List[RecalledUnit] = []
@@ -302,7 +302,7 @@ class EpisodicMemory:
         the write, so that a recall finds them cached."""
         if self._rules.bridge_boost <= 0:
             return []
-        return list(dict.fromkeys(w for u in units for w in unit_words(u.text)))
+        return batch_words([u.text for u in units], self._rules)
 
     def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
                     new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
@@ -468,7 +468,7 @@ class EpisodicMemory:
 
     def _query_vocabulary(self, text: str) -> List[str]:
         """The query's content words, whose vectors the bridge step reads (none when it is off)."""
-        return unit_words(text) if self._rules.bridge_boost > 0 else []
+        return text_words(text, self._rules) if self._rules.bridge_boost > 0 else []
 
     def _words_ahead(self, text: str) -> Optional["Future[Any]"]:
         """Embed the query's words the word cache lacks in a worker thread while the searches run (None: no words);

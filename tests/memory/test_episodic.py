@@ -360,7 +360,7 @@ def test_the_querys_words_are_embedded_beside_the_searches(milvus_client: Any, m
     import asyncio
     import threading
 
-    from llama_index_convrag.memory.bridge import unit_words
+    from llama_index_convrag.memory.bridge import text_words
 
     log = WordLog(embed_model)
     memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
@@ -368,8 +368,8 @@ def test_the_querys_words_are_embedded_beside_the_searches(milvus_client: Any, m
     query = "Which snacks and nuts must Ana avoid?"
     got = memory.recall(query, owner="alice", conversation_id="c1", k=3)
     thread, words = log._batches[0]
-    assert thread.startswith("convrag-recall-words") and words == unit_words(query) == ["snacks", "nuts", "must", "ana",
-                                                                                       "avoid"]
+    assert thread.startswith("convrag-recall-words") and words == text_words(query, memory.rules) == [
+        "snacks", "nuts", "must", "ana", "avoid"]
     assert all(name == threading.current_thread().name for name, _ in log._batches[1:])  # the candidates' words
     assert got.to_record()["units"] == indexed.recall(query, owner="alice", conversation_id="c1",
                                                       k=3).to_record()["units"]
