@@ -616,11 +616,11 @@ VARIANT_STRATEGIES = ("raw", "ctx-fuse", "manual")
 
 
 def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str,
-                      keep_sets: Sequence[str] = ()) -> None:
+                      keep_sets: Sequence[str] = (), weights: str = "int8") -> None:
     """Print, per set, chunk size and part (all / dev / test dialogues), the follow-ups' nDCG@10 with the local
-    model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float) on
-    the same turns, the paired difference to fp32 with its 95% bootstrap interval, and the share of the raw -> human
-    gap ``ctx-fuse`` closes with each."""
+    model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float, its
+    weights of type ``weights``) on the same turns, the paired difference to fp32 with its 95% bootstrap interval,
+    and the share of the raw -> human gap ``ctx-fuse`` closes with each."""
     from bench.chunking import paired_ci
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
     from llama_index_convrag.embeddings.model_files import int8_model_path
@@ -628,8 +628,8 @@ def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyz
 
     models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
     for keep in keep_sets:
-        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
-        models[f"int8 keep {','.join(recipe.keep_float) or '(none)'}"] = LocalMiniLMEmbedding(
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights)
+        models[f"int8 keep {','.join(recipe.keep_float) or '(none)'}, {weights} weights"] = LocalMiniLMEmbedding(
             model_path=str(int8_model_path(default_model_path(), recipe)), query_cache_size=0)
     caches = {label: EmbeddingCache(m) for label, m in models.items()}
     strategies = {k: fn for k, fn in strategies_default().items() if k in VARIANT_STRATEGIES}
@@ -748,6 +748,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--variant", default=None, help="the local model's variant (fp32 / int8; default: the model's)")
     p.add_argument("--variants", action="store_true",
                    help="only the follow-ups' nDCG@10 with the fp32 and int8 variants side by side, per half")
+    p.add_argument("--keep-float-weights", choices=("int8", "uint8"), default="int8",
+                   help="--variants: the weight type of the --keep-float copies (uint8: ORT's U8U8 kernels)")
     p.add_argument("--keep-float", action="append", default=[], metavar="LAYERS",
                    help="--variants: also an int8 copy keeping these layers in float (layer<i>.<role>,...; repeatable)")
     args = p.parse_args(argv)
@@ -763,7 +765,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sets = load_sets([x for x in args.sets.split(",") if x])
     results = {}
     if args.variants:
-        variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float)
+        variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float,
+                          args.keep_float_weights)
         return 0
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)

@@ -16,17 +16,21 @@ The model's variants (``fp32``: the installed file; ``int8``: int8 compute), sid
     PYTHONPATH=. python bench/embedding_fidelity.py --variants [--collections scifact,cranfield,cast]
         [--keep-float L1,L2 ...]
 
-``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move (mean 1 - cosine to
-fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
+``--smoothing 0.25,0.5`` prints the same distance for int8 quantized from the fused graph as it is, after
+SmoothQuant-style activation smoothing at each strength (``_smooth.py``, calibrated on the package's docstrings), and
+with unsigned weights. ``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move
+(mean 1 - cosine to fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
 layers that move them most are the ones the int8 recipe keeps in float. ``--variants`` prints, per collection and
 per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant and of the
 installed graph run unfused (``fused=False``, the fp32 default before the fused graph), the paired difference to fp32
 with its 95% bootstrap interval, then each one's speed against the unfused graph on the same batches (interleaved
 rounds: passages/s by wall and by CPU time, ratio per round and its median, one-query ms p50).
-``--fp32-graphs`` leaves int8 out. ``--profile N`` prints each graph's kernel time per op type (ONNX Runtime's
-profiler) on N window-sized chunks of docs/. ``--keep-float`` adds an int8 variant keeping those layers in float (one set per
-flag, ``-`` for none), to compare recipes; ``--spinning`` adds both variants with ONNX Runtime's idle threads spinning
-(its default), and ``--threads N`` both variants with N intra-op threads, to compare the session options.
+``--fp32-graphs`` leaves int8 out; ``--no-unfused`` leaves the unfused graph out (speed ratios are then over fp32).
+``--profile N`` prints each graph's kernel time per op type (ONNX Runtime's profiler) on N window-sized chunks of
+docs/. ``--keep-float`` adds an int8 variant keeping those layers in float (one set per flag, ``-`` for none;
+``--keep-float-weights uint8``: with unsigned weights), to compare recipes; ``--spinning`` adds both variants with
+ONNX Runtime's idle threads spinning (its default), and ``--threads N`` both variants with N intra-op threads, to
+compare the session options.
 """
 
 from __future__ import annotations
@@ -128,12 +132,60 @@ def sensitivity(probe_n: int) -> None:
             path.unlink()
 
 
+def smoothing_study(probe_n: int, alphas: Sequence[float]) -> None:
+    """How far int8 moves the vectors (1 - cosine to fp32, one text per run) with ONNX Runtime's dynamic quantization
+    of the fused graph as it is and after activation smoothing (``_smooth.py``), each with no layer and with the
+    default recipe's layers in float, and with unsigned weights (ORT's U8U8 kernels, which cannot saturate)."""
+    import tempfile
+
+    import onnx
+    from _smooth import activation_ranges, calibration_texts, smooth_model
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from llama_index_convrag.embeddings import local
+    from llama_index_convrag.embeddings.fuse import fused_model
+    from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.quantize import weight_matmuls
+
+    fp32 = LocalMiniLMEmbedding(variant="fp32", query_cache_size=0)
+    probe = docs_probe(fp32, probe_n)
+    ref = fp32.embed(probe)
+    base = fused_model(onnx.load(str(default_model_path())))
+    texts = calibration_texts()
+    ranges = activation_ranges(base, texts)
+    print(f"probe: {len(probe)} chunks of docs/, each embedded alone; smoothing calibrated on {len(texts)} docstrings "
+          "of the package")
+    print("| smoothing alpha | layers in float | weights | mean 1 - cos | max 1 - cos | CPU s (probe) |\n"
+          "|---|---|---|---|---|---|")
+    keeps = {"none": (), "the default recipe's": INT8_RECIPE.keep_float}
+    cases = [(0.0, k, QuantType.QInt8) for k in keeps] + [(0.0, k, QuantType.QUInt8) for k in keeps]
+    cases += [(a, k, QuantType.QInt8) for a in alphas for k in keeps]
+    with tempfile.TemporaryDirectory() as tmp:
+        for alpha, keep, weight_type in cases:
+            model = onnx.ModelProto()
+            model.CopyFrom(base)
+            if alpha:
+                model = smooth_model(model, ranges, alpha)
+            layers = weight_matmuls(model)
+            path = Path(tmp) / "int8.onnx"
+            quantize_dynamic(model, str(path), op_types_to_quantize=["MatMul"], per_channel=True,
+                             weight_type=weight_type, nodes_to_exclude=[layers[n] for n in keeps[keep]])
+            int8 = LocalMiniLMEmbedding(model_path=str(path), query_cache_size=0)
+            start = time.process_time()
+            vectors = np.concatenate([int8.embed([text]) for text in probe])
+            cpu = time.process_time() - start
+            local._SESSIONS.clear()  # the next case writes the same path
+            err = 1 - (vectors * ref).sum(1)
+            print(f"| {alpha or '-'} | {keep} | {weight_type.name} | {err.mean():.6f} | {err.max():.6f} | "
+                  f"{cpu:.1f} |", flush=True)
+
+
 #: The installed graph run as it is (the fp32 default before the fused graph): the same vectors, the former speed.
 UNFUSED = "fp32, unfused graph"
 
 
 def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = (),
-                   int8: bool = True) -> Dict[str, Any]:
+                   int8: bool = True, unfused: bool = True, weights: str = "int8") -> Dict[str, Any]:
     """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
     variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
     each of ``threads`` intra-op threads (ours: ORT's choice, one per physical core)."""
@@ -151,11 +203,13 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Se
         models = dict(list(models.items())[:2])
     for model, variant in zip(models.values(), ("fp32", "fp32", "int8")):
         assert_variant(model, variant)
+    if not unfused:
+        del models[UNFUSED]
     for keep in keep_sets:
-        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"))
+        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights)
         path = int8_model_path(default_model_path(), recipe)
-        models[f"int8 keep {recipe.keep_float or '(none)'}"] = LocalMiniLMEmbedding(model_path=str(path),
-                                                                                  query_cache_size=0)
+        models[f"int8 keep {recipe.keep_float or '(none)'}, {weights} weights"] = LocalMiniLMEmbedding(
+            model_path=str(path), query_cache_size=0)
     if spinning:
         for variant in ("fp32", "int8"):
             models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
@@ -327,6 +381,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--sensitivity", action="store_true", help="per-layer int8 sensitivity on docs/ chunks")
     parser.add_argument("--probe", type=int, default=64, help="docs/ chunks for --sensitivity")
+    parser.add_argument("--smoothing", default="", metavar="ALPHAS",
+                        help="instead: int8 with activation smoothing at these strengths (e.g. 0.25,0.5) on docs/ chunks")
     parser.add_argument("--variants", action="store_true", help="quality and speed of the variants side by side")
     parser.add_argument("--collections", default="scifact,cranfield,cast")
     parser.add_argument("--keep-float", action="append", default=[], help="an int8 recipe to compare (layers)")
@@ -339,6 +395,10 @@ def main() -> None:
                         help="instead: kernel time per op type of each graph on N window-sized docs/ chunks")
     parser.add_argument("--fp32-graphs", action="store_true",
                         help="--variants: only fp32, fused (the default) and unfused (the installed graph as it is)")
+    parser.add_argument("--keep-float-weights", choices=("int8", "uint8"), default="int8",
+                        help="--variants: the weight type of the --keep-float recipes (uint8: ORT's U8U8 kernels)")
+    parser.add_argument("--no-unfused", action="store_true",
+                        help="--variants: leave out the installed graph run unfused (its vectors are fp32's)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
     parser.add_argument("--threads", type=int, action="append", default=[], metavar="N",
                         help="also time both variants with N intra-op threads (repeatable)")
@@ -349,8 +409,12 @@ def main() -> None:
     if args.sensitivity:
         sensitivity(args.probe)
         return
+    if args.smoothing:
+        smoothing_study(args.probe, [float(a) for a in args.smoothing.split(",")])
+        return
     if args.variants:
-        models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs)
+        models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs,
+                                unfused=not args.no_unfused, weights=args.keep_float_weights)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         if args.rounds > 0:

@@ -1,13 +1,19 @@
 """The service's own CPU a streamed turn, in one process: ``tests/serve/server_app.py``'s app (real Milvus Lite, the
-local embedding model, a ScriptedLLM without token delay, a SQLite store, one API key) under uvicorn on 127.0.0.1,
+local embedding model, a ScriptedLLM without token delay (``--token-ms``: with), a SQLite store, one API key) under uvicorn on 127.0.0.1,
 driven by an httpx client on the same event loop: ``--rounds`` rounds of ``--concurrency`` conversations, one turn
 each. Prints the process's CPU ms a turn (client, server and engine together: compare two runs of this script on two
-checkouts, alternating) and, with ``--profile``, cProfile's own time a turn grouped by part (the service's modules,
-the conversation store, the web framework, the rate limiter, the engine and the rest) and the service's functions
-ranked by cumulative time.
+checkouts, alternating: ``--against``) and, with ``--profile``, cProfile's own time a turn grouped by part (the
+service's modules, the conversation store, the web framework, the rate limiter, the engine and the rest) and the
+service's functions ranked by cumulative time.
+
+``--against DIR`` (repeatable: another checkout of the package, ``git worktree add --detach /tmp/old 461b7dc``) runs
+each code in its own process (``--code DIR``, ``PYTHONPATH=DIR``: its package and its ``tests/serve/server_app.py``),
+``--runs`` times, alternating (the order reversed every other run), and prints each run's figure and each code's
+median.
 
     python bench/serve_cpu.py --rounds 20 --concurrency 8
     python bench/serve_cpu.py --rounds 5 --profile --files 20 --dump /tmp/turn.prof
+    python bench/serve_cpu.py --rounds 10 --concurrency 8 --against /tmp/old --runs 3
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ import asyncio
 import cProfile
 import os
 import pstats
+import re
 import socket
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +34,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 #: file path fragments -> part of a turn (first match wins)
 PARTS: Tuple[Tuple[str, str], ...] = (
@@ -123,16 +131,50 @@ def report(profiler: cProfile.Profile, turns: int, top: int, files: int) -> None
         print(f"  {1000 * cum / turns:7.3f} / {1000 * own / turns:6.3f}  {n / turns:6.1f}  {where}")
 
 
+def side_by_side(args: argparse.Namespace) -> int:
+    """Run this script once per code and run, alternating, and print each code's CPU ms a turn."""
+    codes = [("current", ROOT)] + [(Path(a).resolve().name, Path(a).resolve()) for a in args.against]
+    figures: Dict[str, List[float]] = {label: [] for label, _ in codes}
+    for run in range(args.runs):
+        for label, code in (codes if run % 2 == 0 else codes[::-1]):
+            command = [sys.executable, str(Path(__file__).resolve()), "--code", str(code), "--rounds", str(args.rounds),
+                       "--concurrency", str(args.concurrency), "--token-ms", repr(args.token_ms)]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(code), str(ROOT)))}
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            found = re.search(r"process CPU ([0-9.]+) ms a turn", done.stdout)
+            assert found is not None, done.stdout[-2000:] + done.stderr[-2000:]
+            figures[label].append(float(found.group(1)))
+            print(f"run {run + 1} {label:<18} {found.group(1)} ms a turn  (load average {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    for label, values in figures.items():
+        print(f"{label:<18} median {statistics.median(values):.2f} ms a turn "
+              f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} runs)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--token-ms", type=float, default=0.0,
+                        help="the scripted LLM's delay per token (the load bench's is 5; default 0)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=30, help="the service's functions shown (with --profile)")
     parser.add_argument("--files", type=int, default=0, help="the framework's and other files shown (--profile)")
     parser.add_argument("--dump", type=Path, default=None, help="write the profile here (pstats; with --profile)")
+    parser.add_argument("--against", action="append", default=[], type=Path,
+                        help="another checkout, measured in alternating runs (repeatable)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each code (with --against)")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout measured (its package and server app)")
     args = parser.parse_args()
+    if args.against:
+        return side_by_side(args)
+    sys.path.insert(0, str(args.code.resolve()))
+    import llama_index_convrag
     from llama_index_convrag.storage.conversation import SQLiteConversationStore
+
+    package = Path(llama_index_convrag.__file__).resolve()
+    assert package.is_relative_to(args.code.resolve()), f"measured {package}, not the code of {args.code}"
 
     with tempfile.TemporaryDirectory() as work:
         store = SQLiteConversationStore(Path(work) / "chats.db")
@@ -140,7 +182,7 @@ def main() -> int:
         _, key = store.create_key("bench")
         store.close()
         os.environ.update(CONVRAG_TEST_DIR=work, CONVRAG_TEST_STORE=str(Path(work) / "chats.db"),
-                          CONVRAG_TEST_TOKEN_DELAY="0")
+                          CONVRAG_TEST_TOKEN_DELAY=repr(args.token_ms / 1000))
         spent, turns, profiler = asyncio.run(drive(args.rounds, args.concurrency, args.profile, key))
     print(f"{turns} turns ({args.concurrency} at once): process CPU {1000 * spent / turns:.2f} ms a turn"
           + (" (profiled)" if profiler is not None else ""))

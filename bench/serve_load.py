@@ -310,8 +310,9 @@ async def http_conversation(bal: Balancer, index: int, turns: int, key: str, pro
         user_probe, kb_probe = probes
         peek = await bal.request("GET", f"/v1/conversations/{user_probe}", run, headers=headers)
         run.cross_reads_not_404 += peek.status_code != 404
-        peek = await bal.request("GET", f"/v1/knowledge-bases/{kb_probe}/documents", run, headers=headers)
-        run.cross_kb_not_404 += peek.status_code != 404
+        if kb_probe:  # "" with --probes conversation
+            peek = await bal.request("GET", f"/v1/knowledge-bases/{kb_probe}/documents", run, headers=headers)
+            run.cross_kb_not_404 += peek.status_code != 404
 
 
 async def wait_settled(bal: Balancer, cid: str, headers: Dict[str, str], run: "Run") -> None:
@@ -579,7 +580,8 @@ def run_single(args: argparse.Namespace, levels: List[int], turns: int, repeat: 
                 inproc.stdin.flush()
                 baseline = Run(**json.loads(inproc.stdout.readline()))
                 cpu = process_cpu_s(server.proc.pid)
-                http = run_clients([server.url], n, turns, keys[1:], (probe, private_kb), client_processes(args, n))
+                http = run_clients([server.url], n, turns, keys[1:], (probe, kb_probe(args, private_kb)),
+                                   client_processes(args, n))
                 http.cpu_s = process_cpu_s(server.proc.pid) - cpu
                 per_run.append(figures(http, baseline))
                 drains.append(drain_report(str(work / "http" / "chats.db"), http))
@@ -615,7 +617,7 @@ def run_workers(args: argparse.Namespace, levels: List[int], turns: int, repeat:
                     killer = Killer(fleet, time.time(), [total * (k + 1) // (planned + 2) for k in range(planned)],
                                     first="ab"[len(killed) % 2])
                     killer.start()
-                    http = run_clients(fleet.urls, n, turns, keys[1:], (probe, private_kb),
+                    http = run_clients(fleet.urls, n, turns, keys[1:], (probe, kb_probe(args, private_kb)),
                                        client_processes(args, n))
                     kills = killer.finish().kills
                     killed += kills
@@ -645,7 +647,7 @@ def run_workers(args: argparse.Namespace, levels: List[int], turns: int, repeat:
     return result
 
 
-def print_result(result: SetupResult, row: str, header: str) -> bool:
+def print_result(result: SetupResult, row: str, header: str, probed: bool = True) -> bool:
     print(f"\n{result.title}")
     for check in result.checks:
         print(f"checked: {check}")
@@ -668,10 +670,15 @@ def print_result(result: SetupResult, row: str, header: str) -> bool:
                   f"cancelled {d['cancelled']}; of {d['disconnects']} disconnects {d['disconnected_cancelled']} "
                   f"cancelled, {d['disconnected_complete']} complete (the answer was sent before the disconnect "
                   f"reached the server); reads across users not 404: {d['cross_reads_not_404']}, across knowledge "
-                  f"bases not 404: {d['cross_kb_not_404']}, 5xx: {d['5xx']}, error events {d['error_events']}, turns "
+                  f"bases not 404: {d['cross_kb_not_404'] if probed else 'not probed'}, 5xx: {d['5xx']}, error events {d['error_events']}, turns "
                   f"without a done event {d['unanswered']}"
                   f"{kills} -> {'OK' if drain_ok(d) else 'MISMATCH'}")
     return ok
+
+
+def kb_probe(args: argparse.Namespace, private_kb: str) -> str:
+    """The knowledge base the clients probe after each turn; "" (no probe) with ``--probes conversation``."""
+    return private_kb if args.probes == "both" else ""
 
 
 def orchestrate(args: argparse.Namespace) -> int:
@@ -688,14 +695,15 @@ def orchestrate(args: argparse.Namespace) -> int:
     print(f"convrag serve load: uvicorn ({' + '.join(fast) if fast else 'asyncio + h11'}), store calls "
           f"{args.store_calls}{' (on the loop for SQLite)' if args.store_calls == 'auto' else ''}, scripted LLM "
           f"{args.token_ms:g} ms/token, {turns} turns per conversation, 1 in {DISCONNECT_EVERY} conversations "
-          f"disconnects after 3 deltas of its first turn (resume grace {args.resume_grace_s:g} s); load client in "
+          f"disconnects after 3 deltas of its first turn (resume grace {args.resume_grace_s:g} s); probes after each "
+          f"turn: {'a conversation and a knowledge base' if args.probes == 'both' else 'a conversation'}; load client in "
           f"{clients_text}; medians of {repeat} run(s); os.cpu_count()={os.cpu_count()}; uptime at the end: {uptime} "
           "(a shared machine: figures vary run to run; compare the columns of one row)")
     ok = True
     if "single" in results:
-        ok &= print_result(results["single"], ROW, HEADER)
+        ok &= print_result(results["single"], ROW, HEADER, args.probes == "both")
     if "workers" in results:
-        ok &= print_result(results["workers"], WORKERS_ROW, WORKERS_HEADER)
+        ok &= print_result(results["workers"], WORKERS_ROW, WORKERS_HEADER, args.probes == "both")
     if len(results) == 2:
         print(f"\nat {levels[0]} conversations, p50 (targets on a quiet machine: server own <= 2.3 ms, first event "
               "<= 7.3 ms):")
@@ -731,6 +739,10 @@ def main() -> int:
                              "default): one after the other, printed side by side")
     parser.add_argument("--kills", type=int, default=1,
                         help="workers setup: kill -9 + restart per run, at even steps of the answers completed")
+    parser.add_argument("--probes", choices=("both", "conversation"), default="both",
+                        help="what the clients read after each turn: both (the default) another user's conversation "
+                             "and a knowledge base they are not a member of; conversation: the first alone (the "
+                             "requests of the first table's bench, for its figures side by side)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--memory-writers", type=int, default=None,
                         help="with --memory: the memory server's writer threads (default MemoryOptions.writers)")

@@ -75,7 +75,8 @@ def test_a_failed_conversion_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(model_files, "make_int8", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         int8_model_path(default_model_path(), Int8Recipe(), cache_dir=tmp_path)
-    assert list(tmp_path.iterdir()) == []
+    [record] = tmp_path.iterdir()  # only the source file's hash, which stays valid
+    assert record.name.startswith("sha256-") and record.read_text() == model_files.source_digest(default_model_path())
 
 
 def test_the_recipe_is_validated_and_keyed():
@@ -83,6 +84,10 @@ def test_the_recipe_is_validated_and_keyed():
         Int8Recipe(keep_float=("layer9.query",))
     assert Int8Recipe(keep_float=("layer1.ffn_out", "layer0.query")).keep_float == ("layer0.query", "layer1.ffn_out")
     assert Int8Recipe().key() != Int8Recipe(reduce_range=True).key() == Int8Recipe(reduce_range=True).key()
+    assert Int8Recipe().key() == "e445516e1c"  # a new field with its default keeps the variant ids collections hold
+    assert Int8Recipe(weights="uint8").key() != Int8Recipe().key()
+    with pytest.raises(ConfigurationError, match=r"weights must be one of \['int8', 'uint8'\], got 'int4'"):
+        Int8Recipe(weights="int4")
 
 
 def test_another_graph_is_refused_rather_than_quantized_with_the_wrong_layers():

@@ -1,9 +1,10 @@
 """``ConvRAGChatEngine``: conversational RAG with a persistent conversation store.
 
 One turn (read ``chat`` top to bottom): store the user message and an assistant placeholder -> rewrite the follow-up
-into a retrieval query (retrieval only) -> retrieve and postprocess -> fit the token budget -> answer -> persist the
-answer, its citations (bound to the assistant message id) and a replayable ``TurnRecord``. ``achat``, ``stream_chat``
-and ``astream_chat`` tell the same story; the turn's state and steps live in :class:`~.turn.Turn`.
+into a retrieval query (retrieval only) -> retrieve and postprocess (with memory: recall beside it) -> fit the token
+budget -> answer -> persist the answer, its citations (bound to the assistant message id) and a replayable
+``TurnRecord``. ``achat``, ``stream_chat`` and ``astream_chat`` tell the same story; the turn's state and steps live
+in :class:`~.turn.Turn`.
 
 Chat modes: ``condense_question`` (the synthesizer answers the retrieval query), ``condense_plus_context`` (the LLM
 sees the context, the conversation and the user's words; ``context_chat.py``), ``context`` (the same, no rewrite).
@@ -14,10 +15,10 @@ Storage: every turn makes two calls through the engine's port (:mod:`~.port`): `
 user message and the placeholder stored, the history and the turn's memory read) and ``commit`` after the answer
 (then the memory writes are queued in the background: :meth:`ConvRAGChatEngine.close` waits for them).
 
-Memory (``memory=MemoryOptions(...)``: :mod:`~.memory_step`): after retrieval the turn recalls earlier messages with
-its retrieval query; the summary, the user's facts, the recalled messages and the recent history are then fitted
-with the evidence under one budget (:func:`~.blocks.fit_blocks`) and the kept memory goes where the chat mode puts
-context. ``chat_turn`` /
+Memory (``memory=MemoryOptions(...)``: :mod:`~.memory_step`): while it retrieves, the turn recalls earlier messages
+with its retrieval query (one query embedding serves both); the summary, the user's facts, the recalled messages and
+the recent history are then fitted with the evidence under one budget (:func:`~.blocks.fit_blocks`) and the kept
+memory goes where the chat mode puts context. ``chat_turn`` /
 ``achat_turn`` / ``stream_turn`` / ``astream_turn`` answer a turn whose context was loaded already (a service loads it
 with its own claim first). A streamed answer passes one pipeline (:mod:`~.stream_pipeline`) and one hold.
 
@@ -54,7 +55,8 @@ from llama_index_convrag.chat.budget import CachedTokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat
 from llama_index_convrag.chat.defaults import (check_chat_mode, check_parts, default_synthesizers, fusing_retriever,
                                                rewrite_strategy_for, streaming_twin, synthesizer_kwargs)
-from llama_index_convrag.chat.memory_step import build_memory, fit_with_memory, memory_arg
+from llama_index_convrag.chat.memory_step import (arun_beside, build_memory, fit_with_memory, memory_arg,
+                                                  run_beside)
 from llama_index_convrag.chat.options import (FROM_DEFAULTS_NAMES, AnswerOptions, BudgetOptions, RewriteOptions,
                                               options_of, refuse_names)
 from llama_index_convrag.chat.port import TurnContext, TurnPort, TurnRequest, turn_port
@@ -374,8 +376,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = Turn.start(context)
         with self._failing(turn):
             self._apply_rewrite(turn)
-            self._apply_retrieval(turn)
-            self._apply_memory(turn)
+            self._apply_retrieval_and_memory(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else self._recovered(turn, query, read_text(response))
@@ -387,8 +388,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = Turn.start(context)
         async with self._afailing(turn):
             await self._aapply_rewrite(turn)
-            await self._aapply_retrieval(turn)
-            await self._aapply_memory(turn)
+            await self._aapply_retrieval_and_memory(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=False)
             text = self._no_docs_reply() if response is None else await self._arecovered(
@@ -401,8 +401,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = Turn.start(context)
         with self._failing(turn):
             self._apply_rewrite(turn)
-            self._apply_retrieval(turn)
-            self._apply_memory(turn)
+            self._apply_retrieval_and_memory(turn)
             query = self._fit(turn)
             response = None if query is None else self._answer(turn, query, streaming=True)
         raw, hold = self._stream_parts(turn, query, response, is_async=False)
@@ -415,8 +414,7 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
         turn = Turn.start(context)
         async with self._afailing(turn):
             await self._aapply_rewrite(turn)
-            await self._aapply_retrieval(turn)
-            await self._aapply_memory(turn)
+            await self._aapply_retrieval_and_memory(turn)
             query = self._fit(turn)
             response = None if query is None else await self._aanswer(turn, query, streaming=True)
         raw, hold = self._stream_parts(turn, query, response, is_async=True)
@@ -499,16 +497,36 @@ class ConvRAGChatEngine(BaseChatEngine, PromptMixin):
             return False
         return True
 
-    def _apply_memory(self, turn: Turn) -> None:
-        """Recall earlier messages with the turn's retrieval query (after the rewrite: it names what the follow-up
-        means)."""
-        if self._memory_to_read(turn):
-            self._memory.recall(turn.memory, turn.retrieval_query)  # type: ignore[union-attr,arg-type]
+    def _apply_retrieval_and_memory(self, turn: Turn) -> None:
+        """Retrieve the evidence and recall earlier messages, at once when both run: each reads only the retrieval
+        query (after the rewrite: it names what the follow-up means), whose embedding is computed once before they
+        start. A retrieval error is the turn's (the recall's outcome is dropped, as if it had not run); else a recall
+        error is."""
+        if not self._memory_to_read(turn):
+            self._apply_retrieval(turn)
+            return
+        memory, loaded = self._memory, turn.memory
+        assert memory is not None and loaded is not None
+        if self._retriever is None or not memory.recalls(loaded):
+            self._apply_retrieval(turn)
+            memory.recall(loaded, turn.retrieval_query)  # no search: records why not
+            return
+        query = memory.recall_query(turn.retrieval_query)
+        run_beside(lambda: self._apply_retrieval(turn), lambda: memory.recall(loaded, query), memory.recall_threads())
 
-    async def _aapply_memory(self, turn: Turn) -> None:
-        """Async twin of :meth:`_apply_memory`."""
-        if self._memory_to_read(turn):
-            await self._memory.arecall(turn.memory, turn.retrieval_query)  # type: ignore[union-attr,arg-type]
+    async def _aapply_retrieval_and_memory(self, turn: Turn) -> None:
+        """Async twin of :meth:`_apply_retrieval_and_memory`."""
+        if not self._memory_to_read(turn):
+            await self._aapply_retrieval(turn)
+            return
+        memory, loaded = self._memory, turn.memory
+        assert memory is not None and loaded is not None
+        if self._retriever is None or not memory.recalls(loaded):
+            await self._aapply_retrieval(turn)
+            await memory.arecall(loaded, turn.retrieval_query)
+            return
+        query = await memory.arecall_query(turn.retrieval_query)
+        await arun_beside(self._aapply_retrieval(turn), memory.arecall(loaded, query))
 
     def _fit(self, turn: Turn) -> Optional[str]:
         """The query to answer, after the token budget kept what fits; None when nothing was retrieved and a fixed

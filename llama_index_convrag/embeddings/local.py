@@ -46,8 +46,9 @@ GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
 ALLOW_SPINNING = False
 #: ``fp32``: the installed file as it is; ``int8``: its int8-compute copy (see the module docstring).
 VARIANTS = ("fp32", "int8")
-#: fp32 stays the default: int8 ingests faster, but a contextualised CAsT follow-up loses 0.0066 nDCG@10 with it,
-#: past the 0.005 target (``bench/conversational_retrieval.py --variants``; docs/results/variants.md).
+#: fp32 stays the default: int8 ingests faster, but a contextualised CAsT 2021 follow-up loses 0.0116 nDCG@10 with
+#: it (each half past 0.01), past the 0.005 target (``bench/conversational_retrieval.py --variants``;
+#: docs/results/variants.md).
 DEFAULT_VARIANT = "fp32"
 #: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
 #: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's

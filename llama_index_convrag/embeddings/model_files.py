@@ -5,11 +5,15 @@ the same vectors as the installed file); ``int8`` its int8-compute copy (:func:`
 :func:`~llama_index_convrag.embeddings.quantize.quantize_model` on the fused graph). Both are cached in the user's cache
 folder (``platformdirs``), keyed by the source file's hash, the ONNX Runtime version, the fusion version and (int8) the
 recipe, written to a temporary file and renamed into place, so concurrent first uses never read a half-written file.
+The source file's hash is itself cached there (:func:`source_digest`), keyed by the file's path, size and
+modification time, so a process that finds its converted file does not read the 23 MB source again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -43,22 +47,50 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir(CACHE_APP)) / "models"
 
 
-def cache_key(source: Path, recipe: Int8Recipe) -> str:
+def cache_key(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> str:
     """Source file hash + ONNX Runtime version + fusion version + recipe: a new model file, runtime, rewrite or recipe
     converts again."""
-    return f"{_source_key(source)}-{recipe.key()}"
+    return f"{_source_key(source, cache_dir)}-{recipe.key()}"
 
 
-def _source_key(source: Path) -> str:
+def _source_key(source: Path, cache_dir: Optional[Path]) -> str:
     import onnxruntime
 
-    return f"{sha256_file(source)[:16]}-ort{onnxruntime.__version__}-fuse{FUSION_VERSION}"
+    return f"{source_digest(source, cache_dir)[:16]}-ort{onnxruntime.__version__}-fuse{FUSION_VERSION}"
 
 
-def _cached(source: Path, name: str, make: Callable[[Path], None], cache_dir: Optional[Path]) -> Path:
-    """``<cache>/<name>``, made by ``make(temporary path)`` when missing and renamed into place."""
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def source_digest(source: Path, cache_dir: Optional[Path] = None) -> str:
+    """The SHA-256 of ``source``, read from ``<cache>/sha256-<key>.txt`` when the file's resolved path, size and
+    modification time (ns) are those it was computed for, else computed and written there (atomically)."""
     if not source.is_file():
         raise PathNotFoundError(f"ONNX model file not found: {str(source)!r}")
+    stat = source.stat()
+    folder = cache_dir if cache_dir is not None else default_cache_dir()
+    stamp = f"{source.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    record = folder / f"sha256-{hashlib.sha256(stamp.encode()).hexdigest()[:24]}.txt"
+    try:
+        known = record.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        known = ""
+    if _DIGEST.fullmatch(known):
+        return known
+    digest = sha256_file(source)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sha256-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(digest)
+        os.replace(tmp, record)
+    except OSError:  # a read-only cache still converts; it only hashes again next time
+        pass
+    return digest
+
+
+def _cached(name: str, make: Callable[[Path], None], cache_dir: Optional[Path]) -> Path:
+    """``<cache>/<name>``, made by ``make(temporary path)`` when missing and renamed into place."""
     folder = cache_dir if cache_dir is not None else default_cache_dir()
     path = folder / name
     if path.is_file():
@@ -77,13 +109,13 @@ def _cached(source: Path, name: str, make: Callable[[Path], None], cache_dir: Op
 
 def int8_model_path(source: Path, recipe: Int8Recipe, cache_dir: Optional[Path] = None) -> Path:
     """The cached int8 variant of ``source``, made now when missing (a few seconds, once per cache key)."""
-    return _cached(source, f"minilm-int8-{cache_key(source, recipe)}.onnx",
+    return _cached(f"minilm-int8-{cache_key(source, recipe, cache_dir)}.onnx",
                    lambda tmp: make_int8(source, tmp, recipe), cache_dir)
 
 
 def fused_model_path(source: Path, cache_dir: Optional[Path] = None) -> Path:
     """The cached fused fp32 graph of ``source``, made now when missing (a few seconds, once per cache key)."""
-    return _cached(source, f"minilm-fp32-fused-{_source_key(source)}.onnx", lambda tmp: make_fused(source, tmp),
+    return _cached(f"minilm-fp32-fused-{_source_key(source, cache_dir)}.onnx", lambda tmp: make_fused(source, tmp),
                    cache_dir)
 
 

@@ -22,6 +22,8 @@ from llama_index_convrag.errors import ConfigurationError
 #: The transformer layers of all-MiniLM-L6-v2 and the six weight ``MatMul``\ s of each, in graph order.
 NUM_LAYERS = 6
 ROLES = ("query", "key", "value", "attention_out", "ffn_in", "ffn_out")
+#: Weight types of the quantized ``MatMul``\ s.
+WEIGHT_TYPES = ("int8", "uint8")
 #: Every weight ``MatMul`` by name: ``layer<i>.<role>``.
 LAYER_NAMES = tuple(f"layer{i}.{role}" for i in range(NUM_LAYERS) for role in ROLES)
 
@@ -32,12 +34,14 @@ class Int8Recipe:
 
     ``keep_float`` names layers as ``layer<i>.<role>`` (:data:`LAYER_NAMES`). ``per_channel``: one weight scale per
     output channel (the shipped weights are scaled so, so requantizing them is exact); ``reduce_range``: 7-bit
-    weights (for CPUs without VNNI whose 8-bit products can saturate).
+    weights (for CPUs without VNNI whose 8-bit products can saturate); ``weights``: ``"int8"`` (ONNX Runtime's U8S8
+    kernels) or ``"uint8"`` (U8U8 kernels, which do not saturate on AVX2 without VNNI).
     """
 
     keep_float: Tuple[str, ...] = ()
     per_channel: bool = True
     reduce_range: bool = False
+    weights: str = "int8"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.keep_float) - set(LAYER_NAMES))
@@ -46,11 +50,17 @@ class Int8Recipe:
         if not isinstance(self.per_channel, bool) or not isinstance(self.reduce_range, bool):
             raise ConfigurationError(f"per_channel and reduce_range must be bools, got {self.per_channel!r} and "
                                      f"{self.reduce_range!r}")
+        if self.weights not in WEIGHT_TYPES:
+            raise ConfigurationError(f"weights must be one of {list(WEIGHT_TYPES)}, got {self.weights!r}")
         object.__setattr__(self, "keep_float", tuple(sorted(set(self.keep_float), key=LAYER_NAMES.index)))
 
     def key(self) -> str:
-        """A short stable hash of the recipe (part of the cache key and of the variant's name)."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """A short stable hash of the recipe (part of the cache key and of the variant's name); int8 weights hash as
+        before ``weights`` existed."""
+        fields: Dict[str, Any] = asdict(self)
+        if self.weights == "int8":
+            del fields["weights"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def import_onnx() -> Any:
@@ -112,5 +122,6 @@ def quantize_model(model: Any, dest: Path, recipe: Int8Recipe) -> None:
 
     layers = weight_matmuls(model)
     quantize_dynamic(model, str(dest), op_types_to_quantize=["MatMul"], per_channel=recipe.per_channel,
-                     reduce_range=recipe.reduce_range, weight_type=QuantType.QInt8,
+                     reduce_range=recipe.reduce_range,
+                     weight_type=QuantType.QInt8 if recipe.weights == "int8" else QuantType.QUInt8,
                      nodes_to_exclude=[layers[name] for name in recipe.keep_float])

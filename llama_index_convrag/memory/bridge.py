@@ -2,8 +2,9 @@
 
 A question often names a kind ("Which cities has John been to?") where the messages that answer it name instances
 ("It's Seattle", "I was in Chicago"); neither list of the hybrid search links the two. Each content word of the query
-(:func:`query_words`: its words less stop words and the candidates' speakers' names) is compared, as a single-word
-embedding of the memory's model, with each content word of a candidate (:func:`unit_words`); the candidate's
+(:func:`query_words`: its words less the stop words of its language and the candidates' speakers' names) is
+compared, as a single-word embedding of the memory's model, with each content word of a candidate
+(:func:`unit_words`, read in the query's language); the candidate's
 *bridged share* is the share of query words it holds a word within ``threshold`` cosine of (the same word counts),
 and its score gains ``boost`` times that share (:func:`bridge_scores`). The step re-scores the candidate pool the
 recall reads anyway: no search, one embedding batch of the words not yet cached (:class:`WordVectors`, warmed when
@@ -15,45 +16,69 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from functools import lru_cache
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.text import stop_words, words
+from llama_index_convrag.memory.rules import RecallRules
+from llama_index_convrag.text import identify, is_cjk, stop_words, words
 
 #: Words cached by default: about the working vocabulary of English conversation (384 float32 each: ~30 MB).
 DEFAULT_WORD_CACHE = 20_000
-#: The shortest word compared (shorter ones are mostly particles and contractions' pieces).
-MIN_WORD_CHARS = 3
-#: Query words compared at most (the first ones; each is one bit of a 64-bit mask per candidate word).
-MAX_QUERY_WORDS = 62
+#: Languages whose Latin-script words are read with the English stop list (their own text has none between words).
+CJK_LANGUAGES = ("zh", "ja", "ko")
+
+
+def stops_of(language: str) -> FrozenSet[str]:
+    """The stop words the bridge leaves out of a text in ``language`` (ISO 639-1, as
+    :func:`~llama_index_convrag.text.identify` names it): the language's stop list (none for a language without
+    one); for Chinese, Japanese and Korean the English list (their Latin words) and the Chinese one."""
+    if language in CJK_LANGUAGES:
+        return stop_words("en") | stop_words("zh")
+    return stop_words(language)
 
 
 @lru_cache(maxsize=16_384)
-def _content_words(text: str) -> Tuple[str, ...]:
-    stops = stop_words("en")
+def _content_words(text: str, min_chars: int, language: str) -> Tuple[str, ...]:
+    stops = stops_of(language)
     out: Dict[str, None] = {}
     for w in words(text):
         low = w.lower()
-        if len(low) >= MIN_WORD_CHARS and low.isalpha() and low not in stops:
+        if (len(low) >= min_chars or is_cjk(low[0])) and low.isalpha() and low not in stops:
             out[low] = None
     return tuple(out)
 
 
-def unit_words(text: str, exclude: Iterable[str] = ()) -> List[str]:
+def unit_words(text: str, rules: RecallRules, language: str, exclude: Iterable[str] = ()) -> List[str]:
     """The distinct content words of ``text``, lower-cased, in first-seen order: alphabetic, at least
-    ``MIN_WORD_CHARS`` long, neither an English stop word nor a word of ``exclude`` (compared lower-cased)."""
+    ``rules.min_word_chars`` long (a CJK word at any length), neither a stop word of ``language``
+    (:func:`stops_of`) nor a word of ``exclude`` (compared lower-cased)."""
     skip = {w.lower() for w in exclude}
-    return [w for w in _content_words(text) if w not in skip]
+    return [w for w in _content_words(text, rules.min_word_chars, language) if w not in skip]
 
 
-def query_words(query: str, speakers: Iterable[str]) -> List[str]:
+def query_words(query: str, speakers: Iterable[str], rules: RecallRules, language: str) -> List[str]:
     """The query's content words (:func:`unit_words`) less the words of the ``speakers``' names and their plural or
     possessive forms ("Melanie's" is one word): a name already weighs in the searches and the speaker step."""
     names = {w.lower() for s in speakers for w in words(s)}
-    return unit_words(query, names | {n + "s" for n in names})
+    return unit_words(query, rules, language, names | {n + "s" for n in names})
+
+
+def text_words(text: str, rules: RecallRules) -> List[str]:
+    """The content words of ``text`` (:func:`unit_words`) in the language identified for it: a query's words as its
+    recall reads them, names included."""
+    return unit_words(text, rules, identify(text))
+
+
+def batch_words(texts: Sequence[str], rules: RecallRules) -> List[str]:
+    """The distinct content words of ``texts`` (messages written together), in the language identified over all of
+    them (one identification per batch)."""
+    if not texts:
+        return []
+    language = identify("\n".join(texts))
+    return list(dict.fromkeys(w for t in texts for w in unit_words(t, rules, language)))
 
 
 def bridged_share(query_vectors: np.ndarray, vectors: np.ndarray, threshold: float) -> float:
@@ -65,14 +90,14 @@ def bridged_share(query_vectors: np.ndarray, vectors: np.ndarray, threshold: flo
 
 
 def bridge_scores(scores: Mapping[int, float], query: Sequence[str], candidates: Mapping[int, Sequence[str]],
-                  vectors: Mapping[str, np.ndarray], threshold: float,
-                  boost: float) -> Dict[int, Dict[str, float]]:
-    """Per position of ``scores``: ``{"score": score + boost * share, "share": share}``, the share from
-    :func:`bridged_share` of the ``query`` words (the first ``MAX_QUERY_WORDS``) against the position's
-    ``candidates`` words (``vectors``: each word's unit-length embedding; a word without one is left out). ``boost`` 0 or no query words: scores as given,
-    share 0."""
+                  vectors: Mapping[str, np.ndarray], rules: RecallRules) -> Dict[int, Dict[str, float]]:
+    """Per position of ``scores``: ``{"score": score + rules.bridge_boost * share, "share": share}``, the share from
+    :func:`bridged_share` (at ``rules.bridge_threshold``) of the ``query`` words (the first
+    ``rules.max_query_words`` with a vector) against the position's ``candidates`` words (``vectors``: each word's
+    unit-length embedding; a word without one is left out). Boost 0 or no query words: scores as given, share 0."""
+    threshold, boost = rules.bridge_threshold, rules.bridge_boost
     out = {p: {"score": float(s), "share": 0.0} for p, s in scores.items()}
-    q = [vectors[w] for w in query if w in vectors][:MAX_QUERY_WORDS]
+    q = [vectors[w] for w in query if w in vectors][:rules.max_query_words]
     if boost <= 0 or not q:
         return out
     vocab = list(dict.fromkeys(w for p in scores for w in candidates.get(p, ()) if w in vectors))
@@ -153,12 +178,14 @@ class WordVectors:
 
 
 def pool_words(query: str, texts: Mapping[int, str], speakers: Iterable[str],
-               boost: float) -> Optional[Tuple[List[str], Dict[int, List[str]]]]:
-    """``(query words, {position: words})`` for :func:`bridge_scores` over the candidates' ``texts``, or None when
-    the step is off (``boost`` 0) or the query has no content word."""
-    if boost <= 0:
+               rules: RecallRules) -> Optional[Tuple[List[str], Dict[int, List[str]]]]:
+    """``(query words, {position: words})`` for :func:`bridge_scores` over the candidates' ``texts``, both read with
+    the stop words of the query's language (one identification, cached for a query the turn identified before), or
+    None when the step is off (``rules.bridge_boost`` 0) or the query has no content word."""
+    if rules.bridge_boost <= 0:
         return None
-    q = query_words(query, speakers)
+    language = identify(query)
+    q = query_words(query, speakers, rules, language)
     if not q:
         return None
-    return q, {p: unit_words(t) for p, t in texts.items()}
+    return q, {p: unit_words(t, rules, language) for p, t in texts.items()}

@@ -5,7 +5,9 @@ A turn makes three calls, the engine through its turn port (``chat/port.py``):
 1. :meth:`ConversationMemory.load`, inside the port's load (the same store call): the conversation's summary, the
    owner's newest facts, a core ``Memory``'s blocks, and where the recent window starts (``before``: recall looks
    below it) -> :class:`LoadedMemory`;
-2. :meth:`ConversationMemory.recall` (``arecall``) after the rewrite, with the turn's retrieval query;
+2. :meth:`ConversationMemory.recall` (``arecall``) after the rewrite, with the turn's retrieval query, while the
+   engine retrieves the evidence (:meth:`recall_query` embeds the query once for both; a sync turn recalls in one
+   of :meth:`recall_threads`);
 3. :meth:`ConversationMemory.schedule`, inside the port's commit, after the store's commit: queues
    :meth:`write_turn` on the :class:`~.writer.BackgroundWriter` (the conversation's lane) and returns at once; the
    job indexes the turn's messages for recall (a regenerated answer replaces the one it supersedes) and any earlier
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -32,6 +36,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms import LLM
 from llama_index.core.memory import Memory
+from llama_index.core.schema import QueryBundle
 from pymilvus import MilvusClient
 
 from llama_index_convrag.config.tokens import count_tokens as default_count_tokens
@@ -48,6 +53,8 @@ from llama_index_convrag.storage.conversation.base import Message, in_history
 from llama_index_convrag.storage.conversation.memory_rows import Fact, MemoryRowsMixin, SummaryVersion
 
 logger = logging.getLogger(__name__)
+#: Worker threads sync turns recall in while they retrieve (a turn uses one; more turns at once queue for them).
+RECALL_THREADS = 8
 
 
 @dataclass
@@ -148,6 +155,8 @@ class ConversationMemory:
         self.options, self.store = options, store
         self.episodic, self.running_summary, self.user_facts, self.core = episodic, summary, facts, core
         self.writer = writer if writer is not None else BackgroundWriter(workers=options.writers)
+        self._threads: Optional[ThreadPoolExecutor] = None
+        self._threads_lock = threading.Lock()
 
     @classmethod
     def from_defaults(cls, options: Optional[MemoryOptions] = None, *, store: Any,
@@ -214,6 +223,31 @@ class ConversationMemory:
             return None
         return {"owner": loaded.owner, "conversation_id": loaded.conversation_id, "before": loaded.before,
                 "k": self.options.episodic.k}
+
+    def recalls(self, loaded: LoadedMemory) -> bool:
+        """Whether the turn's recall searches: recall is on and earlier messages lie outside the recent window."""
+        return self.episodic is not None and loaded.before > 0
+
+    def recall_query(self, text: str) -> QueryBundle:
+        """The turn's retrieval query with its embedding from the recall's model (computed once before the turn's
+        retrieval and recall start together; a model that caches queries serves the retrieval's own call)."""
+        if self.episodic is None:
+            raise ConfigurationError("recall_query needs recall on (EpisodicOptions(enabled=True))")
+        return self.episodic.query_bundle(text)
+
+    async def arecall_query(self, text: str) -> QueryBundle:
+        """Async twin of :meth:`recall_query`."""
+        if self.episodic is None:
+            raise ConfigurationError("recall_query needs recall on (EpisodicOptions(enabled=True))")
+        return await self.episodic.aquery_bundle(text)
+
+    def recall_threads(self) -> ThreadPoolExecutor:
+        """The worker threads a sync turn recalls in while it retrieves (made on first use; shared by the engine's
+        twins)."""
+        with self._threads_lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="convrag-recall")
+            return self._threads
 
     def recall(self, loaded: LoadedMemory, query: Any) -> Optional[Recall]:
         """Recall earlier messages for the turn's retrieval ``query`` (set on ``loaded`` and returned)."""
@@ -328,8 +362,15 @@ class ConversationMemory:
         return self.writer.flush(timeout)
 
     def close(self, timeout: Optional[float] = None) -> bool:
-        """Flush and refuse later writes."""
-        return self.writer.close(timeout)
+        """Flush and refuse later writes; stop the recall's worker threads (a later recall makes them again)."""
+        done = self.writer.close(timeout)
+        with self._threads_lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)
+        if self.episodic is not None:
+            self.episodic.close()
+        return done
 
     # -- a user's view (what an API calls) --------------------------------------------------------------------------
     def _owned(self, owner: str, conversation_id: str) -> None:

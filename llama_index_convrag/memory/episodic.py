@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -46,7 +47,7 @@ from llama_index_convrag.memory.episodic_search import (
     search_calls,
     search_expr,
 )
-from llama_index_convrag.memory.bridge import WordVectors, bridge_scores, pool_words, unit_words
+from llama_index_convrag.memory.bridge import WordVectors, batch_words, bridge_scores, pool_words, text_words
 from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, select, spread_scores
 from llama_index_convrag.memory.units import (
     MemoryUnit,
@@ -70,6 +71,8 @@ INSERT_BATCH = 256
 #: Conversations remembered as holding indexed messages (their recall skips the count query); the oldest is forgotten
 #: past this many.
 KNOWN_MAX = 65_536
+#: Worker threads that embed recall queries' words while the searches run (one per recall at a time).
+WORD_THREADS = 4
 
 
 def unit_texts(units: Sequence[MemoryUnit], context: Sequence[MemoryUnit],
@@ -149,7 +152,7 @@ def bridge_words(rows: Sequence[Mapping[str, Any]], query: str, rules: RecallRul
     """The words the bridge step compares (:func:`~.bridge.pool_words` over the candidates' rows), or None when it
     is off or the query has no content word."""
     texts = {int(r["position"]): row_raw(r) for r in rows}
-    return pool_words(query, texts, {row_speaker(r) for r in rows}, rules.bridge_boost)
+    return pool_words(query, texts, {row_speaker(r) for r in rows}, rules)
 
 
 def wanted_words(bridge: Bridge) -> List[str]:
@@ -173,7 +176,7 @@ def finish_recall(pool: List[int], spread: Mapping[int, Tuple[float, List[int]]]
     scores = boost_speaker({p: spread[p][0] for p in pool if p in by_position}, speakers, named, rules.speaker_boost)
     shares: Dict[int, float] = {}
     if bridge is not None and vectors:
-        bridged = bridge_scores(scores, bridge[0], bridge[1], vectors, rules.bridge_threshold, rules.bridge_boost)
+        bridged = bridge_scores(scores, bridge[0], bridge[1], vectors, rules)
         scores = {p: b["score"] for p, b in bridged.items()}
         shares = {p: b["share"] for p, b in bridged.items()}
     units: List[RecalledUnit] = []
@@ -204,6 +207,8 @@ class EpisodicMemory:
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
         self._known_lock = threading.Lock()
         self._words = WordVectors(embed_model)
+        self._threads: Optional[ThreadPoolExecutor] = None
+        self._threads_lock = threading.Lock()
 
     @classmethod
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
@@ -297,7 +302,7 @@ class EpisodicMemory:
         the write, so that a recall finds them cached."""
         if self._rules.bridge_boost <= 0:
             return []
-        return list(dict.fromkeys(w for u in units for w in unit_words(u.text)))
+        return batch_words([u.text for u in units], self._rules)
 
     def _turn_units(self, owner: str, conversation_id: str, history: Sequence[Any],
                     new: int) -> Tuple[List[MemoryUnit], List[MemoryUnit]]:
@@ -396,6 +401,20 @@ class EpisodicMemory:
         self._remember([(owner, conversation_id)])
         return True
 
+    def query_bundle(self, query: Query) -> QueryBundle:
+        """``query`` as a bundle with its embedding from this memory's model (a given embedding is kept)."""
+        if isinstance(query, QueryBundle) and query.embedding is not None:
+            return query
+        text = query_text(query)
+        return QueryBundle(query_str=text, embedding=self._embed_model.get_query_embedding(text))
+
+    async def aquery_bundle(self, query: Query) -> QueryBundle:
+        """Async twin of :meth:`query_bundle`."""
+        if isinstance(query, QueryBundle) and query.embedding is not None:
+            return query
+        text = query_text(query)
+        return QueryBundle(query_str=text, embedding=await self._embed_model.aget_query_embedding(text))
+
     def recall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                k: int = 10) -> Recall:
         """The ``k`` best messages of ``owner``'s conversation at positions below ``before`` (the recent window
@@ -408,7 +427,16 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             self._embed_model.get_query_embedding(text)
-        return drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started))
+        ahead = self._words_ahead(text)
+        try:
+            found = drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
+        except BaseException:
+            if ahead is not None and not ahead.cancel():
+                wait([ahead])
+            raise
+        if ahead is not None:
+            ahead.result()
+        return self._finish(found, text, before, k, started)
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
                       k: int = 10) -> Recall:
@@ -424,13 +452,47 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             await self._embed_model.aget_query_embedding(text)
-        return await adrive(self._async_client(),
-                            self._recall_steps(expr, vector, text, owner, conversation_id, before, k, started))
+        words = self._query_vocabulary(text)
+        ahead = asyncio.ensure_future(asyncio.to_thread(self._words.lookup, words)) if words else None
+        try:
+            found = await adrive(self._async_client(),
+                                 self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
+        except BaseException:
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
+            raise
+        if ahead is not None:
+            await ahead
+        return self._finish(found, text, before, k, started)
+
+    def _query_vocabulary(self, text: str) -> List[str]:
+        """The query's content words, whose vectors the bridge step reads (none when it is off)."""
+        return text_words(text, self._rules) if self._rules.bridge_boost > 0 else []
+
+    def _words_ahead(self, text: str) -> Optional["Future[Any]"]:
+        """Embed the query's words the word cache lacks in a worker thread while the searches run (None: no words);
+        the bridge step then finds them cached."""
+        words = self._query_vocabulary(text)
+        if not words:
+            return None
+        with self._threads_lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(WORD_THREADS, thread_name_prefix="convrag-recall-words")
+            return self._threads.submit(self._words.lookup, words)
+
+    def close(self) -> None:
+        """Stop the worker threads that embed queries' words (a later recall makes them again)."""
+        with self._threads_lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)
 
     def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
-                      before: Optional[int], k: int, started: float) -> MilvusSteps:
-        """One recall as the Milvus calls it needs (sync and async drivers above): the two searches, then one ``get``
-        of the best candidates' fields (a neighbour never indexed has no row and is skipped)."""
+                      before: Optional[int], k: int) -> MilvusSteps:
+        """One recall's Milvus calls (sync and async drivers above): the two searches, then one ``get`` of the best
+        candidates' fields (a neighbour never indexed has no row and is skipped); returns the candidates
+        (:func:`plan_recall`) and their rows."""
         dense, bm25 = yield search_calls(self._collection_name, expr, vector, text, self._rules)
         ranking = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
@@ -439,9 +501,14 @@ class EpisodicMemory:
             [got] = yield [MilvusCall("get", (self._collection_name,), {
                 "ids": [unit_key(owner, conversation_id, p) for p in pool], "output_fields": list(OUTPUT_FIELDS)})]
             rows = owned(got, owner, conversation_id)
+        return pool, spread, found_by, rows
+
+    def _finish(self, found: Tuple[Any, ...], text: str, before: Optional[int], k: int, started: float) -> Recall:
+        """The recall from the candidates and rows :meth:`_recall_steps` returned, after the speaker and bridge
+        steps. The bridge's words are cached: the messages' when they were indexed, the query's while the searches
+        ran; one missing (after a restart) is embedded here."""
+        pool, spread, found_by, rows = found
         bridge = bridge_words(rows, text, self._rules)
-        # the bridge's words were cached when the messages were indexed; one missing after a restart is embedded
-        # here, on the caller's thread (the async driver's too)
         vectors = self._words.lookup(wanted_words(bridge)) if bridge is not None else None
         return finish_recall(pool, spread, found_by, rows, text, self._rules, before, k, started, bridge, vectors)
 

@@ -22,6 +22,10 @@ from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.text import holds_phrase
 
 
+#: Width of the bridge's per-word bit mask (one bit per query word; an int64 keeps its sign bit).
+MASK_BITS = 62
+
+
 @dataclass(frozen=True)
 class RecallRules:
     """Every tunable of episodic recall. Checked once, here."""
@@ -63,6 +67,15 @@ class RecallRules:
     conversations 0-2 (recall@10 0.831-0.833 at 0.45-0.5, 0.818-0.825 at 0.55-0.7, boost 0.4); on conversations 3-4
     every setting from 0.45 to 0.7 recalled 0.783-0.792."""
 
+    min_word_chars: int = 3
+    """The shortest word the bridge compares (a CJK word compares at any length). 3: recall@10 on LoCoMo 0.811
+    (tune 0.831 / check 0.791) against 0.810 at 2, 0.812 at 4 (check 0.793) and 0.804 at 5; 3 keeps short nouns
+    ("dog", "art") (``bench/recall_rescore_study.py --studies words``)."""
+    max_query_words: int = 62
+    """Query words the bridge compares at most (the first ones; each is one bit of a 64-bit mask per candidate word,
+    so 62 at most). 62: every LoCoMo question fits whole (the longest holds 13 content words, the mean 4.1:
+    ``bench/recall_rescore_study.py --studies words``)."""
+
     def __post_init__(self) -> None:
         for name in ("context_weight", "dense_weight", "bridge_threshold"):
             value = getattr(self, name)
@@ -72,10 +85,14 @@ class RecallRules:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 2.0:
                 raise ConfigurationError(f"RecallRules.{name} must be a number in [0, 2], got {value!r}")
-        for name, low in (("context_before", 0), ("depth", 1), ("speaker_pool", 1)):
+        for name, low in (("context_before", 0), ("depth", 1), ("speaker_pool", 1), ("min_word_chars", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigurationError(f"RecallRules.{name} must be an int >= {low}, got {value!r}")
+        value = self.max_query_words
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MASK_BITS:
+            raise ConfigurationError(f"RecallRules.max_query_words must be an int in [1, {MASK_BITS}] (the bridge's "
+                                     f"bit mask), got {value!r}")
 
     def pool(self, k: int) -> int:
         """Candidates to keep before the speaker and bridge steps (``k`` when both are off)."""

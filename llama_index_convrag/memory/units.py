@@ -7,7 +7,7 @@ Pure: no Milvus, no model. :func:`own_text` and :func:`context_text` are the two
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -146,7 +146,11 @@ class RecalledUnit:
     bridged: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """Every field; the lists copied (a shallow copy of each ``found_by`` entry: they hold plain values)."""
+        return {"position": self.position, "message_id": self.message_id, "speaker": self.speaker, "text": self.text,
+                "date": self.date, "turn": self.turn, "score": self.score,
+                "found_by": [dict(f) for f in self.found_by], "spread_from": list(self.spread_from),
+                "speaker_named": self.speaker_named, "bridged": self.bridged}
 
 
 @dataclass

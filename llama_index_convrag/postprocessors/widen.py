@@ -2,7 +2,8 @@
 
 Retrieval ranks window-sized chunks (what the embedding model reads whole); the answerer and the extractive answer
 then read each hit with the chunks around it, fetched from Milvus by document id and chunk number (``chunk`` in a
-chunk's metadata, written by ingest) in one query per turn. Hits of one document whose neighbourhoods overlap or
+chunk's metadata, written by ingest) in one query per turn; chunks already among the hits are not fetched again (no
+query when every chunk to read is a hit). Hits of one document whose neighbourhoods overlap or
 touch become one passage at the best hit's place (later hits are not repeated); the overlap ingest leaves between
 neighbouring chunks is read once. A widened node keeps the id, score, metadata and rank trail of the chunk that
 matched, so citations still point at it; :data:`WIDEN_KEY` (hidden from prompts and embeddings) records the
@@ -192,6 +193,32 @@ def wanted_ranges(nodes: Sequence[NodeWithScore], rules: WidenRules) -> List[Tup
             if p.doc_id is not None]
 
 
+def hit_texts(nodes: Sequence[NodeWithScore]) -> Dict[Tuple[str, int], str]:
+    """``(doc id, chunk) -> text`` of the hits that have a key (pure): chunks the widening need not fetch."""
+    out: Dict[Tuple[str, int], str] = {}
+    for n in nodes:
+        key = hit_key(n)
+        if key is not None:
+            out.setdefault((key[0], key[1]), n.node.get_content(metadata_mode=MetadataMode.NONE))
+    return out
+
+
+def missing_ranges(ranges: Sequence[Tuple[str, int, int]], known: Mapping[Tuple[str, int], str]
+                   ) -> List[Tuple[str, int, int]]:
+    """The runs of ``ranges``' chunks not in ``known`` (pure): what is left to fetch."""
+    out: List[Tuple[str, int, int]] = []
+    for doc, first, last in ranges:
+        start: Optional[int] = None
+        for chunk in range(first, last + 2):
+            missing = chunk <= last and (doc, chunk) not in known
+            if missing and start is None:
+                start = chunk
+            elif not missing and start is not None:
+                out.append((doc, start, chunk - 1))
+                start = None
+    return out
+
+
 def narrow_text(nws: NodeWithScore) -> Optional[str]:
     """The text of a widened node cut back to its matched chunks (document order, :data:`GAP` between chunks that
     are not neighbours); None for a node that is not widened."""
@@ -289,7 +316,8 @@ def with_widener(postprocessors: Optional[Sequence[BaseNodePostprocessor]], retr
 
 
 class NeighbourWidener(BaseNodePostprocessor):
-    """Widens each hit to its neighbouring chunks (:class:`WidenRules`), fetched in one Milvus query; put it last.
+    """Widens each hit to its neighbouring chunks (:class:`WidenRules`), those not among the hits fetched in one
+    Milvus query (none when there are none); put it last.
     ``async_client``: returns the async Milvus client of the running loop (a retriever's), so the async twin queries
     on the loop; None: the async twin runs the sync query in a worker thread."""
 
@@ -373,11 +401,15 @@ class NeighbourWidener(BaseNodePostprocessor):
                            ) -> List[NodeWithScore]:
         if self._spec.doc_id_field is None:
             return list(nodes)
-        return widen_nodes(nodes, self._rules, self.fetch(wanted_ranges(nodes, self._rules)))
+        known = hit_texts(nodes)
+        return widen_nodes(nodes, self._rules,
+                           {**known, **self.fetch(missing_ranges(wanted_ranges(nodes, self._rules), known))})
 
     @span_when_observed(dispatcher)  # a span only when a handler listens
     async def _apostprocess_nodes(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
                                   ) -> List[NodeWithScore]:
         if self._spec.doc_id_field is None:
             return list(nodes)
-        return widen_nodes(nodes, self._rules, await self.afetch(wanted_ranges(nodes, self._rules)))
+        known = hit_texts(nodes)
+        return widen_nodes(nodes, self._rules,
+                           {**known, **await self.afetch(missing_ranges(wanted_ranges(nodes, self._rules), known))})

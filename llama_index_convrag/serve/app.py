@@ -2,7 +2,8 @@
 
 Its lifespan owns the parts it is given: at startup it opens the store (migrating it), registers the server's own
 knowledge base (the corpus's collection, read by every user) and the process's worker (``worker.py``: its turn claims
-under a lease it renews; a stopped worker's unfinished answers become ``interrupted``); at shutdown it cancels the
+under a lease it renews; a stopped worker's unfinished answers become ``interrupted``), loads the text rules' models and keeps
+what it built out of the garbage collector's full scans (``startup.py``); at shutdown it cancels the
 turns still streaming (each stored ``cancelled``), unregisters the worker, waits for the memory writes queued so far
 (:data:`MEMORY_CLOSE_S` at most), closes the store and the document index's Milvus client.
 """
@@ -26,6 +27,7 @@ from llama_index_convrag.serve.errors import install_error_handlers
 from llama_index_convrag.serve.limits import BodyLimitMiddleware
 from llama_index_convrag.serve.models import Health
 from llama_index_convrag.serve.ratelimit import RateLimits
+from llama_index_convrag.serve.startup import freeze_heap, preload_text_rules, thaw_heap
 from llama_index_convrag.serve.state import EngineFor, Limits, ServeState
 from llama_index_convrag.serve.worker import WorkerLease
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER, SQLConversationStore
@@ -108,9 +110,12 @@ def create_app(*, store: SQLConversationStore, engine_for: EngineFor, limits: Op
         await state.prepare_engine(state.default_kb)  # its engine is ready before the first turn
         worker = WorkerLease(state)
         await worker.start()
+        await run_in_threadpool(preload_text_rules)  # not by the first turn, with every turn in flight waiting
+        freeze_heap()  # what startup built lives as long as the process: out of the collector's full scans
         try:
             yield {"serve": state}
         finally:
+            thaw_heap()
             await state.logs.cancel_all()
             await worker.stop()
             if memory is not None:  # its writes need the store: they end first

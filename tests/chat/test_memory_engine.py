@@ -395,3 +395,117 @@ def test_bad_memory_arguments_are_named(docs_index: Any, store: Any, retriever: 
     elsewhere = ConversationMemory.from_defaults(MemoryOptions.off(), store=other)
     with pytest.raises(ConfigurationError, match=r"the memory keeps its rows in another store than this port's"):
         ConvRAGChatEngine.from_defaults(retriever, scripted(), conversation_store=store, memory=elsewhere)
+
+
+# --- retrieval and recall at once ------------------------------------------------------------------------------
+BESIDE = MemoryOptions(episodic=EpisodicOptions(window=2, k=2, collection_name="chat_memory_beside"),
+                       summary=SummaryOptions(enabled=False))
+
+
+def beside_engine(docs_index: Any, store: Any) -> ConvRAGChatEngine:
+    """Two turns, so that the next one recalls (window 2: positions 0-1 lie outside it)."""
+    engine = build(docs_index, store, scripted(), options=BESIDE)
+    talk(engine, TALK[:2])
+    return engine
+
+
+def test_recall_runs_beside_retrieval_with_one_query_embedding(docs_index: Any, store: Any, embed_model: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = beside_engine(docs_index, store)
+    memory = engine.memory
+    assert memory is not None and memory.episodic is not None
+    question = "Which food is Ana allergic to, asked beside the retrieval?"  # new: its embedding is not cached
+    embedded: List[str] = []
+    embed = type(embed_model).embed
+    monkeypatch.setattr(type(embed_model), "embed", lambda self, texts: embedded.extend(texts) or embed(self, texts))
+    recall, threads = memory.episodic.recall, []
+    monkeypatch.setattr(memory.episodic, "recall", lambda *a, **kw: threads.append(
+        threading.current_thread().name) or recall(*a, **kw))
+    response = engine.chat(question)
+    assert embedded.count(question) == 1  # the recall's and the retrieval's embedding: one model call
+    assert len(threads) == 1 and threads[0].startswith("convrag-recall")
+    record = response.metadata["turn"]
+    assert record.retrieved_ids["retrieve"] and response.source_nodes  # the evidence, retrieved on this thread
+    assert [u["position"] for u in record.memory["recall"]["units"]][:1] == [0] and record.memory["before"] == 2
+    assert record.memory["recalled_kept"] == sorted(u["position"] for u in record.memory["recall"]["units"])
+    assert engine.close(30)
+    assert not [t for t in threading.enumerate() if t.name.startswith("convrag-recall")]
+
+
+@pytest.mark.parametrize("recall_fails", [False, True])
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_failing_retrieval_fails_the_turn_beside_recall(docs_index: Any, store: Any, recall_fails: bool,
+                                                          run_async: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = beside_engine(docs_index, store)
+    recalls: List[str] = []
+
+    def down(*a: Any, **kw: Any) -> Any:
+        raise ConnectionError("milvus down")
+
+    async def adown(*a: Any, **kw: Any) -> Any:
+        raise ConnectionError("milvus down")
+
+    monkeypatch.setattr(engine._retriever, "_retrieve", down)
+    monkeypatch.setattr(engine._retriever, "_aretrieve", adown)
+    if recall_fails:
+        def broken(*a: Any, **kw: Any) -> Any:
+            recalls.append("sync")
+            raise RuntimeError("recall down")
+
+        async def abroken(*a: Any, **kw: Any) -> Any:
+            recalls.append("async")
+            raise RuntimeError("recall down")
+
+        monkeypatch.setattr(engine.memory.episodic, "recall", broken)
+        monkeypatch.setattr(engine.memory.episodic, "arecall", abroken)
+    with pytest.raises(ConnectionError, match="milvus down"):  # the retrieval's error, whatever the recall did
+        asyncio.run(engine.achat("Who directed Inception?")) if run_async else engine.chat("Who directed Inception?")
+    *_, user, assistant = store.get_conversation(engine.conversation_id)
+    assert (user.content, assistant.status, assistant.error) == ("Who directed Inception?", "error",
+                                                                 "ConnectionError: milvus down")
+    assert store.get_turn_record(assistant.id)["status"] == "error"
+    assert recalls in ([], ["async" if run_async else "sync"])  # started beside it, or cancelled before it ran
+    assert engine.close(30)
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_failing_recall_fails_the_turn_as_before(docs_index: Any, store: Any, run_async: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = beside_engine(docs_index, store)
+    retrieved: List[int] = []
+    retrieve, aretrieve = engine._retriever._retrieve, engine._retriever._aretrieve
+
+    async def counted(q: Any) -> Any:
+        retrieved.append(1)
+        return await aretrieve(q)
+
+    monkeypatch.setattr(engine._retriever, "_retrieve", lambda q: retrieved.append(1) or retrieve(q))
+    monkeypatch.setattr(engine._retriever, "_aretrieve", counted)
+
+    def broken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("recall down")
+
+    async def abroken(*a: Any, **kw: Any) -> Any:
+        raise RuntimeError("recall down")
+
+    monkeypatch.setattr(engine.memory.episodic, "recall", broken)
+    monkeypatch.setattr(engine.memory.episodic, "arecall", abroken)
+    with pytest.raises(RuntimeError, match="recall down"):
+        asyncio.run(engine.achat("Who directed Inception?")) if run_async else engine.chat("Who directed Inception?")
+    *_, assistant = store.get_conversation(engine.conversation_id)
+    assert (assistant.status, assistant.error) == ("error", "RuntimeError: recall down")
+    assert retrieved == [1]  # the retrieval ran beside it
+    assert engine.close(30)
+
+
+def test_a_turn_inside_the_window_recalls_nothing_and_says_why(docs_index: Any, store: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = build(docs_index, store, scripted(), options=BESIDE)
+    talk(engine, TALK[:1])
+    calls: List[Any] = []
+    monkeypatch.setattr(engine.memory, "recall_query", lambda text: calls.append(text))
+    record = engine.chat("Who directed Inception?").metadata["turn"]
+    assert calls == [] and record.memory["recall"] is None  # no embedding for a recall, no search
+    assert record.memory["skipped"] == {"recall": "every earlier message is in the recent window"}
+    assert record.retrieved_ids["retrieve"]
+    assert engine.close(30)

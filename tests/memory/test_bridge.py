@@ -10,27 +10,62 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.rules import RecallRules
 from llama_index_convrag.memory.bridge import (
     WordVectors,
+    batch_words,
     bridge_scores,
     bridged_share,
     pool_words,
     query_words,
+    stops_of,
+    text_words,
     unit_words,
 )
 
+RULES = RecallRules()
+
 
 def test_unit_words_are_distinct_lowercase_content_words_in_order() -> None:
-    assert unit_words("I was in Chicago, then Chicago again! It's 2023; ok, lovely Paris.") == ["chicago", "lovely",
-                                                                                               "paris"]
-    assert unit_words("Seattle and Paris", exclude=["PARIS"]) == ["seattle"]
-    assert unit_words("") == []
+    assert unit_words("I was in Chicago, then Chicago again! It's 2023; ok, lovely Paris.", RULES, "en") == [
+        "chicago", "lovely", "paris"]
+    assert unit_words("Seattle and Paris", RULES, "en", exclude=["PARIS"]) == ["seattle"]
+    assert unit_words("", RULES, "en") == []
+
+
+GERMAN = "Ich war gestern mit meinem Hund im Park."
+
+
+def test_unit_words_leave_out_the_stop_words_of_the_language_given() -> None:
+    # "ich", "war", "mit", "meinem" are German stop words and not English ones ("im" is under the length floor)
+    assert unit_words(GERMAN, RULES, "de") == ["gestern", "hund", "park"]
+    assert unit_words(GERMAN, RULES, "en") == ["ich", "war", "gestern", "mit", "meinem", "hund", "park"]
+    assert unit_words("Fui al mercado con mi hermana ayer.", RULES, "es") == ["mercado", "hermana", "ayer"]
+    # Chinese: jieba's words, any length, less the Chinese stop words ("我", "和", "了")
+    assert unit_words("我昨天和妹妹去了北京。", RULES, "zh") == ["昨天", "妹妹", "去", "北京"]
+    assert stops_of("ja") == stops_of("zh") and "the" in stops_of("ko") and stops_of("pl") == frozenset()
+
+
+def test_batch_and_pool_words_read_the_identified_language() -> None:
+    assert batch_words([GERMAN, "Der Hund war müde."], RULES) == ["gestern", "hund", "park", "müde"]
+    assert batch_words([], RULES) == []
+    assert text_words(GERMAN, RULES) == ["gestern", "hund", "park"]
+    # the query's language (German) reads the candidates too
+    assert pool_words("Wo war Anna mit ihrem Hund?", {3: GERMAN}, ["Anna"], RULES) == (
+        ["hund"], {3: ["gestern", "hund", "park"]})
+
+
+def test_the_word_length_floor_is_a_rule() -> None:
+    text = "An ox ate hay in the sun."
+    assert unit_words(text, RecallRules(min_word_chars=2), "en") == ["ox", "ate", "hay", "sun"]
+    assert unit_words(text, RULES, "en") == ["ate", "hay", "sun"]
+    assert unit_words(text, RecallRules(min_word_chars=4), "en") == []
 
 
 def test_query_words_leave_out_the_speakers_names_and_their_possessives() -> None:
-    assert query_words("Which cities has John been to?", ["John", "Tim"]) == ["cities"]
-    assert query_words("What do Melanie's kids like?", ["Melanie", "Caroline"]) == ["kids", "like"]
-    assert query_words("What did Mary Ann read?", ["Mary Ann"]) == ["read"]
+    assert query_words("Which cities has John been to?", ["John", "Tim"], RULES, "en") == ["cities"]
+    assert query_words("What do Melanie's kids like?", ["Melanie", "Caroline"], RULES, "en") == ["kids", "like"]
+    assert query_words("What did Mary Ann read?", ["Mary Ann"], RULES, "en") == ["read"]
 
 
 def unit(*xs: float) -> np.ndarray:
@@ -54,28 +89,34 @@ def test_bridged_share_counts_the_query_words_some_candidate_word_is_near() -> N
 def test_bridge_scores_add_boost_times_the_share() -> None:
     scores = {3: 1.0, 7: 0.9, 9: 0.5}
     words = {3: ["trip"], 7: ["seattle", "trip"], 9: ["unknown"]}
-    got = bridge_scores(scores, ["cities", "pets"], words, VECTORS, threshold=0.7, boost=0.4)
+    got = bridge_scores(scores, ["cities", "pets"], words, VECTORS,
+                        RecallRules(bridge_threshold=0.7, bridge_boost=0.4))
     assert got == {3: {"score": 1.0, "share": 0.0}, 7: {"score": pytest.approx(0.9 + 0.4 * 0.5), "share": 0.5},
                    9: {"score": 0.5, "share": 0.0}}
     # off, or nothing to compare: the scores as given
     off = {p: {"score": s, "share": 0.0} for p, s in scores.items()}
-    assert bridge_scores(scores, ["cities"], words, VECTORS, 0.7, 0.0) == off
-    assert bridge_scores(scores, ["nowhere"], words, VECTORS, 0.7, 0.4) == off
+    off_rules = RecallRules(bridge_threshold=0.7, bridge_boost=0.0)
+    assert bridge_scores(scores, ["cities"], words, VECTORS, off_rules) == off
+    assert bridge_scores(scores, ["nowhere"], words, VECTORS, RecallRules(bridge_threshold=0.7)) == off
 
 
 def test_bridge_scores_read_at_most_the_first_query_words_of_a_long_query() -> None:
     vectors = {f"w{i}": unit(1, 0, 0) if i == 0 else unit(0, 1, 0) for i in range(100)}
     vectors["x"] = unit(0, 1, 0)
-    got = bridge_scores({1: 0.0}, [f"w{i}" for i in range(100)], {1: ["x"]}, vectors, threshold=0.9, boost=1.0)
+    got = bridge_scores({1: 0.0}, [f"w{i}" for i in range(100)], {1: ["x"]}, vectors,
+                        RecallRules(bridge_threshold=0.9, bridge_boost=1.0))
     assert got[1]["share"] == pytest.approx(61 / 62)  # w1..w61 of the first 62 lie near x; w0 does not
+    got = bridge_scores({1: 0.0}, [f"w{i}" for i in range(100)], {1: ["x"]}, vectors,
+                        RecallRules(bridge_threshold=0.9, bridge_boost=1.0, max_query_words=4))
+    assert got[1]["share"] == pytest.approx(3 / 4)
 
 
 def test_pool_words_is_none_when_off_or_without_content_words() -> None:
     texts = {1: "I was in Seattle", 2: "Nice!"}
-    assert pool_words("Which cities has John been to?", texts, ["John"], 0.4) == (["cities"],
-                                                                                  {1: ["seattle"], 2: ["nice"]})
-    assert pool_words("Which cities has John been to?", texts, ["John"], 0.0) is None
-    assert pool_words("What did John do?", texts, ["John"], 0.4) is None
+    assert pool_words("Which cities has John been to?", texts, ["John"], RULES) == (["cities"],
+                                                                                    {1: ["seattle"], 2: ["nice"]})
+    assert pool_words("Which cities has John been to?", texts, ["John"], RecallRules(bridge_boost=0.0)) is None
+    assert pool_words("What did John do?", texts, ["John"], RULES) is None
 
 
 class Counting(BaseEmbedding):

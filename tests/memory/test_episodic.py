@@ -337,3 +337,91 @@ def test_a_collection_of_the_earlier_layout_is_rebuilt_with_a_warning(
     memory.index(units())
     assert memory.count("alice", "c1") == len(TALK)
     assert memory.recall("peanut", owner="alice", conversation_id="c1", k=2).units
+
+
+class WordLog(Counting):
+    """The local model, logging each batch of texts it embeds and the thread that asked (``fail``: each batch
+    raises)."""
+
+    _batches: List[Any] = PrivateAttr(default_factory=list)
+    _fail: bool = PrivateAttr(default=False)
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        import threading
+
+        self._batches.append((threading.current_thread().name, list(texts)))
+        if self._fail:
+            raise ConnectionError("embedding service down")
+        return self._inner.get_text_embedding_batch(texts)
+
+
+def test_the_querys_words_are_embedded_beside_the_searches(milvus_client: Any, milvus_target: Any,
+                                                           embed_model: Any, indexed: EpisodicMemory) -> None:
+    import asyncio
+    import threading
+
+    from llama_index_convrag.memory.bridge import text_words
+
+    log = WordLog(embed_model)
+    memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
+                                          collection_name=indexed.collection_name)
+    query = "Which snacks and nuts must Ana avoid?"
+    got = memory.recall(query, owner="alice", conversation_id="c1", k=3)
+    thread, words = log._batches[0]
+    assert thread.startswith("convrag-recall-words") and words == text_words(query, memory.rules) == [
+        "snacks", "nuts", "must", "ana", "avoid"]
+    assert all(name == threading.current_thread().name for name, _ in log._batches[1:])  # the candidates' words
+    assert got.to_record()["units"] == indexed.recall(query, owner="alice", conversation_id="c1",
+                                                      k=3).to_record()["units"]
+    log._batches.clear()
+    assert memory.recall(query, owner="alice", conversation_id="c1", k=3).positions == got.positions
+    assert log._batches == []  # every word cached now
+    again = "Which peanuts and snacks does Ana fear?"
+    loop_thread = []
+
+    async def arecall() -> Any:
+        loop_thread.append(threading.current_thread().name)
+        return await memory.arecall(again, owner="alice", conversation_id="c1", k=3)
+
+    agot = asyncio.run(arecall())
+    [(thread, words), *rest] = log._batches
+    assert words == ["fear"] and thread != loop_thread[0] and rest == []  # the one new word, in a worker thread
+    assert agot.positions == memory.recall(again, owner="alice", conversation_id="c1", k=3).positions
+    log._fail = True
+    with pytest.raises(ConnectionError, match="embedding service down"):  # fails the recall, as before
+        memory.recall("Which hills and jackets?", owner="alice", conversation_id="c1", k=3)
+    memory.close()  # stops its word threads; a later recall makes them again
+    log._fail = False
+    assert memory.recall("Which hills and jackets?", owner="alice", conversation_id="c1", k=3).positions
+    memory.close()
+
+
+def test_a_word_prefetch_still_queued_when_the_searches_end_is_waited_for(
+        milvus_client: Any, milvus_target: Any, embed_model: Any, indexed: EpisodicMemory) -> None:
+    import threading
+    import time
+    from concurrent.futures import Executor, Future
+
+    class LateStart(Executor):
+        """Starts each job 0.3 s after it is submitted (queued behind other recalls' words)."""
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:  # type: ignore[override]
+            future: Future = Future()
+
+            def run() -> None:
+                time.sleep(0.3)
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args, **kwargs))
+                    except BaseException as e:
+                        future.set_exception(e)
+            threading.Thread(target=run).start()
+            return future
+
+    log = WordLog(embed_model)
+    memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
+                                          collection_name=indexed.collection_name)
+    memory._threads = LateStart()  # type: ignore[assignment]
+    got = memory.recall("Which jackets keep the drizzle out?", owner="alice", conversation_id="c1", k=3)
+    assert got.positions and log._batches[0][0] != threading.current_thread().name
+    assert "drizzle" in log._batches[0][1] and not any("drizzle" in words for _, words in log._batches[1:])

@@ -23,6 +23,9 @@ def test_weights_split_context_and_dense_shares() -> None:
     ("speaker_pool", 0, "RecallRules.speaker_pool must be an int >= 1, got 0"),
     ("bridge_boost", -1, r"RecallRules.bridge_boost must be a number in \[0, 2\], got -1"),
     ("bridge_threshold", 1.2, r"RecallRules.bridge_threshold must be a number in \[0, 1\], got 1.2"),
+    ("min_word_chars", 0, "RecallRules.min_word_chars must be an int >= 1, got 0"),
+    ("max_query_words", 63, r"RecallRules.max_query_words must be an int in \[1, 62\] \(the bridge's .*, got 63"),
+    ("max_query_words", 2.0, r"RecallRules.max_query_words must be an int in \[1, 62\] \(the bridge's .*, got 2.0"),
 ])
 def test_bad_rules_name_the_value(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

@@ -56,3 +56,16 @@ def test_the_block_lists_recalled_messages_in_conversation_order() -> None:
     assert record["before"] == 12 and record["latency_ms"] == 1.235
     assert [u["position"] for u in record["units"]] == [9, 2] and record["units"][1]["spread_from"] == [1]
     assert Recall(units=[], before=None, k=3).block_text() == ""
+
+
+def test_a_recalled_units_dict_holds_every_field_with_its_lists_copied() -> None:
+    import dataclasses
+
+    found_by = [{"search": "dense:own", "rank": 1, "score": 0.8}]
+    unit = RecalledUnit(position=3, message_id="m3", speaker="user", text="hi", date="1 May", turn=1, score=0.5,
+                        found_by=found_by, spread_from=[4], speaker_named=True, bridged=0.25)
+    got = unit.to_dict()
+    assert got == dataclasses.asdict(unit) and list(got) == [f.name for f in dataclasses.fields(unit)]
+    got["found_by"][0]["rank"] = 9
+    got["spread_from"].append(5)
+    assert unit.found_by == [{"search": "dense:own", "rank": 1, "score": 0.8}] and unit.spread_from == [4]

@@ -15,9 +15,9 @@ from llama_index_convrag.indices import ConvRAGIndex
 from llama_index_convrag.ingest.pipeline import ingest
 from llama_index_convrag.memory import EpisodicOptions, MemoryOptions, SummaryOptions
 from llama_index_convrag.postprocessors.widen import (GAP, WIDEN_KEY, NeighbourWidener, Passage, WidenRules,
-                                                      join_chunks, matched_span, narrow_contents, narrow_text,
-                                                      narrowed_nodes, plan_passages, wanted_ranges, widen_nodes,
-                                                      with_widener)
+                                                      hit_texts, join_chunks, matched_span, missing_ranges,
+                                                      narrow_contents, narrow_text, narrowed_nodes, plan_passages,
+                                                      wanted_ranges, widen_nodes, with_widener)
 from llama_index_convrag.rank_trail import add_stage, get_trail
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
 from llama_index_convrag.testing import ScriptedLLM
@@ -104,6 +104,21 @@ def test_narrow_text_cuts_a_passage_back_to_its_matched_chunks():
     assert cut[0].node.node_id == "doc#2" and narrowed_nodes(out, []) == out
 
 
+def test_chunks_among_the_hits_are_not_fetched_again():
+    nodes = [hit(2, 0.9), NodeWithScore(node=TextNode(id_="x", text="unrelated"), score=0.8), hit(0, 0.7),
+             hit(1, 0.6, doc="other")]
+    known = hit_texts(nodes)
+    assert known == {("doc", 2): CHUNKS[2], ("doc", 0): CHUNKS[0], ("other", 1): CHUNKS[1]}
+    assert missing_ranges([("doc", 0, 3), ("other", 0, 2)], known) == [("doc", 1, 1), ("doc", 3, 3),
+                                                                       ("other", 0, 0), ("other", 2, 2)]
+    assert missing_ranges([("doc", 0, 0), ("doc", 2, 2)], known) == []
+    assert missing_ranges([("new", 4, 6)], known) == [("new", 4, 6)]
+    # what the hits hold and what a fetch gives read the same passage as a fetch of every chunk
+    fetched = {k: v for k, v in TEXTS.items() if k not in known}
+    assert [n.node.get_content() for n in widen_nodes(nodes, WidenRules(), {**known, **fetched})] == \
+        [n.node.get_content() for n in widen_nodes(nodes, WidenRules(), TEXTS)]
+
+
 def test_rules_are_validated():
     with pytest.raises(ConfigurationError, match=r"before must be an int in \[0, 16\] \(chunks\), got -1"):
         WidenRules(before=-1)
@@ -179,6 +194,17 @@ def test_the_async_widening_queries_on_the_loop_and_reads_what_the_sync_one_read
             for n in widened] == [(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE),
                                    n.node.metadata[WIDEN_KEY]) for n in expected]
     assert len(widened[0].node.get_content(metadata_mode=MetadataMode.NONE)) > len(hits[0].node.get_content())
+    # every chunk to read among the hits: no query at all, sync or async
+    whole = WidenRules(before=0, after=0)
+    narrow = NeighbourWidener.from_retriever(retriever, whole)
+    def no_query(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the widening queried Milvus for chunks it had")
+
+    monkeypatch.setattr(type(milvus_client), "query", no_query)
+    assert [n.node.metadata[WIDEN_KEY]["chunks"] for n in narrow.postprocess_nodes(hits)] == \
+        [[n.node.metadata["chunk"]] * 2 for n in hits]
+    assert [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in asyncio.run(narrow.apostprocess_nodes(hits))] \
+        == [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in hits]
 
 
 def test_the_chat_engine_answers_from_widened_passages_and_cites_the_matched_chunk(stored, milvus_client,

@@ -22,7 +22,7 @@ import secrets
 import time
 from abc import abstractmethod
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
@@ -65,12 +65,21 @@ class ClaimsMixin:
     # --- turns in flight -------------------------------------------------------------------------
     def save_partial(self, conversation_id: str, message_id: str, content: str) -> bool:
         """Save the text streamed so far into a ``pending`` placeholder; False (nothing written) once the answer is
-        final (committed, cancelled or interrupted meanwhile)."""
+        final (committed, cancelled or interrupted meanwhile). The cached conversation is updated in place (the next
+        turn does not read it again)."""
+        now = time.time()
         with self._write_through([conversation_id]) as (run, cache):
-            cache.pop(conversation_id, None)
-            self._forget(conversation_id)
-            return bool(run("UPDATE convrag_messages SET content = :c, updated_at = :t WHERE id = :m AND "
-                            "status = 'pending' RETURNING id", {"c": content, "t": time.time(), "m": message_id}))
+            saved = bool(run("UPDATE convrag_messages SET content = :c, updated_at = :t WHERE id = :m AND "
+                             "status = 'pending' RETURNING id", {"c": content, "t": now, "m": message_id}))
+            messages = cache.get(conversation_id)  # None: not cached, or read again anyway (_write_through)
+            if saved and messages is not None:
+                i = next((k for k, m in enumerate(messages) if m.id == message_id), None)
+                if i is not None:
+                    messages[i] = replace(messages[i], content=content, updated_at=now)
+                else:  # another conversation's message: ask the database next
+                    del cache[conversation_id]
+                    self._forget(conversation_id)
+            return saved
 
     def interrupt_pending(self, conversation_ids: Sequence[str]) -> List[str]:
         """Mark the ``pending`` answers of ``conversation_ids`` ``interrupted``, keeping their text; their ids. Only

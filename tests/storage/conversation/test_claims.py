@@ -84,13 +84,15 @@ def test_a_dead_workers_answer_keeps_its_saved_text_and_is_interrupted(make_stor
     assert store.claim_turn("c", 0.2, worker=dead.id)
     assert store.save_partial("c", answer.id, "BM25 ranks") and store.save_partial("c", answer.id, "BM25 ranks by")
     assert store.get_conversation("c")[1].content == "BM25 ranks by"  # the cached conversation sees the save
+    assert store.save_partial("c", answer.id, "BM25 ranks by term")  # the cached conversation updated in place
+    assert "c" in store._history_cache and store.get_conversation("c") == make_store().get_conversation("c")
     time.sleep(0.3)
     assert make_store().release_lapsed_workers() == ["c"]
     kept = store.get_message(answer.id)
-    assert (kept.status, kept.content, kept.error) == ("interrupted", "BM25 ranks by", INTERRUPTED_ERROR)
-    assert [m.content for m in store.history("c")] == ["What is BM25?", "BM25 ranks by"]  # the user saw it
+    assert (kept.status, kept.content, kept.error) == ("interrupted", "BM25 ranks by term", INTERRUPTED_ERROR)
+    assert [m.content for m in store.history("c")] == ["What is BM25?", "BM25 ranks by term"]  # the user saw it
     assert not store.save_partial("c", answer.id, "late")  # a final answer is never rewritten
-    assert store.get_message(answer.id).content == "BM25 ranks by" and store.get_message(user.id).status == "complete"
+    assert store.get_message(answer.id).content == "BM25 ranks by term" and store.get_message(user.id).status == "complete"
 
 
 def test_interrupt_pending_marks_only_pending_answers_of_the_named_conversations(make_store: Make) -> None:

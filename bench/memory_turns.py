@@ -1,0 +1,137 @@
+"""What recall adds to a chat turn: three engines side by side in one run, turns rotating between them.
+
+One LoCoMo conversation's utterances (``../shared/data/locomo``, conversation 3) are the user's messages, in order,
+over a small index (6,000 characters of Paul Graham's essay), the default chat mode, the scripted LLM (a fixed
+answer), no rewrite:
+
+* ``memory off``;
+* ``recall beside retrieval``: recall on (summary and facts off), the engine as it is: the recall runs in a worker
+  thread while the evidence is retrieved, with one query embedding;
+* ``recall after retrieval``: the same memory with the earlier step order (retrieve, then recall, on the caller's
+  thread), for comparison.
+
+Every turn after the window (earlier messages exist outside it, so the memory turns recall) counts: wall time and
+this process's CPU time (``time.process_time``: every thread, the recall's worker included; Milvus Lite's server is
+another process), p50 per engine, and the recall's own time from the turn records. The memory writes of each turn
+are waited for after it and not timed. The bench asserts that each memory turn recalled something and that its
+recall ran where its engine says (a worker thread, or the caller's).
+
+    PYTHONPATH=$PWD python bench/memory_turns.py [--turns 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import fresh_dir, shared_data  # noqa: E402
+from memory_recall import TUNE, load_locomo  # noqa: E402
+
+from llama_index.core import Document  # noqa: E402
+
+from llama_index_convrag.chat import ConvRAGChatEngine, RewriteOptions  # noqa: E402
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.indices import ConvRAGIndex  # noqa: E402
+from llama_index_convrag.memory import MemoryOptions, SummaryOptions  # noqa: E402
+from llama_index_convrag.milvus.client import MilvusTarget  # noqa: E402
+from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
+from llama_index_convrag.testing import ScriptedLLM  # noqa: E402
+
+OFF, BESIDE, AFTER = "memory off", "recall beside retrieval", "recall after retrieval"
+
+
+def recall_after_retrieval(engine: ConvRAGChatEngine, turn: Any) -> None:
+    """The earlier step order: retrieve, then recall on the caller's thread (the same parts)."""
+    engine._apply_retrieval(turn)
+    if engine._memory_to_read(turn):
+        engine.memory.recall(turn.memory, turn.retrieval_query)  # type: ignore[union-attr]
+
+
+def build(index: ConvRAGIndex, folder: Path, name: str) -> ConvRAGChatEngine:
+    options = MemoryOptions.off() if name == OFF else MemoryOptions(summary=SummaryOptions(enabled=False))
+    store = SQLiteConversationStore(folder / f"chats_{name.split()[1]}.db")
+    engine = index.as_chat_engine(llm=ScriptedLLM.from_fn(lambda prompt: "Noted."), conversation_store=store,
+                                  memory=options, rewrite=RewriteOptions(strategy="none"))
+    if name == AFTER:
+        engine._apply_retrieval_and_memory = types.MethodType(recall_after_retrieval, engine)  # type: ignore
+    return engine
+
+
+def where_recalls(engine: ConvRAGChatEngine, threads: List[str]) -> None:
+    """Record the thread each recall of ``engine`` runs in."""
+    episodic = engine.memory.episodic  # type: ignore[union-attr]
+    recall = episodic.recall
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return recall(*args, **kwargs)
+
+    episodic.recall = recording
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--turns", type=int, default=40, help="user messages per engine (the first ~4 are inside the "
+                    "window and not counted)")
+    args = ap.parse_args(argv)
+    conv = load_locomo()[TUNE[-1] + 1]
+    lines = [u.text for u in conv["units"]][:args.turns]
+    model = LocalMiniLMEmbedding()
+    model.warm_up()
+    folder = fresh_dir("memory_turns")
+    target = MilvusTarget(uri=str(folder / "memory.db"))
+    essay = (shared_data() / "paul_graham" / "paul_graham_essay.txt").read_text(encoding="utf-8")[:6000]
+    index = ConvRAGIndex.from_documents([Document(text=essay, id_="essay")], collection_name="recall_turns",
+                                        embed_model=model, target=target)
+    names = [OFF, BESIDE, AFTER]
+    engines = {name: build(index, folder, name) for name in names}
+    threads: Dict[str, List[str]] = {BESIDE: [], AFTER: []}
+    for name, seen in threads.items():
+        where_recalls(engines[name], seen)
+    window = MemoryOptions().episodic.window
+    wall: Dict[str, List[float]] = {n: [] for n in names}
+    cpu: Dict[str, List[float]] = {n: [] for n in names}
+    recall_ms: Dict[str, List[float]] = {BESIDE: [], AFTER: []}
+    load_before = os.getloadavg()[0]
+    for t, line in enumerate(lines):
+        for name in names[t % 3:] + names[:t % 3]:  # each engine first, second and third in turn
+            c0, t0 = time.process_time(), time.perf_counter()
+            response = engines[name].chat(line)
+            elapsed, spent = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+            assert engines[name].flush_memory(60), "memory writes did not finish"
+            if 2 * t <= window + 2:  # every earlier message is still in the recent window
+                continue
+            wall[name].append(elapsed)
+            cpu[name].append(spent)
+            if name != OFF:
+                recall = response.metadata["turn"].memory["recall"]
+                assert recall is not None and recall["units"], f"{name}: the turn recalled nothing"
+                recall_ms[name].append(recall["latency_ms"])
+    load_after = os.getloadavg()[0]
+    assert threads[BESIDE] and all(n.startswith("convrag-recall") for n in threads[BESIDE]), threads[BESIDE]
+    assert threads[AFTER] and all(n == threading.main_thread().name for n in threads[AFTER]), threads[AFTER]
+    for engine in engines.values():
+        engine.close(60)
+
+    p50 = {n: statistics.median(wall[n]) for n in names}
+    c50 = {n: statistics.median(cpu[n]) for n in names}
+    print(f"Turn time, {len(wall[OFF])} turns per engine past the window (default chat mode, scripted LLM, engines "
+          f"rotating; load average {load_before:.1f} before, {load_after:.1f} after):")
+    print(f"| engine | wall p50 ms | vs off | CPU p50 ms | vs off | recall itself p50 ms |")
+    print("|---|---|---|---|---|---|")
+    for n in names:
+        own = f"{statistics.median(recall_ms[n]):.1f}" if n in recall_ms else ""
+        print(f"| {n} | {p50[n]:.1f} | {p50[n] - p50[OFF]:+.1f} | {c50[n]:.1f} | {c50[n] - c50[OFF]:+.1f} | {own} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
