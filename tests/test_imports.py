@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 #: A module may import from its own unit and from units on LOWER floors only (never the same floor, never higher).
 FLOORS: Tuple[Tuple[str, ...], ...] = (
     ("errors",),  # the error tree: imports nothing, every unit may raise from it
-    ("_env", "_files", "_lazy", "_limits", "_scope", "prompts", "text", "rank_trail", "instrumentation"),  # pure: only errors
+    ("_beside", "_env", "_files", "_lazy", "_limits", "_scope", "prompts", "text", "rank_trail",
+     "instrumentation"),  # pure: only errors
     ("milvus", "embeddings"),  # adapters to the outside: Milvus, ONNX
     ("config", "ingest", "retrievers", "storage"),  # model resolution, writing, reading, conversation stores
     ("testing",),  # test doubles (scripted LLM, OpenAI-compatible server) and the real-LLM tier's setup

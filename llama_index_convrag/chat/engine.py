@@ -47,6 +47,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.response_synthesizers import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, QueryBundle
 
+from llama_index_convrag._beside import arun_beside, run_beside
 from llama_index_convrag.config.llm import configured_llm, token_counter
 from llama_index_convrag.config.output_watch import watching
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError, RecordNotFoundError
@@ -55,8 +56,7 @@ from llama_index_convrag.chat.budget import CachedTokenCounter, message_fit_in
 from llama_index_convrag.chat.context_chat import ContextChat
 from llama_index_convrag.chat.defaults import (check_chat_mode, check_parts, default_synthesizers, fusing_retriever,
                                                rewrite_strategy_for, streaming_twin, synthesizer_kwargs)
-from llama_index_convrag.chat.memory_step import (arun_beside, build_memory, fit_with_memory, memory_arg,
-                                                  run_beside)
+from llama_index_convrag.chat.memory_step import build_memory, fit_with_memory, memory_arg
 from llama_index_convrag.chat.options import (FROM_DEFAULTS_NAMES, AnswerOptions, BudgetOptions, RewriteOptions,
                                               options_of, refuse_names)
 from llama_index_convrag.chat.port import TurnContext, TurnPort, TurnRequest, turn_port

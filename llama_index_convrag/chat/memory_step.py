@@ -23,11 +23,8 @@ context, so citations point at passages only).
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from concurrent.futures import Executor, wait
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.llm import LLM
@@ -120,34 +117,6 @@ def build_memory(arg: MemoryArg, *, store: Any, retriever: Any, llm: Optional[LL
     return memory
 
 
-# --- retrieval and recall at once ------------------------------------------------------------------------------
-def run_beside(main: Callable[[], Any], side: Callable[[], Any], threads: Executor) -> None:
-    """Run ``side`` in one of ``threads`` (in this thread's context: the instrumentation's spans) while ``main`` runs
-    in this thread. ``main``'s error is raised (``side`` is cancelled when it has not started, else waited for, and
-    its outcome dropped: as if it had never run); else ``side``'s error."""
-    future = threads.submit(contextvars.copy_context().run, side)
-    try:
-        main()
-    except BaseException:
-        if not future.cancel():
-            wait([future])
-        raise
-    future.result()
-
-
-async def arun_beside(main: Awaitable[Any], side: Awaitable[Any]) -> None:
-    """Async twin of :func:`run_beside`: ``side`` runs as a task while ``main`` is awaited; when ``main`` raises
-    (or is cancelled) the task is cancelled and its outcome dropped."""
-    task = asyncio.ensure_future(side)
-    try:
-        await main
-    except BaseException:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise
-    await task
-
-
 # --- a turn's memory blocks ------------------------------------------------------------------------------------
 def memory_items(loaded: LoadedMemory) -> Tuple[Dict[str, List[str]], List[int]]:
     """Each memory block's items in cut order (the recalled messages best first, facts oldest first, core blocks by
@@ -232,5 +201,5 @@ def fit_with_memory(*, loaded: LoadedMemory, system: str, question: str, chunks:
     return MemoryFit(report, blocks, render_memory(items, positions, report), placement, positions)
 
 
-__all__ = ["MEMORY_BLOCKS", "MEMORY_KINDS", "MemoryArg", "MemoryFit", "PLACEMENTS", "arun_beside", "build_memory",
-           "fit_with_memory", "frame_text", "memory_arg", "memory_items", "render_memory", "run_beside"]
+__all__ = ["MEMORY_BLOCKS", "MEMORY_KINDS", "MemoryArg", "MemoryFit", "PLACEMENTS", "build_memory",
+           "fit_with_memory", "frame_text", "memory_arg", "memory_items", "render_memory"]

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -39,6 +38,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.schema import QueryBundle
 from pymilvus import MilvusClient
 
+from llama_index_convrag._beside import LazyThreads
 from llama_index_convrag.config.tokens import count_tokens as default_count_tokens
 from llama_index_convrag.errors import ConfigurationError, RecordNotFoundError
 from llama_index_convrag.memory.core_blocks import CoreBlocks
@@ -155,8 +155,7 @@ class ConversationMemory:
         self.options, self.store = options, store
         self.episodic, self.running_summary, self.user_facts, self.core = episodic, summary, facts, core
         self.writer = writer if writer is not None else BackgroundWriter(workers=options.writers)
-        self._threads: Optional[ThreadPoolExecutor] = None
-        self._threads_lock = threading.Lock()
+        self._recall_threads = LazyThreads(RECALL_THREADS, "convrag-recall")
 
     @classmethod
     def from_defaults(cls, options: Optional[MemoryOptions] = None, *, store: Any,
@@ -241,13 +240,10 @@ class ConversationMemory:
             raise ConfigurationError("recall_query needs recall on (EpisodicOptions(enabled=True))")
         return await self.episodic.aquery_bundle(text)
 
-    def recall_threads(self) -> ThreadPoolExecutor:
+    def recall_threads(self) -> Executor:
         """The worker threads a sync turn recalls in while it retrieves (made on first use; shared by the engine's
         twins)."""
-        with self._threads_lock:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="convrag-recall")
-            return self._threads
+        return self._recall_threads.get()
 
     def recall(self, loaded: LoadedMemory, query: Any) -> Optional[Recall]:
         """Recall earlier messages for the turn's retrieval ``query`` (set on ``loaded`` and returned)."""
@@ -364,10 +360,7 @@ class ConversationMemory:
     def close(self, timeout: Optional[float] = None) -> bool:
         """Flush and refuse later writes; stop the recall's worker threads (a later recall makes them again)."""
         done = self.writer.close(timeout)
-        with self._threads_lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown(wait=True)
+        self._recall_threads.close()
         if self.episodic is not None:
             self.episodic.close()
         return done

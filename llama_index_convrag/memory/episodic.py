@@ -18,13 +18,13 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import QueryBundle
 from pymilvus import MilvusClient
 
+from llama_index_convrag._beside import LazyThreads, arun_beside, run_beside
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.calls import LoopClients, MilvusCall, MilvusSteps, adrive, drive
 from llama_index_convrag.milvus.client import MilvusTarget
@@ -207,8 +207,7 @@ class EpisodicMemory:
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
         self._known_lock = threading.Lock()
         self._words = WordVectors(embed_model)
-        self._threads: Optional[ThreadPoolExecutor] = None
-        self._threads_lock = threading.Lock()
+        self._word_threads = LazyThreads(WORD_THREADS, "convrag-recall-words")
 
     @classmethod
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
@@ -427,15 +426,13 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             self._embed_model.get_query_embedding(text)
-        ahead = self._words_ahead(text)
-        try:
-            found = drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
-        except BaseException:
-            if ahead is not None and not ahead.cancel():
-                wait([ahead])
-            raise
-        if ahead is not None:
-            ahead.result()
+        words = self._query_vocabulary(text)
+
+        def search() -> Tuple[Any, ...]:
+            return drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
+
+        # the query's words the word cache lacks are embedded in a worker thread while the searches run
+        found = run_beside(search, lambda: self._words.lookup(words), self._word_threads.get()) if words else search()
         return self._finish(found, text, before, k, started)
 
     async def arecall(self, query: Query, *, owner: str, conversation_id: str, before: Optional[int] = None,
@@ -453,40 +450,17 @@ class EpisodicMemory:
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             await self._embed_model.aget_query_embedding(text)
         words = self._query_vocabulary(text)
-        ahead = asyncio.ensure_future(asyncio.to_thread(self._words.lookup, words)) if words else None
-        try:
-            found = await adrive(self._async_client(),
-                                 self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
-        except BaseException:
-            if ahead is not None:
-                ahead.cancel()
-                await asyncio.gather(ahead, return_exceptions=True)
-            raise
-        if ahead is not None:
-            await ahead
+        search = adrive(self._async_client(), self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
+        found = await (arun_beside(search, asyncio.to_thread(self._words.lookup, words)) if words else search)
         return self._finish(found, text, before, k, started)
 
     def _query_vocabulary(self, text: str) -> List[str]:
         """The query's content words, whose vectors the bridge step reads (none when it is off)."""
         return text_words(text, self._rules) if self._rules.bridge_boost > 0 else []
 
-    def _words_ahead(self, text: str) -> Optional["Future[Any]"]:
-        """Embed the query's words the word cache lacks in a worker thread while the searches run (None: no words);
-        the bridge step then finds them cached."""
-        words = self._query_vocabulary(text)
-        if not words:
-            return None
-        with self._threads_lock:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(WORD_THREADS, thread_name_prefix="convrag-recall-words")
-            return self._threads.submit(self._words.lookup, words)
-
     def close(self) -> None:
         """Stop the worker threads that embed queries' words (a later recall makes them again)."""
-        with self._threads_lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown(wait=True)
+        self._word_threads.close()
 
     def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
                       before: Optional[int], k: int) -> MilvusSteps:

@@ -421,7 +421,7 @@ def test_a_word_prefetch_still_queued_when_the_searches_end_is_waited_for(
     log = WordLog(embed_model)
     memory = EpisodicMemory.from_defaults(embed_model=log, client=milvus_client, target=milvus_target,
                                           collection_name=indexed.collection_name)
-    memory._threads = LateStart()  # type: ignore[assignment]
+    memory._word_threads._pool = LateStart()  # (the words job starts late)
     got = memory.recall("Which jackets keep the drizzle out?", owner="alice", conversation_id="c1", k=3)
     assert got.positions and log._batches[0][0] != threading.current_thread().name
     assert "drizzle" in log._batches[0][1] and not any("drizzle" in words for _, words in log._batches[1:])

@@ -11,7 +11,7 @@ from typing import Iterator, List
 
 import pytest
 
-from llama_index_convrag.chat.memory_step import arun_beside, run_beside
+from llama_index_convrag._beside import LazyThreads, arun_beside, run_beside
 
 WAIT = 10.0  # seconds a job waits for the other before the test fails (they run at once: no wait in practice)
 where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
@@ -113,3 +113,31 @@ def test_async_both_run_at_once_and_errors_as_in_sync() -> None:
         return log
 
     assert asyncio.run(go()) == ["main", "side", "side cancelled", "main ok"]
+
+
+def test_lazy_threads_are_made_on_first_use_and_again_after_close() -> None:
+    lazy = LazyThreads(2, "lazy-test")
+    assert lazy._pool is None  # no threads before the first use
+    first = lazy.get()
+    assert lazy.get() is first
+    assert first.submit(lambda: threading.current_thread().name).result().startswith("lazy-test")
+    lazy.close()
+    assert lazy._pool is None
+    with pytest.raises(RuntimeError, match="cannot schedule new futures after shutdown"):
+        first.submit(print)
+    again = lazy.get()
+    assert again is not first and again.submit(lambda: 7).result() == 7
+    lazy.close()
+    lazy.close()  # closing a closed pool does nothing
+
+
+def test_run_beside_returns_the_main_jobs_result(threads: ThreadPoolExecutor) -> None:
+    assert run_beside(lambda: 41 + 1, lambda: None, threads) == 42
+
+    async def main() -> str:
+        return "main"
+
+    async def side() -> None:
+        return None
+
+    assert asyncio.run(arun_beside(main(), side())) == "main"
