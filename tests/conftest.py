@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-from llama_index_convrag.milvus.client import LITE_GRPC_OPTIONS, MilvusTarget, connect_milvus
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
 from llama_index_convrag.testing import LocalOpenAIServer
+from llama_index_convrag.testing.milvus_server import use_lite_grpc_options
 
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): each xdist worker and each
 # `convrag` subprocess a test starts otherwise recompiles the package and re-rewrites every test module (collection
@@ -99,27 +100,12 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def lite_grpc_options() -> Iterator[None]:
-    """Give third-party clients in tests (LlamaIndex's MilvusVectorStore) the keepalive options our own clients use.
-
-    Every Milvus here is Milvus Lite, whose embedded server drops connections that ping while idle.
-    """
-    from pymilvus.client.async_grpc_handler import AsyncGrpcHandler
-    from pymilvus.client.grpc_handler import GrpcHandler
-
-    originals = {cls: cls.__init__ for cls in (GrpcHandler, AsyncGrpcHandler)}
-
-    def wrap(init: Any) -> Any:
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("grpc_options", dict(LITE_GRPC_OPTIONS))
-            init(self, *args, **kwargs)
-
-        return __init__
-
-    for cls, init in originals.items():
-        cls.__init__ = wrap(init)
+    """Give third-party clients in tests (LlamaIndex's MilvusVectorStore) and clients of a ``MilvusLiteServer`` the
+    keepalive options our own clients of a Lite file use: every Milvus here runs Lite's engine, which drops
+    connections that ping while idle."""
+    undo = use_lite_grpc_options()
     yield
-    for cls, init in originals.items():
-        cls.__init__ = init
+    undo()
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
+from llama_index_convrag.milvus.client import LITE_GRPC_OPTIONS
 from llama_index_convrag.testing.lite_server import LiteServer
 
 #: Run by ``python -c`` with the database file and the address: serves until terminated, prints "up" when ready.
@@ -55,3 +56,34 @@ class MilvusLiteServer(LiteServer):
             self.stop()
             raise RuntimeError(f"milvus-lite could not serve on port {self.port}: {first!r} {rest}")
         return self
+
+
+def use_lite_grpc_options() -> Callable[[], None]:
+    """Give every pymilvus client this process makes from now on the keepalive options that ``connect_milvus`` gives
+    a Milvus Lite file's client; returns the undo.
+
+    For clients that ``connect_milvus`` does not configure: a third party's (LlamaIndex's ``MilvusVectorStore``), and
+    any client of a :class:`MilvusLiteServer`, which serves Lite's engine on an ``http://`` URI and, like it, answers
+    the pings of an idle connection with GOAWAY "too_many_pings" (a Ray worker's cached client then hung on its next
+    call). Ray tests pass it as ``runtime_env={"worker_process_setup_hook": use_lite_grpc_options}``.
+    """
+    from pymilvus.client.async_grpc_handler import AsyncGrpcHandler
+    from pymilvus.client.grpc_handler import GrpcHandler
+
+    originals = {cls: cls.__init__ for cls in (GrpcHandler, AsyncGrpcHandler)}
+
+    def wrap(init: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("grpc_options", dict(LITE_GRPC_OPTIONS))
+            init(self, *args, **kwargs)
+
+        return __init__
+
+    for cls, init in originals.items():
+        cls.__init__ = wrap(init)
+
+    def undo() -> None:
+        for cls, init in originals.items():
+            cls.__init__ = init
+
+    return undo

@@ -3,18 +3,18 @@
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from llama_index_convrag.milvus.client import acquire_lite_lock, busy_message, lite_lock_path
 
+#: Imports, says READY, waits for a "go" line, takes the lock; the holder keeps it until its stdin closes (so the
+#: other process of a pair always finds it held, however slowly either of them started).
 CHILD = """
-import sys, time
+import sys
 from llama_index_convrag.milvus.client import LiteFileBusyError, acquire_lite_lock
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
+print("READY", flush=True)
+sys.stdin.readline()
 try:
     acquire_lite_lock(sys.argv[1])
 except LiteFileBusyError as exc:
@@ -22,7 +22,7 @@ except LiteFileBusyError as exc:
     print(exc, file=sys.stderr, flush=True)
     sys.exit(8)
 print("HELD", flush=True)
-time.sleep(1.5)
+sys.stdin.read()
 """
 
 
@@ -37,15 +37,20 @@ def test_lock_path_is_beside_the_file(tmp_path):
 @pytest.mark.parametrize("pair", range(8))
 def test_two_processes_started_together_one_holds_the_other_names_it(tmp_path, pair):
     db = str(tmp_path / f"pair{pair}.db")
-    start = time.time() + 1.0
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, db, repr(start)], stdout=subprocess.PIPE, text=True,
-                              env=_env()) for _ in range(2)]
-    outs = [p.communicate(timeout=60)[0].split() for p in procs]
-    codes = sorted(p.returncode for p in procs)
-    assert codes == [0, 8]
-    holder = procs[[p.returncode for p in procs].index(0)]
-    busy = outs[[p.returncode for p in procs].index(8)]
-    assert busy == ["BUSY", str(holder.pid)]
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=_env()) for _ in range(2)]
+    try:
+        assert [p.stdout.readline() for p in procs] == ["READY\n"] * 2  # both imported: released together
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        said = [p.stdout.readline().split() for p in procs]  # each one's outcome, the holder still holding
+    finally:
+        outs = [p.communicate(timeout=60)[0] for p in procs]  # closes stdin: the holder lets go and exits
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 8] and outs == ["", ""]
+    holder = procs[codes.index(0)]
+    assert said[codes.index(0)] == ["HELD"] and said[codes.index(8)] == ["BUSY", str(holder.pid)]
     assert (tmp_path / f"pair{pair}.db.lock").read_text() == str(holder.pid)
 
 
@@ -53,9 +58,9 @@ def test_a_second_take_in_the_same_process_is_a_no_op_and_a_holder_blocks_others
     db = str(tmp_path / "mine.db")
     acquire_lite_lock(db)
     acquire_lite_lock(db)  # held already: no error
-    out = subprocess.run([sys.executable, "-c", CHILD, db, "0"], capture_output=True, text=True, env=_env())
+    out = subprocess.run([sys.executable, "-c", CHILD, db], input="go\n", capture_output=True, text=True, env=_env())
     assert out.returncode == 8
-    assert out.stdout.split() == ["BUSY", str(os.getpid())]
+    assert out.stdout.split() == ["READY", "BUSY", str(os.getpid())]
     assert out.stderr.strip() == busy_message(db, os.getpid())
     # the holder named with its command line (this test run's: argv[0] may be python or python3, pytest follows)
     assert out.stderr.startswith(f"the Milvus Lite file {db!r} is in use by another process (pid {os.getpid()}: ")
@@ -67,10 +72,12 @@ def test_cli_exits_8_naming_the_holder_of_the_flock(capsys, tmp_path):
     from llama_index_convrag.cli import main
 
     db = str(tmp_path / "x.db")
-    holder = subprocess.Popen([sys.executable, "-c", CHILD.replace("time.sleep(1.5)", "sys.stdin.read()"), db, "0"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
+    holder = subprocess.Popen([sys.executable, "-c", CHILD, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=_env())
     try:
-        assert holder.stdout.readline().strip() == "HELD"
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.read(len("READY\nHELD\n")) == "READY\nHELD\n"
         (tmp_path / "a.txt").write_text("hello")
         code = main(["ingest", str(tmp_path / "a.txt"), "--uri", db])
         err = capsys.readouterr().err
