@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Iterator, List
 
@@ -147,29 +148,66 @@ def run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+REPOSITORY_DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _build_repository_docs(shared: Path, started: List[subprocess.Popen]) -> None:
+    """``convrag ingest docs/`` into ``shared/docs.db`` unless built, under the lock the workers share; the child is
+    appended to ``started`` (so that the session can stop it). A failed build leaves no mark: the next caller builds
+    again and reports the failure."""
+    shared.mkdir(exist_ok=True)
+    with open(shared / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait here, then find it built
+        if (shared / "built").exists():
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVRAG_", "OPENAI_"))}
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        proc = subprocess.Popen([sys.executable, "-m", "llama_index_convrag.cli", "ingest", str(REPOSITORY_DOCS),
+                                 "--uri", str(shared / "docs.db"), "--quiet"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise AssertionError(f"convrag ingest docs/ exited {proc.returncode}: {err[-2000:]}")
+        (shared / "built").touch()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _repository_docs_early(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Start building ``repository_docs`` in the background at a worker's first test when the run has tests that
+    ask it: the build (about 80 CPU-s of embedding) then overlaps other files instead of keeping the workers of
+    those tests waiting. Stopped at the end of the session if still running."""
+    started: List[subprocess.Popen] = []
+    if any("repository_docs" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        shared = run_shared_folder(tmp_path_factory) / "repository_docs"
+        threading.Thread(target=_build_repository_docs_quietly, args=(shared, started), daemon=True).start()
+    yield
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
+
+
+def _build_repository_docs_quietly(shared: Path, started: List[subprocess.Popen]) -> None:
+    try:
+        _build_repository_docs(shared, started)
+    except Exception:  # noqa: BLE001 - the fixture builds again and reports why
+        pass
+
+
 @pytest.fixture(scope="session")
 def repository_docs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """(this checkout's ``docs/``, a Milvus Lite file holding it): for the tests that ask it questions.
 
     ``convrag ingest docs/`` runs once per test run, in a child process (a Milvus Lite file is held by the process
-    that opened it until that process ends), under a lock the workers share; each worker asks a copy of the file.
+    that opened it until that process ends), under a lock the workers share (started early by
+    ``_repository_docs_early``); each worker asks a copy of the file.
     """
-    docs = Path(__file__).resolve().parents[1] / "docs"
     shared = run_shared_folder(tmp_path_factory) / "repository_docs"
-    shared.mkdir(exist_ok=True)
-    built = shared / "docs.db"
-    with open(shared / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait here, then find it built
-        if not (shared / "built").exists():
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVRAG_", "OPENAI_"))}
-            env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-            proc = subprocess.run([sys.executable, "-m", "llama_index_convrag.cli", "ingest", str(docs), "--uri",
-                                   str(built), "--quiet"], env=env, capture_output=True, text=True)
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            (shared / "built").touch()
+    _build_repository_docs(shared, [])
     uri = tmp_path_factory.mktemp("repository_docs") / "docs.db"
-    shutil.copyfile(built, uri)
-    return docs, str(uri)
+    shutil.copyfile(shared / "docs.db", uri)
+    return REPOSITORY_DOCS, str(uri)
 
 
 @pytest.fixture(scope="session")
