@@ -348,8 +348,8 @@ class EpisodicMemory:
                                         history_before(messages, min(positions, default=0), self._rules.context_before))
         written = self.index(units, context)
         if gone and self._exists():
-            self._rows.drop((owner, conversation_id), gone)
             self._client.delete(self._collection_name, ids=row_ids(owner, conversation_id, gone))
+            self._rows.drop((owner, conversation_id), gone)  # after: a read begun before the delete is not kept
         return written, len(gone)
 
     def unindexed(self, owner: str, conversation_id: str, messages: Sequence[Any], before: int) -> List[int]:
@@ -373,6 +373,7 @@ class EpisodicMemory:
         self._forget(owner, conversation_id)
         if self._exists():
             self._client.delete(self._collection_name, filter=expr)
+            self._rows.forget((owner, conversation_id))  # again after: a read begun before the delete is not kept
 
     async def adelete_conversation(self, owner: str, conversation_id: str) -> None:
         """Async twin of :meth:`delete_conversation`."""
@@ -380,6 +381,7 @@ class EpisodicMemory:
         self._forget(owner, conversation_id)
         if await asyncio.to_thread(self._exists):
             await self._async_client().delete(self._collection_name, filter=expr)
+            self._rows.forget((owner, conversation_id))
 
     def count(self, owner: str, conversation_id: str) -> int:
         """Indexed messages of ``owner``'s conversation."""
