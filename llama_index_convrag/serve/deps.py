@@ -28,8 +28,8 @@ class KeyScheme(HTTPBearer):
     """The HTTP bearer scheme (declared in the OpenAPI document; no automatic 401: an open server takes requests
     without a key) as the one dependency that reads the caller: the key as sent and the process's state, counted
     against the requests rate limit (``turn``: the turns limit too; 429 past either), checked later by the route.
-    One dependency where there were three (state, credentials, caller): FastAPI resolves each of a request's
-    dependencies on its own, and every turn and every read pays for each."""
+    One dependency, not three (state, credentials, caller): FastAPI resolves each of a request's dependencies on its
+    own, and every turn and every read pays for each."""
 
     def __init__(self, *, turn: bool = False) -> None:
         super().__init__(auto_error=False, scheme_name=SCHEME_NAME, description=SCHEME_DESCRIPTION)
