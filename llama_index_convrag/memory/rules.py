@@ -49,8 +49,8 @@ class RecallRules:
     """A message gains this share of the fused score of the message two before it (in a dialogue, its speaker's
     previous message: they go on about what matched); 0 turns it off. 0.4: recall@10 on LoCoMo 0.819 against 0.811
     (tune 0.836 / 0.831, check 0.803 / 0.791; multi-hop 0.489 / 0.485 and 0.456 / 0.451); 0.3 recalled 0.819 with
-    multi-hop lower on tune, two after or both ways at 0.2-0.5 lowered multi-hop on both halves, three apart recalled
-    0.808-0.812 (``bench/recall_multihop_study.py``)."""
+    multi-hop lower on tune, two after or both ways at 0.2-0.5 lowered multi-hop on tune (0.458-0.478), three apart
+    recalled 0.808-0.812 (``bench/recall_multihop_study.py``)."""
     depth: int = 50
     """Candidates each searched list returns before fusion and spreading (each list is min-max normalised over
     them). 50: recall@10 on LoCoMo 0.795 against 0.785 at 100, higher on both halves (0.811 / 0.779 against
