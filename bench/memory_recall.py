@@ -301,7 +301,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "100 latency queries, 12 turns per engine")
     ap.add_argument("--turns", type=int, default=30, help="turns per engine in the turn-time comparison")
     args = ap.parse_args(argv)
-    names = ["+ vocabulary bridge", DEFAULT] if args.quick else [v.strip() for v in args.variants.split(",") if v.strip()]
+    names = ["+ vocabulary bridge", DEFAULT] if args.quick else \
+        [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {unknown}; accepted: {list(VARIANTS)}")

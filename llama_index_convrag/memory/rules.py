@@ -4,9 +4,10 @@ A recall searches four lists at once (one hybrid search, client-side normalised 
 BM25 field of each message's own text, and of its text after the message it answers (:func:`~.units.context_text`).
 Then each message inherits part of its neighbours' scores (:func:`spread_scores`): in a conversation the words of a
 question are often in the message before its answer ("What did you research?" / "Adoption agencies."), the answer in
-the one after, and a speaker goes on about what they said in their next message (two positions on). The best ``k`` outside the recent window are kept (:func:`select`), after two re-scoring
-steps over the best ``pool(k)``: the named speaker (:func:`named_speaker`, :func:`boost_speaker`) and the vocabulary
-bridge (:mod:`~llama_index_convrag.memory.bridge`).
+the one after, and a speaker goes on about what they said in their next message (two positions on). The best ``k``
+outside the recent window are kept (:func:`select`), after two re-scoring steps over the best ``pool(k)``: the named
+speaker (:func:`named_speaker`, :func:`boost_speaker`) and the vocabulary bridge
+(:mod:`~llama_index_convrag.memory.bridge`).
 
 Each default below names the measurement that chose it: a grid over the weights and spreads on LoCoMo conversations
 0-2 (recall@10 of the evidence utterances, flat between 0.77 and 0.79 for the best dozen settings), confirmed on
