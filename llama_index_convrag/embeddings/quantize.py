@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
 
+from llama_index_convrag.embeddings import calibration
 from llama_index_convrag.errors import ConfigurationError
 
 #: The transformer layers of all-MiniLM-L6-v2 and the six weight ``MatMul``\ s of each, in graph order.
@@ -152,12 +153,11 @@ def quantize_calibrated(model: Any, dest: Path, recipe: Int8Recipe, nodes: List[
 
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from llama_index_convrag.embeddings.calibration import CalibrationFeeds, calibration_inputs, calibration_texts
-
     with tempfile.TemporaryDirectory(prefix="convrag-calibrate-") as tmp:
         source = Path(tmp) / "fused.onnx"  # the calibrator reads the model from a file
         import_onnx().save(model, str(source))
-        quantize_static(str(source), str(dest), CalibrationFeeds(calibration_inputs(calibration_texts())),
+        feeds = calibration.CalibrationFeeds(calibration.calibration_inputs(calibration.calibration_texts()))
+        quantize_static(str(source), str(dest), feeds,
                         quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"], nodes_to_quantize=nodes,
                         per_channel=recipe.per_channel, reduce_range=recipe.reduce_range,
                         activation_type=QuantType.QUInt8,
