@@ -70,12 +70,15 @@ TUNE = (0, 1, 2)  # conversations the rules were chosen on; 3 and 4 confirm
 OWNER = "locomo"
 #: Variants of the episodic rules: what each mechanism adds (parameters, nothing patched).
 VARIANTS: Dict[str, RecallRules] = {
-    "own text only": RecallRules(context_weight=0.0, forward_spread=0.0, backward_spread=0.0, speaker_boost=0.0,
-                                 bridge_boost=0.0),
-    "+ context lists": RecallRules(forward_spread=0.0, backward_spread=0.0, speaker_boost=0.0, bridge_boost=0.0),
-    "+ spread": RecallRules(speaker_boost=0.0, bridge_boost=0.0),
-    "+ named speaker": RecallRules(bridge_boost=0.0),
-    "+ vocabulary bridge (default)": RecallRules(),
+    "own text only": RecallRules(context_weight=0.0, forward_spread=0.0, backward_spread=0.0, second_spread=0.0,
+                                 speaker_boost=0.0, bridge_boost=0.0),
+    "+ context lists": RecallRules(forward_spread=0.0, backward_spread=0.0, second_spread=0.0, speaker_boost=0.0,
+                                   bridge_boost=0.0),
+    "+ spread": RecallRules(second_spread=0.0, speaker_boost=0.0, bridge_boost=0.0),
+    "+ named speaker": RecallRules(second_spread=0.0, bridge_boost=0.0),
+    "+ vocabulary bridge": RecallRules(second_spread=0.0),
+    "+ second spread (default)": RecallRules(),
+    "default + second spread 0.3": RecallRules(second_spread=0.3),
     "default + bridge 0.2": RecallRules(bridge_boost=0.2),
     "default + bridge at 0.6": RecallRules(bridge_threshold=0.6),
     "default + speaker 0.2": RecallRules(speaker_boost=0.2),
@@ -83,7 +86,7 @@ VARIANTS: Dict[str, RecallRules] = {
     "default + dense 0.5": RecallRules(dense_weight=0.5),
     "default + depth 100": RecallRules(depth=100),
 }
-DEFAULT = "+ vocabulary bridge (default)"
+DEFAULT = "+ second spread (default)"
 assert VARIANTS[DEFAULT] == RecallRules(), "the variant named default is the default rules"
 
 
@@ -294,11 +297,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
     assert not any("," in v for v in VARIANTS), "variant names are split on commas"
     ap.add_argument("--latency-queries", type=int, default=200)
-    ap.add_argument("--quick", action="store_true", help="the default rules and the one before the bridge step, "
+    ap.add_argument("--quick", action="store_true", help="the default rules and the one before the second spread, "
                     "100 latency queries, 12 turns per engine")
     ap.add_argument("--turns", type=int, default=30, help="turns per engine in the turn-time comparison")
     args = ap.parse_args(argv)
-    names = ["+ named speaker", DEFAULT] if args.quick else [v.strip() for v in args.variants.split(",") if v.strip()]
+    names = ["+ vocabulary bridge", DEFAULT] if args.quick else \
+        [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         ap.error(f"unknown variant(s) {unknown}; accepted: {list(VARIANTS)}")

@@ -94,7 +94,7 @@ def load() -> Dict[str, Any]:
 Rescore = Callable[[int, int, Dict[int, float]], Dict[int, float]]
 
 
-BEFORE_BRIDGE = RecallRules(bridge_boost=0.0)
+BEFORE_BRIDGE = RecallRules(second_spread=0.0, bridge_boost=0.0)  # the rules this study was run on, less the bridge
 
 
 def baseline_scores(convs, data, ci, qi, rules: RecallRules) -> Dict[int, float]:

@@ -3,10 +3,11 @@
 A recall searches four lists at once (one hybrid search, client-side normalised weighted fusion): the dense and the
 BM25 field of each message's own text, and of its text after the message it answers (:func:`~.units.context_text`).
 Then each message inherits part of its neighbours' scores (:func:`spread_scores`): in a conversation the words of a
-question are often in the message before its answer ("What did you research?" / "Adoption agencies."), and the
-answer in the one after. The best ``k`` outside the recent window are kept (:func:`select`), after two re-scoring
-steps over the best ``pool(k)``: the named speaker (:func:`named_speaker`, :func:`boost_speaker`) and the vocabulary
-bridge (:mod:`~llama_index_convrag.memory.bridge`).
+question are often in the message before its answer ("What did you research?" / "Adoption agencies."), the answer in
+the one after, and a speaker goes on about what they said in their next message (two positions on). The best ``k``
+outside the recent window are kept (:func:`select`), after two re-scoring steps over the best ``pool(k)``: the named
+speaker (:func:`named_speaker`, :func:`boost_speaker`) and the vocabulary bridge
+(:mod:`~llama_index_convrag.memory.bridge`).
 
 Each default below names the measurement that chose it: a grid over the weights and spreads on LoCoMo conversations
 0-2 (recall@10 of the evidence utterances, flat between 0.77 and 0.79 for the best dozen settings), confirmed on
@@ -45,6 +46,12 @@ class RecallRules:
     backward_spread: float = 0.5
     """A message gains this share of the fused score of the message after it. 0.5: in each of the five best
     settings on conversations 0-2 (0.1 and 0.3 less)."""
+    second_spread: float = 0.4
+    """A message gains this share of the fused score of the message two before it (in a dialogue, its speaker's
+    previous message: they go on about what matched); 0 turns it off. 0.4: recall@10 on LoCoMo 0.819 against 0.811
+    (tune 0.836 / 0.831, check 0.803 / 0.791; multi-hop 0.489 / 0.485 and 0.456 / 0.451); 0.3 recalled 0.819 with
+    multi-hop lower on tune, two after or both ways at 0.2-0.5 lowered multi-hop on tune (0.458-0.478), three apart
+    recalled 0.808-0.812 (``bench/recall_multihop_study.py``)."""
     depth: int = 50
     """Candidates each searched list returns before fusion and spreading (each list is min-max normalised over
     them). 50: recall@10 on LoCoMo 0.795 against 0.785 at 100, higher on both halves (0.811 / 0.779 against
@@ -81,7 +88,7 @@ class RecallRules:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ConfigurationError(f"RecallRules.{name} must be a number in [0, 1], got {value!r}")
-        for name in ("forward_spread", "backward_spread", "speaker_boost", "bridge_boost"):
+        for name in ("forward_spread", "backward_spread", "second_spread", "speaker_boost", "bridge_boost"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 2.0:
                 raise ConfigurationError(f"RecallRules.{name} must be a number in [0, 2], got {value!r}")
@@ -109,13 +116,16 @@ Spread = Dict[int, Tuple[float, List[int]]]
 
 def spread_scores(fused: Mapping[int, float], rules: RecallRules, before: Optional[int] = None) -> Spread:
     """Per position (the fused candidates and their neighbours, those ``< before`` when given): the score after
-    spreading, and the neighbours it inherited from."""
+    spreading (from the message before, the one after, and the one two before), and the positions it inherited
+    from, in that order."""
     out: Spread = {}
     wanted = set(fused)
     if rules.forward_spread > 0:
         wanted |= {p + 1 for p in fused}
     if rules.backward_spread > 0:
         wanted |= {p - 1 for p in fused if p > 0}
+    if rules.second_spread > 0:
+        wanted |= {p + 2 for p in fused}
     for p in wanted:
         if before is not None and p >= before:
             continue
@@ -128,6 +138,10 @@ def spread_scores(fused: Mapping[int, float], rules: RecallRules, before: Option
         if rules.backward_spread > 0 and nxt > 0:
             score += rules.backward_spread * nxt
             came.append(p + 1)
+        second = fused.get(p - 2, 0.0)
+        if rules.second_spread > 0 and second > 0:
+            score += rules.second_spread * second
+            came.append(p - 2)
         out[p] = (score, came)
     return out
 

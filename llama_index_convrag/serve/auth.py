@@ -11,23 +11,36 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional
-
-from fastapi.security import HTTPBearer
+from functools import lru_cache
+from typing import TYPE_CHECKING, Optional
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER, SQLConversationStore
 from llama_index_convrag.storage.conversation.accounts import SCOPES, Principal, hash_key
 
+if TYPE_CHECKING:
+    from llama_index_convrag.serve.state import ServeState
+
 OPEN_USER = DEFAULT_OWNER
 #: who an open server's requests act as
 OPEN_PRINCIPAL = Principal(user_id=OPEN_USER, scopes=SCOPES, admin=True)
-#: the security scheme (no automatic 401: an open server takes requests without a key)
-bearer_scheme = HTTPBearer(auto_error=False, scheme_name="apiKey", description=(
-    "An API key from 'convrag keys create USER' (a server without keys, on a loopback address, takes any token)."))
+#: the security scheme's name and description in the OpenAPI document (``deps.KeyScheme``)
+SCHEME_NAME = "apiKey"
+SCHEME_DESCRIPTION = ("An API key from 'convrag keys create USER' (a server without keys, on a loopback address, "
+                      "takes any token).")
 
 
+def bearer_key(authorization: Optional[str]) -> Optional[str]:
+    """The key of an ``Authorization: Bearer <key>`` header; None without one (no header, another scheme, no key)."""
+    if not authorization:
+        return None
+    scheme, _, key = authorization.partition(" ")
+    key = key.strip()
+    return key if key and scheme.lower() == "bearer" else None
+
+
+@lru_cache(maxsize=256)
 def is_loopback(host: Optional[str]) -> bool:
     if host is None:
         return False
@@ -68,11 +81,16 @@ def resolve_principal(store: SQLConversationStore, key: Optional[str], loopback:
 @dataclass(frozen=True)
 class Caller:
     """A request's key, not yet checked: a route resolves it in its first store call (one trip to the thread pool
-    before a turn's first event instead of two). ``client``: what the rate limiter counts it as."""
+    before a turn's first event instead of two). ``state``: the process's (the routes that read the caller take it
+    from here, not from a dependency of their own); ``client``: what the rate limiter counts it as."""
 
-    store: SQLConversationStore
+    state: "ServeState"
     key: Optional[str]
     loopback: bool
+
+    @property
+    def store(self) -> SQLConversationStore:
+        return self.state.store
 
     @property
     def client(self) -> str:

@@ -79,7 +79,8 @@ def _create(state: ServeState, principal: Principal, body: NewConversation) -> D
 
 
 @router.post("/conversations", status_code=201, responses=doc(ConversationOut, 400, 403, 404))
-async def create_conversation(body: NewConversation, state: State, who: KeyCaller) -> JSONResponse:
+async def create_conversation(body: NewConversation, who: KeyCaller) -> JSONResponse:
+    state = who.state
     view = await state.store_call(lambda: _create(state, who.principal(), body))
     return JSONResponse(view, status_code=201)
 
@@ -95,8 +96,9 @@ def _list(state: ServeState, who: Any, size: Optional[int], cursor: Optional[str
 
 
 @router.get("/conversations", responses=doc(ConversationPage, 400, 403))
-async def list_conversations(state: State, who: KeyCaller, limit: Optional[int] = Query(default=None),
+async def list_conversations(who: KeyCaller, limit: Optional[int] = Query(default=None),
                              cursor: Optional[str] = Query(default=None, max_length=200)) -> Dict[str, Any]:
+    state = who.state
     return await state.store_call(_list, state, who, limit, cursor)
 
 
@@ -109,7 +111,8 @@ def _conversation(state: ServeState, who: Any, conversation_id: str) -> Dict[str
 
 
 @router.get("/conversations/{conversation_id}", responses=doc(ConversationDetail, 403, 404))
-async def get_conversation(conversation_id: str, state: State, who: KeyCaller) -> Dict[str, Any]:
+async def get_conversation(conversation_id: str, who: KeyCaller) -> Dict[str, Any]:
+    state = who.state
     return await state.store_call(_conversation, state, who, conversation_id)
 
 
@@ -171,8 +174,8 @@ def _turn_check(state: ServeState, who: Any, conversation_id: str, question: str
 
 @router.post("/conversations/{conversation_id}/messages", responses=doc(TurnOut, 400, 403, 404, 409,
                                                                          description=SSE_DOC))
-async def post_message(conversation_id: str, body: NewMessage, request: Request, state: State,
-                       who: TurnCaller) -> Response:
+async def post_message(conversation_id: str, body: NewMessage, request: Request, who: TurnCaller) -> Response:
+    state = who.state
     kb, owner = await state.store_call(_turn_check, state, who, conversation_id, body.content)
     return await run_turn(state, request, conversation_id, body.content, body.stream, kb, owner=owner)
 
@@ -197,8 +200,8 @@ def _regeneration_target(state: ServeState, message_id: str, who: Any
 
 @router.post("/messages/{message_id}/regenerate", responses=doc(TurnOut, 400, 403, 404, 409,
                                                                 description=SSE_DOC))
-async def regenerate(message_id: str, body: Regenerate, request: Request, state: State,
-                     who: TurnCaller) -> Response:
+async def regenerate(message_id: str, body: Regenerate, request: Request, who: TurnCaller) -> Response:
+    state = who.state
     message, latest_user, kb, owner = await state.store_call(_regeneration_target, state, message_id, who)
     # a 'pending' answer whose claim is free (its worker died) is marked 'interrupted' by the turn's load
     return await run_turn(state, request, message.conversation_id, latest_user.content, body.stream, kb,
@@ -213,10 +216,11 @@ def _own_message(state: ServeState, who: Any, message_id: str) -> Tuple[Message,
 @router.get("/messages/{message_id}/events", responses=doc(None, 403, 404, 409, description=(
     "text/event-stream: the turn's events after Last-Event-ID (all without it), then the new ones until its last; "
     "once the turn's log is gone: start and the final done/error read from the store")))
-async def resume_events(message_id: str, state: State, who: KeyCaller,
+async def resume_events(message_id: str, who: KeyCaller,
                         last_event_id: Annotated[Optional[str], Header(alias="Last-Event-ID")] = None,
                         after: Annotated[Optional[int], Query(ge=0, description="As Last-Event-ID.")] = None
                         ) -> Response:
+    state = who.state
     message, principal = await state.store_call(_own_message, state, who, message_id)
     if message.role != "assistant":
         raise APIError(400, "not_an_answer", f"{message_id!r} is a {message.role} message; events belong to answers",
@@ -266,9 +270,10 @@ async def _replay(events: List[Event]) -> AsyncIterator[Event]:
 
 
 @router.post("/messages/{message_id}/cancel", responses=doc(MessageOut, 403, 404, 409))
-async def cancel(message_id: str, state: State, who: KeyCaller) -> Dict[str, Any]:
+async def cancel(message_id: str, who: KeyCaller) -> Dict[str, Any]:
     """Stop a streaming answer now: it is stored ``cancelled`` with the text so far (an answer already final is
     returned as it is)."""
+    state = who.state
     message, principal = await state.store_call(_own_message, state, who, message_id)
     log = state.logs.get(message_id)
     if log is not None:
@@ -288,7 +293,8 @@ def _message(state: ServeState, who: Any, message_id: str) -> Dict[str, Any]:
 
 
 @router.get("/messages/{message_id}", responses=doc(MessageOut, 403, 404))
-async def get_message(message_id: str, state: State, who: KeyCaller) -> Dict[str, Any]:
+async def get_message(message_id: str, who: KeyCaller) -> Dict[str, Any]:
+    state = who.state
     return await state.store_call(_message, state, who, message_id)
 
 

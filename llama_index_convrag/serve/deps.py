@@ -3,12 +3,12 @@ and scope checks. Routes declare what they need with these aliases instead of re
 
 from __future__ import annotations
 
-from typing import Annotated, Callable, Coroutine, Any, Optional
+from typing import Annotated, Callable, Coroutine, Any
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials
+from fastapi.security import HTTPBearer
 
-from llama_index_convrag.serve.auth import Caller, bearer_scheme, is_loopback
+from llama_index_convrag.serve.auth import SCHEME_DESCRIPTION, SCHEME_NAME, Caller, bearer_key, is_loopback
 from llama_index_convrag.serve.errors import forbidden
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.storage.conversation.accounts import Principal
@@ -22,32 +22,37 @@ async def serve_state(request: Request) -> ServeState:
 
 
 State = Annotated[ServeState, Depends(serve_state)]
-Credentials = Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer_scheme)]
 
 
-def _caller(request: Request, state: ServeState, credentials: Optional[HTTPAuthorizationCredentials]) -> Caller:
-    server = request.scope.get("server")
-    return Caller(state.store, credentials.credentials if credentials is not None else None,
-                  is_loopback(server[0] if server else None))
+class KeyScheme(HTTPBearer):
+    """The HTTP bearer scheme (declared in the OpenAPI document; no automatic 401: an open server takes requests
+    without a key) as the one dependency that reads the caller: the key as sent and the process's state, counted
+    against the requests rate limit (``turn``: the turns limit too; 429 past either), checked later by the route.
+    One dependency, not three (state, credentials, caller): FastAPI resolves each of a request's dependencies on its
+    own, and every turn and every read pays for each."""
+
+    def __init__(self, *, turn: bool = False) -> None:
+        super().__init__(auto_error=False, scheme_name=SCHEME_NAME, description=SCHEME_DESCRIPTION)
+        self.turn = turn
+
+    async def __call__(self, request: Request) -> Caller:  # type: ignore[override]
+        state: ServeState = request.state.serve
+        server = request.scope.get("server")
+        who = Caller(state, bearer_key(request.headers.get("authorization")),
+                     is_loopback(server[0] if server else None))
+        await state.rate.check(who.client, turn=self.turn)
+        return who
 
 
-async def caller(request: Request, state: State, credentials: Credentials) -> Caller:
-    """The key as sent, counted against the requests rate limit (429 past it), checked later by the route."""
-    who = _caller(request, state, credentials)
-    await state.rate.check(who.client)
-    return who
+#: the key, not yet checked (the route checks it in its first store call), counted as a request
+KeyCaller = Annotated[Caller, Depends(KeyScheme())]
+#: as KeyCaller, counted as a turn too (the routes that start one)
+TurnCaller = Annotated[Caller, Depends(KeyScheme(turn=True))]
 
 
-async def turn_caller(request: Request, state: State, credentials: Credentials) -> Caller:
-    """As :func:`caller`, counted against the turns rate limit too (the route starts a turn)."""
-    who = _caller(request, state, credentials)
-    await state.rate.check(who.client, turn=True)
-    return who
-
-
-async def current_principal(state: State, who: Annotated[Caller, Depends(caller)]) -> Principal:
+async def current_principal(who: KeyCaller) -> Principal:
     """The key checked (a store call): who the request acts as."""
-    return await state.store_call(who.principal)
+    return await who.state.store_call(who.principal)
 
 
 def require(principal: Principal, scope: str) -> Principal:
@@ -71,7 +76,4 @@ CurrentUser = Annotated[Principal, Depends(current_principal)]
 ChatUser = Annotated[Principal, Depends(needs("chat"))]
 EditUser = Annotated[Principal, Depends(needs("edit"))]
 AdminUser = Annotated[Principal, Depends(needs("admin"))]
-#: the key, not yet checked (the route checks it in its first store call), counted as a request
-KeyCaller = Annotated[Caller, Depends(caller)]
-#: as KeyCaller, counted as a turn too (the routes that start one)
-TurnCaller = Annotated[Caller, Depends(turn_caller)]
+

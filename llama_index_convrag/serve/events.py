@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
@@ -63,6 +64,8 @@ class TurnLog:
         self._wake()
 
     def _wake(self) -> None:
+        if not self._waiters:
+            return
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -75,11 +78,11 @@ class TurnLog:
         if self._held:
             text = "".join(self._held)
             self._held.clear()
-            self._last_delta = self._loop.time()
+            self._last_delta = time.monotonic()
             self._append("delta", {"text": text})
 
     def _hold(self, text: str) -> None:
-        now = self._loop.time()
+        now = time.monotonic()  # per delta: the clock itself (the window's timer takes a delay, not a time)
         if not self._held and now - self._last_delta >= self._window_s:
             self._last_delta = now
             self._append("delta", {"text": text})
@@ -143,39 +146,69 @@ class TurnLog:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _follow(self, after: int, ping_s: Optional[float]) -> AsyncIterator[Optional[Entry]]:
-        position = max(0, min(after, len(self._entries)))
-        while True:
-            entries = self._entries
-            if position < len(entries):
-                entry = entries[position]
-                position += 1
-                if entry[1] == "delta":  # a reader behind gets the deltas it missed as one
-                    texts = [entry[2]["text"]]
-                    while position < len(entries) and entries[position][1] == "delta":
-                        entry = entries[position]
-                        texts.append(entry[2]["text"])
-                        position += 1
-                    if len(texts) > 1:
+        entries = self._entries  # appended to in place, never replaced
+        position = max(0, min(after, len(entries)))
+        silence = None if ping_s is None else _Silence(self._loop, ping_s)
+        try:
+            while True:
+                end = len(entries)
+                if position < end:
+                    entry = entries[position]
+                    position += 1
+                    if entry[1] == "delta" and position < end and entries[position][1] == "delta":
+                        texts = [entry[2]["text"]]  # a reader behind gets the deltas it missed as one
+                        while position < end and entries[position][1] == "delta":
+                            entry = entries[position]
+                            texts.append(entry[2]["text"])
+                            position += 1
                         entry = (entry[0], "delta", {"text": "".join(texts)})
-                yield entry
-                continue
-            if self.done:
-                return
-            waiter = self._loop.create_future()  # this reader's own: a reader leaving cancels only its wait
-            self._waiters.append(waiter)
-            timer = None if ping_s is None else self._loop.call_later(ping_s, _no_event, waiter)
-            try:
-                woken = await waiter
-            finally:
-                if timer is not None:
-                    timer.cancel()
-            if not woken:
-                yield None  # nothing for ping_s seconds: the reader sends a keep-alive
+                    yield entry
+                    continue
+                if self.done:
+                    return
+                waiter = self._loop.create_future()  # this reader's own: a reader leaving cancels only its wait
+                self._waiters.append(waiter)
+                if silence is not None:
+                    silence.watch(waiter)
+                if not await waiter:
+                    yield None  # nothing for ping_s seconds: the reader sends a keep-alive
+        finally:
+            if silence is not None:
+                silence.stop()
 
 
-def _no_event(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
+class _Silence:
+    """Wakes a reader's wait with False once it has lasted ``ping_s`` seconds (time for a keep-alive). One timer per
+    reader, moved on only when it fires, instead of a timer made and cancelled for every event."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, ping_s: float) -> None:
+        self._loop, self._ping_s = loop, ping_s
+        self._waiter: Optional[asyncio.Future] = None
+        self._since = 0.0
+        self._timer: Optional[asyncio.TimerHandle] = None
+
+    def watch(self, waiter: asyncio.Future) -> None:
+        """``waiter`` is the reader's wait, from now."""
+        self._waiter, self._since = waiter, self._loop.time()
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._since + self._ping_s, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # not waiting now: the next wait starts the timer again
+            return
+        due = self._since + self._ping_s
+        if self._loop.time() >= due - self._ping_s / 1000:  # (a timer may fire within the clock's resolution early)
+            waiter.set_result(False)
+        else:  # the wait began after the timer was set
+            self._timer = self._loop.call_at(due, self._fire)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._waiter = None
 
 
 class Reader:

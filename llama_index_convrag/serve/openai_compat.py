@@ -22,7 +22,7 @@ from llama_index_convrag.config.tokens import count_tokens
 from llama_index_convrag.serve.access import (check_question, conversation_kb, owned_conversation, readable_kb,
                                               title_from)
 from llama_index_convrag.serve.conversations import names_of
-from llama_index_convrag.serve.deps import KeyCaller, State, TurnCaller, require
+from llama_index_convrag.serve.deps import KeyCaller, TurnCaller, require
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.events import Entry, TurnLog
 from llama_index_convrag.serve.knowledge import MODEL_PREFIX, model_id, visible
@@ -78,12 +78,15 @@ def _models(state: ServeState, who: Any) -> Dict[str, Any]:
 
 
 @router.get("/models", responses=doc(ModelList, 403))
-async def list_models(state: State, who: KeyCaller) -> Dict[str, Any]:
+async def list_models(who: KeyCaller) -> Dict[str, Any]:
+    state = who.state
     return await state.store_call(_models, state, who)
 
 
 @router.get("/models/{model:path}", responses=doc(ModelOut, 403, 404))
-async def get_model(model: str, state: State, who: KeyCaller) -> Dict[str, Any]:
+async def get_model(model: str, who: KeyCaller) -> Dict[str, Any]:
+    state = who.state
+
     def find() -> Dict[str, Any]:
         principal = require(who.principal(), "chat")
         return _model(model_id(state, kb_of_model(state, model, principal)))
@@ -198,8 +201,8 @@ async def _complete(events: AsyncIterator[Any], model: str, question: str) -> JS
 
 @router.post("/chat/completions", responses=doc(ChatCompletionOut, 400, 403, 404, 409, description=(
     "chat.completion, or chat.completion.chunk events with stream=true")))
-async def chat_completions(body: ChatCompletionRequest, request: Request, state: State,
-                           who: TurnCaller) -> Response:
+async def chat_completions(body: ChatCompletionRequest, request: Request, who: TurnCaller) -> Response:
+    state = who.state
     conversation_id, question, kb, owner = await state.store_call(_prepare, state, body, who)
     await state.prepare_engine(kb)  # the first turn on a knowledge base builds its engine
     turn = await open_turn(state, conversation_id, question, began=arrived_at(request.scope), knowledge_base=kb,

@@ -25,6 +25,7 @@ from llama_index_convrag.chat.port import StoreTurnPort, TurnContext, TurnOutcom
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.storage.conversation.base import Message
+from llama_index_convrag.storage.conversation.claims import holds_pending
 
 
 class ServedTurn(StoreTurnPort):
@@ -37,7 +38,10 @@ class ServedTurn(StoreTurnPort):
         self._state, self._check, self._claimed, self._regenerate = state, check, claimed, regenerate
         self._lock = threading.Lock()
         self._conversation_id: Optional[str] = None  # claimed, not yet released
-        self._saved_at = time.monotonic()  # the last partial save (the load counts as one: nothing to save yet)
+        self._read: Optional[List[Message]] = None  # the conversation as the load read it (during the load only)
+        #: ``time.monotonic()`` from which the next partial save is due (the load counts as a save: nothing to save
+        #: yet); a stream compares it per delta, without a call
+        self.save_due_at = time.monotonic() + state.limits.partial_save_s
         #: what the load stored (set once it succeeded)
         self.context: Optional[TurnContext] = None
         #: what was written last: the engine's outcome, or ``cancelled`` (:meth:`close`)
@@ -53,21 +57,32 @@ class ServedTurn(StoreTurnPort):
                                                   "done/error event (or cancel it) and retry")
         self._conversation_id = cid
         try:
-            if self.store.abandoned_in(cid):  # holding the claim, no live turn answers it: its worker died
+            messages: Optional[List[Message]] = self.store.get_conversation(cid)
+            if holds_pending(messages):  # holding the claim, no live turn answers it: its worker died
                 self.store.interrupt_pending([cid])
+                messages = None
             if self._claimed is not None:
                 self._claimed()
+                messages = None  # what it did may have changed the conversation
+            self._read = messages  # the conversation as read: the history below reads it, not the store again
             self.context = self._regeneration(request) if self._regenerate is not None else super().load(request)
         except BaseException:
             self._release()
             raise
+        finally:
+            self._read = None
         return self.context
+
+    def _conversation(self, request: TurnRequest) -> List[Message]:
+        if self._read is not None and request.conversation_id == self._conversation_id:
+            return self._read
+        return super()._conversation(request)
 
     def _regeneration(self, request: TurnRequest) -> TurnContext:
         """The conversation before the regenerated user message as history; the placeholder is its next answer."""
         user = self._regenerate
         assert user is not None
-        messages = self.store.get_conversation(request.conversation_id)
+        messages = self._conversation(request)
         ids = [m.id for m in messages]
         before = messages[:ids.index(user.id)] if user.id in ids else messages
         history, history_ids = self._history(request, before)
@@ -104,16 +119,15 @@ class ServedTurn(StoreTurnPort):
 
     def progress_due(self) -> bool:
         """Whether :meth:`aprogress` would save now (a loaded, uncommitted turn, ``limits.partial_save_s`` since the
-        last save): the stream asks this per delta, without a coroutine."""
-        return self.context is not None and self.committed is None and \
-            time.monotonic() - self._saved_at >= self._state.limits.partial_save_s
+        last save)."""
+        return time.monotonic() >= self.save_due_at and self.context is not None and self.committed is None
 
     async def aprogress(self, parts: List[str]) -> None:
         """The answer's text so far (its streamed pieces), as it streams: saved into the placeholder when
         :meth:`progress_due` (a store call then; none otherwise)."""
         if not self.progress_due():
             return
-        self._saved_at = time.monotonic()
+        self.save_due_at = time.monotonic() + self._state.limits.partial_save_s
         placeholder = self.context.placeholder
         await self._state.store_call(self.store.save_partial, placeholder.conversation_id, placeholder.id,
                                      "".join(parts))

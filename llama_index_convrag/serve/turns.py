@@ -148,11 +148,12 @@ async def turn_events(state: ServeState, turn: OpenTurn, names: Optional[Documen
             response = await turn.engine.astream_turn(turn.context)
             yield "retrieval", shown("retrieval", retrieval_data(response))
             parts: List[str] = []
+            port, clock = turn.port, time.monotonic
             async for delta in response.async_response_gen():
                 yield "delta", {"text": delta}
                 parts.append(delta)
-                if turn.port.progress_due():  # the text so far, saved now and then (what a crash keeps)
-                    await turn.port.aprogress(parts)
+                if clock() >= port.save_due_at:  # the text so far, saved now and then (what a crash keeps)
+                    await port.aprogress(parts)
             if response.status == "error":
                 failure = RuntimeError("the answer stream failed")
         except Exception as e:  # the engine committed the message as error (when it got that far)

@@ -104,6 +104,10 @@ def sentence_spans(text: str, language: str = "") -> List[Tuple[int, int, str]]:
 def _locate(text: str, parts: Sequence[str], pos: int) -> Optional[Tuple[int, int]]:
     """``(start, end)`` of the first place from ``pos`` where ``text`` holds ``parts`` with whitespace between."""
     start = text.find(parts[0], pos) if parts else -1
+    if start >= 0:  # the usual case, one space between the words: one comparison instead of one per character
+        joined = " ".join(parts)
+        if text.startswith(joined, start):
+            return start, start + len(joined)
     while start >= 0:
         end = start + len(parts[0])
         for part in parts[1:]:

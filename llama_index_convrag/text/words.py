@@ -73,24 +73,30 @@ def _lower_words(text: str) -> Tuple[str, ...]:
     return _words(text.lower())
 
 
+@lru_cache(maxsize=4096)
+def _cue(phrase: str) -> Tuple[bool, bool, str, bool, Tuple[str, ...]]:
+    """A cue phrase read once: ``(at the start, at the end, its text lower-cased, whether it is CJK, its words)``
+    (a rules object checks the same cues every turn)."""
+    bare = phrase.strip("^$").lower()
+    return phrase.startswith("^"), phrase.endswith("$"), bare, has_cjk(bare), tuple(bare.split())
+
+
 def holds_phrase(text: str, phrase: str) -> bool:
     """Whether ``text`` holds ``phrase`` (a cue written as words): its words in a row, in any case; a CJK phrase
     where ``text`` holds it. ``"^how"``: at the start of ``text``; ``"吗$"``: at its end (end punctuation aside)."""
-    opening, closing = phrase.startswith("^"), phrase.endswith("$")
-    bare = phrase.strip("^$").lower()
+    opening, closing, bare, cjk, parts = _cue(phrase)
     if closing:
         end = len(text)
         while end and not text[end - 1].isalnum():
             end -= 1
         text = text[:end]
-    if has_cjk(bare):
+    if cjk:
         return text.startswith(bare) if opening else text.endswith(bare) if closing else bare in text
-    parts = bare.split()
     tokens = _lower_words(text)
     n = len(parts)
     if opening or closing:
-        return list(tokens[:n] if opening else tokens[-n:]) == parts
-    return any(list(tokens[i : i + n]) == parts for i in range(len(tokens) - n + 1))
+        return (tokens[:n] if opening else tokens[-n:]) == parts
+    return any(tokens[i : i + n] == parts for i in range(len(tokens) - n + 1))
 
 
 def stem(word: str, language: str = "en") -> str:

@@ -92,7 +92,7 @@ def test_recall_finds_the_earlier_message_with_its_reasons(indexed: EpisodicMemo
     searches = {f["search"] for f in said.found_by}
     assert {"dense:own", "sparse:own", "dense:context", "sparse:context", "fusion:weighted"} <= searches
     reply = next(u for u in got.units if u.position == 5)
-    assert reply.spread_from == [4, 6] and reply.score > said.score * 0.5
+    assert reply.spread_from == [4, 6, 3] and reply.score > said.score * 0.5
     assert "[#4 (14 November 2023)] user: My sister Ana is coming too" in got.block_text()
     assert got.latency_ms > 0
 

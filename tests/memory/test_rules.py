@@ -17,6 +17,7 @@ def test_weights_split_context_and_dense_shares() -> None:
     ("context_weight", 1.5, r"RecallRules.context_weight must be a number in \[0, 1\], got 1.5"),
     ("dense_weight", True, r"RecallRules.dense_weight must be a number in \[0, 1\], got True"),
     ("forward_spread", -0.1, r"RecallRules.forward_spread must be a number in \[0, 2\], got -0.1"),
+    ("second_spread", 2.1, r"RecallRules.second_spread must be a number in \[0, 2\], got 2.1"),
     ("depth", 0, "RecallRules.depth must be an int >= 1, got 0"),
     ("context_before", 1.0, "RecallRules.context_before must be an int >= 0, got 1.0"),
     ("speaker_boost", 2.5, r"RecallRules.speaker_boost must be a number in \[0, 2\], got 2.5"),
@@ -33,7 +34,7 @@ def test_bad_rules_name_the_value(field: str, value: object, message: str) -> No
 
 
 def test_an_answer_inherits_from_the_question_before_it() -> None:
-    rules = RecallRules(forward_spread=0.5, backward_spread=0.25)  # explicit: the test does not follow the defaults
+    rules = RecallRules(forward_spread=0.5, backward_spread=0.25, second_spread=0.0)  # explicit, not the defaults
     spread = spread_scores({4: 1.0, 9: 0.2}, rules)
     assert spread[5] == (0.5, [4])  # never found itself: half of its question's score
     assert spread[3] == (0.25, [4])
@@ -45,8 +46,18 @@ def test_an_answer_inherits_from_the_question_before_it() -> None:
 def test_spreading_stays_below_the_window_and_off_is_off() -> None:
     spread = spread_scores({4: 1.0, 5: 0.5}, RecallRules(), before=5)
     assert sorted(spread) == [3, 4]
-    off = spread_scores({4: 1.0}, RecallRules(forward_spread=0.0, backward_spread=0.0))
+    off = spread_scores({4: 1.0}, RecallRules(forward_spread=0.0, backward_spread=0.0, second_spread=0.0))
     assert off == {4: (1.0, [])}
+
+
+def test_a_speakers_next_message_inherits_from_two_before() -> None:
+    rules = RecallRules(forward_spread=0.5, backward_spread=0.25, second_spread=0.4)
+    spread = spread_scores({4: 1.0, 7: 0.5}, rules)
+    assert spread[6] == (pytest.approx(0.4 + 0.125), [7, 4])  # the next after 7, two after 4
+    assert spread[9] == (pytest.approx(0.2), [7])
+    assert spread[5] == (0.5, [4]) and spread[4] == (1.0, [])
+    assert sorted(spread) == [3, 4, 5, 6, 7, 8, 9]
+    assert sorted(spread_scores({4: 1.0, 7: 0.5}, rules, before=6)) == [3, 4, 5]
 
 
 def test_select_breaks_ties_towards_the_later_message_and_drops_zero_scores() -> None:

@@ -128,3 +128,27 @@ async def test_a_silent_turn_gives_its_readers_keep_alives() -> None:
     rest = [e async for e in events]
     assert rest[-1] == (2, "done", {"status": "complete"}) and set(rest[:-1]) <= {None}
     await reader.close()
+
+
+async def test_keep_alives_repeat_while_silent_and_never_come_between_close_events() -> None:
+    gate = asyncio.Event()
+
+    async def busy_then_quiet() -> AsyncGenerator[Event, None]:
+        yield "start", {"id": "a"}
+        for i in range(40):  # an event every millisecond: far within ping_s
+            await asyncio.sleep(0.001)
+            yield "retrieval", {"n": i}
+        await gate.wait()
+        yield "done", {"status": "complete"}
+
+    turn = TurnLog(busy_then_quiet(), window_s=0)
+    reader = turn.reader()
+    events = reader.events(ping_s=0.5)
+    busy = [await events.__anext__() for _ in range(41)]
+    assert None not in busy and busy[-1] == (41, "retrieval", {"n": 39})
+    await events.aclose()  # type: ignore[attr-defined]
+    events = reader.events(after=41, ping_s=0.01)
+    assert [await events.__anext__() for _ in range(3)] == [None, None, None]  # one a ping_s of silence
+    gate.set()
+    assert [e async for e in events if e is not None] == [(42, "done", {"status": "complete"})]
+    await reader.close()

@@ -14,7 +14,7 @@ from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.serve.state import ServeState
 from llama_index_convrag.serve.turn_store import ServedTurn
 from llama_index_convrag.storage.conversation import SQLiteConversationStore
-from llama_index_convrag.storage.conversation.base import Citation
+from llama_index_convrag.storage.conversation.base import Citation, Message
 
 
 def state_with_one_turn(tmp_path: Path) -> ServeState:
@@ -118,3 +118,23 @@ def test_the_text_so_far_is_saved_at_most_every_partial_save_s(tmp_path: Path,
     now[0] += 5
     asyncio.run(port.aprogress(["late"]))  # after the commit: nothing written
     assert state.store.get_message(mid).content == "a b c d e"
+
+
+def test_the_load_reads_the_conversation_once_unless_the_claimed_work_may_change_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = state_with_one_turn(tmp_path)
+    reads = []
+    read = SQLiteConversationStore.get_conversation
+    monkeypatch.setattr(SQLiteConversationStore, "get_conversation",
+                        lambda self, cid: reads.append(cid) or read(self, cid))
+    port = ServedTurn(state)
+    context = port.load(TurnRequest("c", "second", window=3))
+    assert reads == ["c"] and [m.content for m in context.history] == ["first", "one"]
+    port.commit(TurnOutcome("c", context.placeholder.id, "two", "complete", None, (), {}))
+    reads.clear()
+
+    def claimed() -> None:  # work under the claim that writes to the conversation
+        state.store.add_messages([Message(id="x", conversation_id="c", role="user", content="added")])
+
+    context = ServedTurn(state, claimed=claimed).load(TurnRequest("c", "third", window=5))
+    assert reads == ["c", "c"] and [m.content for m in context.history][-1] == "added"

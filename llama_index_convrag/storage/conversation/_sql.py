@@ -138,6 +138,8 @@ class SQLConversationStore(AccountsMixin, KnowledgeMixin, ClaimsMixin, MemoryRow
     # --- opening and migration -----------------------------------------------------------------
     def open(self) -> "SQLConversationStore":
         """Connect and migrate now (otherwise done on first use). Idempotent."""
+        if self._opened:  # every call after the first (each read of a private attribute is a pydantic lookup)
+            return self
         with self._open_lock:
             if not self._opened:
                 self._connect()

@@ -46,6 +46,11 @@ def _check_lease(lease_s: float) -> float:
     return lease_s
 
 
+def holds_pending(messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` (a conversation) hold a ``pending`` answer."""
+    return any(m.role == "assistant" and m.status == "pending" for m in messages)
+
+
 class ClaimsMixin:
     """Turn claims and the workers that hold them, over the ``_tx`` transactions of a SQL store."""
 
@@ -96,7 +101,7 @@ class ClaimsMixin:
 
     def abandoned_in(self, conversation_id: str) -> bool:
         """Whether the conversation holds a ``pending`` answer (read from the cached conversation: no write)."""
-        return any(m.role == "assistant" and m.status == "pending" for m in self.get_conversation(conversation_id))
+        return holds_pending(self.get_conversation(conversation_id))
 
     @staticmethod
     def _interrupt(run: Run, conversation_ids: Sequence[str]) -> List[str]:

@@ -77,8 +77,8 @@ class SQLiteConversationStore(SQLConversationStore):
 
     @contextmanager
     def _transaction(self, *, migrate: bool = False, write: bool = True) -> Iterator[Run]:
-        assert self._conn is not None
         conn = self._conn
+        assert conn is not None
 
         def run(sql: str, params: Optional[dict] = None) -> List[tuple]:
             return conn.execute(sql, params or {}).fetchall()
