@@ -16,7 +16,8 @@ question asked at the end of its conversation:
 
 Every figure is printed for all questions and for each half of the conversations: ``tune`` (conversations 0-2,
 495 questions: where the rules were chosen) and ``check`` (3-4, 502 questions: confirmation). Then: recall latency
-p50 / p90 (Milvus Lite, sync, the query embedding cached as after the turn's document retrieval, and not cached),
+p50 / p90 and CPU p50 (Milvus Lite, sync, the query embedding cached as after the turn's document retrieval, with and
+without the row cache, and not cached),
 a turn's time with recall on and off (two engines, alternating turns, the recall's own time from the turn
 records), the tokens of the recalled block (k=10) against the whole history, and what the no-LLM summary (salient names and
 numbers) is worth beside recall: the answer words each holds.
@@ -227,22 +228,25 @@ def episodic_ranked(convs: Sequence[Dict[str, Any]], memory: EpisodicMemory, k: 
 
 
 def latency(convs: Sequence[Dict[str, Any]], memories: Sequence[EpisodicMemory], model: BaseEmbedding,
-            limit: int) -> List[Tuple[float, float]]:
-    """p50 and p90 ms of one recall (k=10, window 6) of each memory over the first ``limit`` questions, the memories
-    taking turns on each question (side by side under the same load)."""
+            limit: int) -> List[Tuple[float, float, float]]:
+    """p50 and p90 ms of one recall (k=10, window 6) of each memory over the first ``limit`` questions, and the p50
+    of this process's CPU ms (every thread), the memories taking turns on each question (side by side under the same
+    load)."""
     times: List[List[float]] = [[] for _ in memories]
+    cpu: List[List[float]] = [[] for _ in memories]
     for ci, c in enumerate(convs):
         for q in c["questions"][: max(1, limit // len(convs))]:
             model.get_query_embedding(q["question"])  # what the turn's document retrieval did first (cached)
             for i, memory in enumerate(memories):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 memory.recall(q["question"], owner=OWNER, conversation_id=f"locomo-{ci}",
                               before=len(c["units"]) - 6, k=10)
                 times[i].append((time.perf_counter() - t0) * 1000)
+                cpu[i].append((time.process_time() - c0) * 1000)
     out = []
-    for t in times:
+    for t, spent in zip(times, cpu):
         t.sort()
-        out.append((statistics.median(t), t[int(0.9 * (len(t) - 1))]))
+        out.append((statistics.median(t), t[int(0.9 * (len(t) - 1))], statistics.median(spent)))
     return out
 
 
@@ -345,14 +349,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     limit = 100 if args.quick else args.latency_queries
     no_bridge = EpisodicMemory.from_defaults(embed_model=table, client=client, target=target,
                                              collection_name="locomo_memory", rules=VARIANTS["+ named speaker"])
-    (p50, p90), (n50, n90) = latency(convs, [default, no_bridge], model, limit)
+    uncached = EpisodicMemory.from_defaults(embed_model=table, client=client, target=target,
+                                            collection_name="locomo_memory", cached_rows=0)
+    (p50, p90, p_cpu), (n50, n90, _), (u50, u90, u_cpu) = latency(convs, [default, no_bridge, uncached], model, limit)
     cold = TableEmbedding(texts_only, LocalMiniLMEmbedding(query_cache_size=0))
     cold_memory = EpisodicMemory.from_defaults(embed_model=cold, client=client, target=target,
                                                collection_name="locomo_memory")
-    [(c50, c90)] = latency(convs, [cold_memory], cold, limit)
+    [(c50, c90, _)] = latency(convs, [cold_memory], cold, limit)
     print(f"\nRecall latency (k=10, window 6, Milvus Lite, sync, {limit} queries, load average "
-          f"{os.getloadavg()[0]:.1f}): query embedding and words cached p50 {p50:.1f} ms p90 {p90:.1f} ms (without "
-          f"the bridge, in turn with it: p50 {n50:.1f} ms p90 {n90:.1f} ms); neither cached (a fresh memory) p50 "
+          f"{os.getloadavg()[0]:.1f}): query embedding and words cached p50 {p50:.1f} ms p90 {p90:.1f} ms, CPU p50 "
+          f"{p_cpu:.1f} ms (in turn with it: without the bridge p50 {n50:.1f} ms p90 {n90:.1f} ms; without the row "
+          f"cache p50 {u50:.1f} ms p90 {u90:.1f} ms, CPU p50 {u_cpu:.1f} ms); neither cached (a fresh memory) p50 "
           f"{c50:.1f} ms p90 {c90:.1f} ms")
     call_patterns(convs, client, "locomo_memory", model, limit)
     turn_times(convs[TUNE[-1] + 1], folder, target, model, 12 if args.quick else args.turns)

@@ -8,13 +8,16 @@ answer), no rewrite:
 * ``recall beside retrieval``: recall on (summary and facts off), the engine as it is: the recall runs in a worker
   thread while the evidence is retrieved, with one query embedding;
 * ``recall after retrieval``: the same memory with the earlier step order (retrieve, then recall, on the caller's
-  thread), for comparison.
+  thread), for comparison;
+* ``beside, fields read each recall``: recall beside retrieval without the row cache
+  (``EpisodicOptions(cached_rows=0)``: every recall reads its candidates' fields with a ``get``).
 
 Every turn after the window (earlier messages exist outside it, so the memory turns recall) counts: wall time and
 this process's CPU time (``time.process_time``: every thread, the recall's worker included; Milvus Lite's server is
-another process), p50 per engine, and the recall's own time from the turn records. The memory writes of each turn
-are waited for after it and not timed. The bench asserts that each memory turn recalled something and that its
-recall ran where its engine says (a worker thread, or the caller's).
+another process), p50 per engine, the recall's own time from the turn records, and the Milvus ``get`` calls of the
+recalls per turn. The memory writes of each turn are waited for after it and not timed. The bench asserts that each
+memory turn recalled something, that its recall ran where its engine says (a worker thread, or the caller's), and
+that the uncached engine read fields at every recall.
 
     PYTHONPATH=$PWD python bench/memory_turns.py [--turns 40]
 """
@@ -40,12 +43,13 @@ from llama_index.core import Document  # noqa: E402
 from llama_index_convrag.chat import ConvRAGChatEngine, RewriteOptions  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.indices import ConvRAGIndex  # noqa: E402
-from llama_index_convrag.memory import MemoryOptions, SummaryOptions  # noqa: E402
+from llama_index_convrag.memory import EpisodicOptions, MemoryOptions, SummaryOptions  # noqa: E402
 from llama_index_convrag.milvus.client import MilvusTarget  # noqa: E402
 from llama_index_convrag.storage.conversation import SQLiteConversationStore  # noqa: E402
 from llama_index_convrag.testing import ScriptedLLM  # noqa: E402
 
 OFF, BESIDE, AFTER = "memory off", "recall beside retrieval", "recall after retrieval"
+UNCACHED = "beside, fields read each recall"
 
 
 def recall_after_retrieval(engine: ConvRAGChatEngine, turn: Any) -> None:
@@ -56,8 +60,10 @@ def recall_after_retrieval(engine: ConvRAGChatEngine, turn: Any) -> None:
 
 
 def build(index: ConvRAGIndex, folder: Path, name: str) -> ConvRAGChatEngine:
-    options = MemoryOptions.off() if name == OFF else MemoryOptions(summary=SummaryOptions(enabled=False))
-    store = SQLiteConversationStore(folder / f"chats_{name.split()[1]}.db")
+    episodic = EpisodicOptions(cached_rows=0) if name == UNCACHED else EpisodicOptions()
+    options = MemoryOptions.off() if name == OFF else MemoryOptions(summary=SummaryOptions(enabled=False),
+                                                                    episodic=episodic)
+    store = SQLiteConversationStore(folder / f"chats_{name.split()[1].strip(',')}.db")
     engine = index.as_chat_engine(llm=ScriptedLLM.from_fn(lambda prompt: "Noted."), conversation_store=store,
                                   memory=options, rewrite=RewriteOptions(strategy="none"))
     if name == AFTER:
@@ -77,6 +83,20 @@ def where_recalls(engine: ConvRAGChatEngine, threads: List[str]) -> None:
     episodic.recall = recording
 
 
+class GetCounter:
+    """A Milvus client counting the ``get`` calls made through it (the recall's read of its candidates' fields)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.gets = inner, 0
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.gets += 1
+        return self._inner.get(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--turns", type=int, default=40, help="user messages per engine (the first ~4 are inside the "
@@ -91,21 +111,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     essay = (shared_data() / "paul_graham" / "paul_graham_essay.txt").read_text(encoding="utf-8")[:6000]
     index = ConvRAGIndex.from_documents([Document(text=essay, id_="essay")], collection_name="recall_turns",
                                         embed_model=model, target=target)
-    names = [OFF, BESIDE, AFTER]
+    names = [OFF, BESIDE, AFTER, UNCACHED]
     engines = {name: build(index, folder, name) for name in names}
-    threads: Dict[str, List[str]] = {BESIDE: [], AFTER: []}
+    threads: Dict[str, List[str]] = {BESIDE: [], AFTER: [], UNCACHED: []}
+    gets: Dict[str, GetCounter] = {}
     for name, seen in threads.items():
         where_recalls(engines[name], seen)
+        episodic = engines[name].memory.episodic  # type: ignore[union-attr]
+        episodic._client = gets[name] = GetCounter(episodic._client)
+    got: Dict[str, List[int]] = {n: [] for n in gets}
     window = MemoryOptions().episodic.window
     wall: Dict[str, List[float]] = {n: [] for n in names}
     cpu: Dict[str, List[float]] = {n: [] for n in names}
-    recall_ms: Dict[str, List[float]] = {BESIDE: [], AFTER: []}
+    recall_ms: Dict[str, List[float]] = {n: [] for n in gets}
     load_before = os.getloadavg()[0]
     for t, line in enumerate(lines):
-        for name in names[t % 3:] + names[:t % 3]:  # each engine first, second and third in turn
+        for name in names[t % len(names):] + names[:t % len(names)]:  # each engine at each place in turn
+            before_gets = gets[name].gets if name in gets else 0
             c0, t0 = time.process_time(), time.perf_counter()
             response = engines[name].chat(line)
             elapsed, spent = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+            reads = gets[name].gets - before_gets if name in gets else 0
             assert engines[name].flush_memory(60), "memory writes did not finish"
             if 2 * t <= window + 2:  # every earlier message is still in the recent window
                 continue
@@ -115,9 +141,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 recall = response.metadata["turn"].memory["recall"]
                 assert recall is not None and recall["units"], f"{name}: the turn recalled nothing"
                 recall_ms[name].append(recall["latency_ms"])
+                got[name].append(reads)
     load_after = os.getloadavg()[0]
     assert threads[BESIDE] and all(n.startswith("convrag-recall") for n in threads[BESIDE]), threads[BESIDE]
     assert threads[AFTER] and all(n == threading.main_thread().name for n in threads[AFTER]), threads[AFTER]
+    assert threads[UNCACHED] and all(n.startswith("convrag-recall") for n in threads[UNCACHED]), threads[UNCACHED]
+    assert all(n == 1 for n in got[UNCACHED]), f"the uncached engine did not read fields at every recall: {got}"
     for engine in engines.values():
         engine.close(60)
 
@@ -125,11 +154,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     c50 = {n: statistics.median(cpu[n]) for n in names}
     print(f"Turn time, {len(wall[OFF])} turns per engine past the window (default chat mode, scripted LLM, engines "
           f"rotating; load average {load_before:.1f} before, {load_after:.1f} after):")
-    print(f"| engine | wall p50 ms | vs off | CPU p50 ms | vs off | recall itself p50 ms |")
-    print("|---|---|---|---|---|---|")
+    print("| engine | wall p50 ms | vs off | CPU p50 ms | vs off | recall itself p50 ms | gets per recall |")
+    print("|---|---|---|---|---|---|---|")
     for n in names:
         own = f"{statistics.median(recall_ms[n]):.1f}" if n in recall_ms else ""
-        print(f"| {n} | {p50[n]:.1f} | {p50[n] - p50[OFF]:+.1f} | {c50[n]:.1f} | {c50[n] - c50[OFF]:+.1f} | {own} |")
+        reads = f"{statistics.mean(got[n]):.2f}" if n in got else ""
+        print(f"| {n} | {p50[n]:.1f} | {p50[n] - p50[OFF]:+.1f} | {c50[n]:.1f} | {c50[n] - c50[OFF]:+.1f} | {own} | "
+              f"{reads} |")
     return 0
 
 

@@ -40,6 +40,7 @@ from llama_index_convrag.memory.episodic_schema import (
     create_episodic_collection,
     layout_of,
 )
+from llama_index_convrag.memory.episodic_rows import DEFAULT_CACHED_ROWS, RowCache, unit_row
 from llama_index_convrag.memory.episodic_search import (
     owned,
     rank,
@@ -172,7 +173,7 @@ def finish_recall(pool: List[int], spread: Mapping[int, Tuple[float, List[int]]]
     (:func:`~.bridge.bridge_scores`, when ``bridge`` holds its words and ``vectors`` their embeddings)."""
     by_position = {int(r["position"]): r for r in rows}
     speakers = {p: row_speaker(r) for p, r in by_position.items()}
-    named = named_speaker(query, speakers.values()) if rules.speaker_boost > 0 else None
+    named = named_speaker(query, set(speakers.values())) if rules.speaker_boost > 0 else None
     scores = boost_speaker({p: spread[p][0] for p in pool if p in by_position}, speakers, named, rules.speaker_boost)
     shares: Dict[int, float] = {}
     if bridge is not None and vectors:
@@ -192,7 +193,7 @@ class EpisodicMemory:
 
     def __init__(self, *, client: MilvusClient, embed_model: BaseEmbedding, dim: int,
                  collection_name: str = DEFAULT_COLLECTION, rules: Optional[RecallRules] = None,
-                 target: Optional[MilvusTarget] = None) -> None:
+                 target: Optional[MilvusTarget] = None, cached_rows: int = DEFAULT_CACHED_ROWS) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ConfigurationError(f"dim must be an int >= 1 (the embedding size), got {dim!r}")
         self._client = client
@@ -208,20 +209,23 @@ class EpisodicMemory:
         self._known_lock = threading.Lock()
         self._words = WordVectors(embed_model)
         self._word_threads = LazyThreads(WORD_THREADS, "convrag-recall-words")
+        self._rows = RowCache(cached_rows)
 
     @classmethod
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
                       client: Optional[MilvusClient] = None, collection_name: str = DEFAULT_COLLECTION,
-                      rules: Optional[RecallRules] = None, dim: Optional[int] = None) -> "EpisodicMemory":
+                      rules: Optional[RecallRules] = None, dim: Optional[int] = None,
+                      cached_rows: int = DEFAULT_CACHED_ROWS) -> "EpisodicMemory":
         """Connect (``client`` or ``target``); ``dim`` defaults to the model's ``dimension`` (one probe embedding
-        when it has none)."""
+        when it has none); ``cached_rows``: the recalled fields kept in this process (:mod:`.episodic_rows`; 0
+        reads every recall's candidates from Milvus)."""
         client = open_client(client, target)
         if dim is None:
             dim = getattr(embed_model, "dimension", None)
         if dim is None:
             dim = len(embed_model.get_text_embedding("dimension probe"))
         return cls(client=client, embed_model=embed_model, dim=int(dim), collection_name=collection_name,
-                   rules=rules, target=target)
+                   rules=rules, target=target, cached_rows=cached_rows)
 
     @property
     def rules(self) -> RecallRules:
@@ -249,6 +253,7 @@ class EpisodicMemory:
             self._client.drop_collection(self._collection_name)
             with self._known_lock:
                 self._known.clear()
+            self._rows.clear()
         created = create_episodic_collection(self._client, self._collection_name, self._dim,
                                              is_lite=self._target.is_lite if self._target is not None else True)
         self._ready = True
@@ -272,10 +277,10 @@ class EpisodicMemory:
         vectors = self._embed_model.get_text_embedding_batch([t for _, own, ctx in texts for t in (own, ctx)])
         if not self._ready:
             self.ensure_collection()
-        rows = rows_of(texts, vectors)
+        rows, mark = rows_of(texts, vectors), self._rows.mark()
         for i in range(0, len(rows), INSERT_BATCH):
             self._client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
-        self._remember({(u.owner, u.conversation_id): None for u in units})
+        self._written(units, mark)
         self._words.lookup(self._vocabulary(units))
         return len(texts)
 
@@ -288,13 +293,22 @@ class EpisodicMemory:
             [t for _, own, ctx in texts for t in (own, ctx)])
         if not self._ready:
             await asyncio.to_thread(self.ensure_collection)
-        rows = rows_of(texts, vectors)
+        rows, mark = rows_of(texts, vectors), self._rows.mark()
         client = self._async_client()
         for i in range(0, len(rows), INSERT_BATCH):
             await client.upsert(self._collection_name, rows[i:i + INSERT_BATCH])
-        self._remember({(u.owner, u.conversation_id): None for u in units})
+        self._written(units, mark)
         await self._words.alookup(self._vocabulary(units))
         return len(texts)
+
+    def _written(self, units: Sequence[MemoryUnit], mark: int) -> None:
+        """After a write: its conversations hold messages (:meth:`_holds`), and their rows are cached."""
+        self._remember({(u.owner, u.conversation_id): None for u in units})
+        by_scope: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for u in units:
+            by_scope.setdefault((u.owner, u.conversation_id), []).append(unit_row(u))
+        for scope, rows in by_scope.items():
+            self._rows.put(scope, rows, mark)
 
     def _vocabulary(self, units: Sequence[MemoryUnit]) -> List[str]:
         """The units' content words, whose vectors the bridge step will read (none when it is off): embedded with
@@ -335,6 +349,7 @@ class EpisodicMemory:
         written = self.index(units, context)
         if gone and self._exists():
             self._client.delete(self._collection_name, ids=row_ids(owner, conversation_id, gone))
+            self._rows.drop((owner, conversation_id), gone)  # after: a read begun before the delete is not kept
         return written, len(gone)
 
     def unindexed(self, owner: str, conversation_id: str, messages: Sequence[Any], before: int) -> List[int]:
@@ -358,6 +373,7 @@ class EpisodicMemory:
         self._forget(owner, conversation_id)
         if self._exists():
             self._client.delete(self._collection_name, filter=expr)
+            self._rows.forget((owner, conversation_id))  # again after: a read begun before the delete is not kept
 
     async def adelete_conversation(self, owner: str, conversation_id: str) -> None:
         """Async twin of :meth:`delete_conversation`."""
@@ -365,6 +381,7 @@ class EpisodicMemory:
         self._forget(owner, conversation_id)
         if await asyncio.to_thread(self._exists):
             await self._async_client().delete(self._collection_name, filter=expr)
+            self._rows.forget((owner, conversation_id))
 
     def count(self, owner: str, conversation_id: str) -> int:
         """Indexed messages of ``owner``'s conversation."""
@@ -390,6 +407,7 @@ class EpisodicMemory:
     def _forget(self, owner: str, conversation_id: str) -> None:
         with self._known_lock:
             self._known.pop((owner, conversation_id), None)
+        self._rows.forget((owner, conversation_id))
 
     def _holds(self, owner: str, conversation_id: str) -> bool:
         """Whether the conversation has indexed messages (see _NOT_YET)."""
@@ -464,18 +482,23 @@ class EpisodicMemory:
 
     def _recall_steps(self, expr: str, vector: Sequence[float], text: str, owner: str, conversation_id: str,
                       before: Optional[int], k: int) -> MilvusSteps:
-        """One recall's Milvus calls (sync and async drivers above): the two searches, then one ``get`` of the best
-        candidates' fields (a neighbour never indexed has no row and is skipped); returns the candidates
-        (:func:`plan_recall`) and their rows."""
+        """One recall's Milvus calls (sync and async drivers above): the two searches, then one ``get`` of the fields
+        of the best candidates the row cache lacks (:mod:`.episodic_rows`; none: no ``get``; a neighbour never
+        indexed has no row and is skipped); returns the candidates (:func:`plan_recall`) and their rows, in the
+        candidates' order."""
         dense, bm25 = yield search_calls(self._collection_name, expr, vector, text, self._rules)
         ranking = rank(dense[0] if dense else [], bm25[0] if bm25 else [], self._rules)
         pool, spread, found_by = plan_recall(ranking, self._rules, before, k)
-        rows: List[Mapping[str, Any]] = []
-        if pool:
+        scope = (owner, conversation_id)
+        cached, missing = self._rows.split(scope, pool, found_by_search={_position(key) for key, _ in ranking.kept})
+        if missing:
+            mark = self._rows.mark()
             [got] = yield [MilvusCall("get", (self._collection_name,), {
-                "ids": [unit_key(owner, conversation_id, p) for p in pool], "output_fields": list(OUTPUT_FIELDS)})]
-            rows = owned(got, owner, conversation_id)
-        return pool, spread, found_by, rows
+                "ids": [unit_key(owner, conversation_id, p) for p in missing], "output_fields": list(OUTPUT_FIELDS)})]
+            read = {int(r["position"]): r for r in owned(got, owner, conversation_id)}
+            self._rows.put(scope, read.values(), mark, absent=[p for p in missing if p not in read])
+            cached.update(read)
+        return pool, spread, found_by, [cached[p] for p in pool if p in cached]
 
     def _finish(self, found: Tuple[Any, ...], text: str, before: Optional[int], k: int, started: float) -> Recall:
         """The recall from the candidates and rows :meth:`_recall_steps` returned, after the speaker and bridge

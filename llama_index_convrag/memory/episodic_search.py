@@ -6,12 +6,12 @@ only (a row's id names its position and kind; hits that carry their fields cost 
 Each result is split by kind into two ranked lists of at most ``depth`` (own text, context text), giving the four
 lists the rules weigh: own dense, own BM25, context dense, context BM25. They are fused client-side (min-max
 normalised, weighted: :func:`~llama_index_convrag.retrievers.fusion.weighted`); then one ``get`` reads the best
-candidates' fields.
+candidates' fields the row cache lacks (:mod:`.episodic_rows`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.memory.episodic_schema import CONTEXT, CONTEXT_SUFFIX, DENSE_FIELD, KIND_NAMES, OWN, SPARSE_FIELD
@@ -67,14 +67,24 @@ def position_kind(row_id: str) -> Tuple[int, int]:
     return int(row_id.split(":")[1]), kind
 
 
+def hit_pairs(hits: Sequence[Mapping[str, Any]]) -> Iterable[Tuple[Any, Any]]:
+    """``(id, distance)`` of each hit, best first: from the result's ``ids`` and ``distances`` columns when it has
+    them (pymilvus' hits of one query), else from each hit."""
+    ids, distances = getattr(hits, "ids", None), getattr(hits, "distances", None)
+    if ids is not None and distances is not None:
+        return zip(ids, distances)
+    return ((h["id"], h["distance"]) for h in hits)
+
+
 def split(hits: Sequence[Mapping[str, Any]], depth: int) -> Dict[int, List[Tuple[str, float]]]:
     """One search's hits as two ranked lists ``{kind: [(key, score)]}`` of at most ``depth`` each (key: the
     message's position as text)."""
     out: Dict[int, List[Tuple[str, float]]] = {OWN: [], CONTEXT: []}
-    for h in hits:
-        position, kind = position_kind(str(h["id"]))
-        if len(out[kind]) < depth:
-            out[kind].append((str(position), float(h["distance"])))
+    for row_id, distance in hit_pairs(hits):
+        position, kind = position_kind(str(row_id))
+        ranked = out[kind]
+        if len(ranked) < depth:
+            ranked.append((str(position), float(distance)))
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any, Optional
 from llama_index.core.llms import LLM
 
 from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.memory.episodic_rows import DEFAULT_CACHED_ROWS
 from llama_index_convrag.memory.episodic_schema import DEFAULT_COLLECTION
 from llama_index_convrag.memory.rules import RecallRules
 from llama_index_convrag.milvus.client import validate_collection_name
@@ -44,18 +45,22 @@ def _llm(owner: str, value: Any) -> None:
 class EpisodicOptions:
     """Recall of earlier messages: ``k`` messages from outside the recent ``window`` (the last ``window`` messages,
     which the prompt holds already), ranked by ``rules``, from the Milvus collection ``collection_name`` (one for
-    every conversation and owner; each row names both)."""
+    every conversation and owner; each row names both). ``cached_rows``: the recalled messages' fields kept in
+    this process, so that a recall reads only the candidates' ids and scores from Milvus
+    (:mod:`~llama_index_convrag.memory.episodic_rows`; 0 reads their fields at every recall)."""
 
     enabled: bool = True
     k: int = 10
     window: int = 6
     rules: RecallRules = field(default_factory=RecallRules)
     collection_name: str = DEFAULT_COLLECTION
+    cached_rows: int = DEFAULT_CACHED_ROWS
 
     def __post_init__(self) -> None:
         _flag("EpisodicOptions", "enabled", self.enabled)
         _int("EpisodicOptions", "k", self.k, 1)
         _int("EpisodicOptions", "window", self.window, 0)
+        _int("EpisodicOptions", "cached_rows", self.cached_rows, 0)
         validate_collection_name(self.collection_name)
         if not isinstance(self.rules, RecallRules):
             raise ConfigurationError(f"EpisodicOptions.rules must be a RecallRules, got {type(self.rules).__name__}")

@@ -311,17 +311,60 @@ class CallLog:
         return logged
 
 
-def test_a_recall_is_two_searches_and_one_get(
+def test_a_recall_is_two_searches_then_one_get_of_the_candidates_not_cached(
         indexed: EpisodicMemory, milvus_client: Any, milvus_target: Any, embed_model: Any) -> None:
     log = CallLog(milvus_client)
     memory = EpisodicMemory(client=log, embed_model=embed_model, dim=384, collection_name=indexed.collection_name,
                             target=milvus_target)  # type: ignore[arg-type]
-    memory.recall("peanut", owner="alice", conversation_id="c1", k=3)  # first: the layout and the count
+    memory.recall("peanut", owner="alice", conversation_id="c1", k=3)  # first: the layout, the count, the get
     log.calls.clear()
     got = memory.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
-    assert log.calls == ["search", "search", "get"] and got.units[0].text and got.units[0].message_id
-    assert got.to_record() == indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1",
-                                             k=3).to_record() | {"latency_ms": got.to_record()["latency_ms"]}
+    assert log.calls[:2] == ["search", "search"] and got.units[0].text and got.units[0].message_id
+    log.calls.clear()
+    again = memory.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
+    assert log.calls == ["search", "search"]  # every candidate read before: no get
+    uncached = EpisodicMemory(client=log, embed_model=embed_model, dim=384, collection_name=indexed.collection_name,
+                              target=milvus_target, cached_rows=0)  # type: ignore[arg-type]
+    uncached.recall("peanut", owner="alice", conversation_id="c1", k=3)
+    log.calls.clear()
+    fresh = uncached.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3)
+    assert log.calls == ["search", "search", "get"]
+    expected = indexed.recall("Who is allergic to peanuts?", owner="alice", conversation_id="c1", k=3).to_record()
+    for recall in (got, again, fresh):
+        assert recall.to_record() == expected | {"latency_ms": recall.to_record()["latency_ms"]}
+
+
+async def test_a_memory_recalls_what_it_wrote_without_a_get_and_never_a_deleted_message(
+        milvus_client: Any, milvus_target: Any, embed_model: Any, collection_name: str) -> None:
+    from llama_index_convrag.storage.conversation.base import Message
+
+    log = CallLog(milvus_client)
+    memory = EpisodicMemory(client=log, embed_model=embed_model, dim=384, collection_name=collection_name,
+                            target=milvus_target)  # type: ignore[arg-type]
+    history = [Message(id=f"m{i}", conversation_id="c1", role=role, content=text, created_at=1_700_000_000.0)
+               for i, (role, text) in enumerate(TALK)]
+    memory.index_positions("alice", "c1", history, range(len(TALK)))
+    log.calls.clear()
+    ask = {"owner": "alice", "conversation_id": "c1", "before": len(TALK), "k": 10}  # as a turn: every row exists
+    got = memory.recall("Tell restaurants about the peanut allergy", **ask)
+    assert log.calls == ["search", "search"] and 5 in got.positions and 4 in got.positions
+    history[5] = Message(id="m5", conversation_id="c1", role="assistant", content=TALK[5][1], status="error",
+                         created_at=1_700_000_000.0)  # the answer failed: it leaves the history
+    assert memory.index_positions("alice", "c1", history, [5]) == (0, 1)
+    for recall in (memory.recall("Tell restaurants about the peanut allergy", **ask),
+                   await memory.arecall("Tell restaurants about the peanut allergy", **ask)):
+        assert 5 not in recall.positions and 4 in recall.positions  # 5 spreads from 4 no more: its row is gone
+    memory.delete_conversation("alice", "c1")
+    memory.index(units()[:2])
+    log.calls.clear()
+    assert memory.recall("Lisbon trip", owner="alice", conversation_id="c1", before=2, k=10).positions == [0, 1]
+    assert log.calls == ["search", "search"]  # the rows written after the delete are cached again
+    log.calls.clear()
+    assert memory.recall("Lisbon trip", owner="alice", conversation_id="c1", k=10).positions == [0, 1]
+    assert log.calls == ["search", "search", "get"]  # position 2 (after the last) is read once: it has no row
+    log.calls.clear()
+    assert memory.recall("Lisbon trip", owner="alice", conversation_id="c1", k=10).positions == [0, 1]
+    assert log.calls == ["search", "search"]
 
 
 def test_a_collection_of_the_earlier_layout_is_rebuilt_with_a_warning(
