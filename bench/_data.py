@@ -85,6 +85,22 @@ def cached_embeddings(model, texts: Sequence[str], tag: str, batch: int = 64) ->
     return arr
 
 
+def recipe_model(keep: str, weights: str = "int8", activations: str = "dynamic") -> Tuple[str, object]:
+    """``(label, model)``: an int8 copy of the local model keeping ``keep``'s layers in float (``layer<i>.<role>``,
+    comma-separated; ``-`` for none), its weights of type ``weights``, its activations ``dynamic`` or ``static``
+    (calibrated; run at ONNX Runtime's extended level, where its QDQ pairs become int8 kernels)."""
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
+    from llama_index_convrag.embeddings.model_files import int8_model_path
+    from llama_index_convrag.embeddings.quantize import Int8Recipe
+
+    recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights,
+                        activations=activations)
+    level = "ORT_ENABLE_EXTENDED" if activations == "static" else None
+    label = f"int8 keep {','.join(recipe.keep_float) or '(none)'}, {weights} weights, {activations} activations"
+    return label, LocalMiniLMEmbedding(model_path=str(int8_model_path(default_model_path(), recipe)),
+                                       graph_optimization=level, query_cache_size=0)
+
+
 def assert_variant(model, variant: str) -> None:
     """Assert ``model`` is the local model's ``variant`` and runs the graph that names: its weight products in int8
     (``MatMulInteger`` nodes) for int8, none for fp32; fused attention unless an fp32 model has ``fused=False``.

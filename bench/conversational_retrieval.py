@@ -616,21 +616,17 @@ VARIANT_STRATEGIES = ("raw", "ctx-fuse", "manual")
 
 
 def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str,
-                      keep_sets: Sequence[str] = (), weights: str = "int8") -> None:
+                      keep_sets: Sequence[str] = (), weights: str = "int8", activations: str = "dynamic") -> None:
     """Print, per set, chunk size and part (all / dev / test dialogues), the follow-ups' nDCG@10 with the local
     model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float, its
-    weights of type ``weights``) on the same turns, the paired difference to fp32 with its 95% bootstrap interval,
+    weights of type ``weights``, activations ``activations``) on the same turns, the paired difference to fp32 with its 95% bootstrap interval,
     and the share of the raw -> human gap ``ctx-fuse`` closes with each."""
+    from bench._data import recipe_model
     from bench.chunking import paired_ci
-    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.model_files import int8_model_path
-    from llama_index_convrag.embeddings.quantize import Int8Recipe
+    from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 
     models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
-    for keep in keep_sets:
-        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights)
-        models[f"int8 keep {','.join(recipe.keep_float) or '(none)'}, {weights} weights"] = LocalMiniLMEmbedding(
-            model_path=str(int8_model_path(default_model_path(), recipe)), query_cache_size=0)
+    models.update(recipe_model(keep, weights, activations) for keep in keep_sets)
     caches = {label: EmbeddingCache(m) for label, m in models.items()}
     strategies = {k: fn for k, fn in strategies_default().items() if k in VARIANT_STRATEGIES}
     print("| set | chunk | part | follow-ups | strategy | variant | fp32 nDCG@10 | variant nDCG@10 | variant - fp32 "
@@ -750,6 +746,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="only the follow-ups' nDCG@10 with the fp32 and int8 variants side by side, per half")
     p.add_argument("--keep-float-weights", choices=("int8", "uint8"), default="int8",
                    help="--variants: the weight type of the --keep-float copies (uint8: ORT's U8U8 kernels)")
+    p.add_argument("--keep-float-activations", choices=("dynamic", "static"), default="dynamic",
+                   help="--variants: the --keep-float copies' activation scales (static: calibrated once)")
     p.add_argument("--keep-float", action="append", default=[], metavar="LAYERS",
                    help="--variants: also an int8 copy keeping these layers in float (layer<i>.<role>,...; repeatable)")
     args = p.parse_args(argv)
@@ -766,7 +764,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = {}
     if args.variants:
         variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float,
-                          args.keep_float_weights)
+                          args.keep_float_weights, args.keep_float_activations)
         return 0
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)

@@ -18,9 +18,11 @@ The model's variants (``fp32``: the installed file; ``int8``: int8 compute), sid
 
 ``--smoothing 0.25,0.5`` prints the same distance for int8 quantized from the fused graph as it is, after
 SmoothQuant-style activation smoothing at each strength (``_smooth.py``, calibrated on the package's docstrings), and
-with unsigned weights. ``--sensitivity`` quantizes one weight MatMul at a time and prints how far the vectors move
-(mean 1 - cosine to fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the
-layers that move them most are the ones the int8 recipe keeps in float. ``--variants`` prints, per collection and
+with unsigned weights. ``--sensitivity`` quantizes one weight MatMul at a time (with ``--keep-float-activations
+static``: each cut from one calibrated copy, ``_static.py``) and prints how far the vectors move (mean 1 - cosine to
+fp32) on chunks of this repository's own docs (text that ships with the package, not an evaluation set): the layers
+that move them most are the ones the int8 recipe keeps in float. ``--keep-float-activations static`` makes the
+``--keep-float`` copies of ``--variants`` static (scales calibrated once on ``embeddings/calibration.txt``). ``--variants`` prints, per collection and
 per half of its queries, dense and hybrid (weighted 0.5 over Milvus BM25) nDCG@10 of each variant and of the
 installed graph run unfused (``fused=False``, the fp32 default before the fused graph), the paired difference to fp32
 with its 95% bootstrap interval, then each one's speed against the unfused graph on the same batches (interleaved
@@ -109,25 +111,39 @@ def docs_probe(model: Any, n: int) -> List[str]:
     return [chunks[i] for i in sorted(picked)]
 
 
-def sensitivity(probe_n: int) -> None:
-    """Per weight MatMul: the vectors' mean and max 1 - cosine to fp32 when only that layer computes in int8."""
+def sensitivity(probe_n: int, activations: str = "dynamic") -> None:
+    """Per weight MatMul: the vectors' mean and max 1 - cosine to fp32 when only that layer computes in int8, its
+    activations ``dynamic`` (one copy quantized per layer) or ``static`` (one copy calibrated, each layer's cut from it
+    by :func:`_static.keep_in_float`)."""
     import tempfile
 
+    import onnx
+    from _data import recipe_model
+    from _static import keep_in_float
+
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.model_files import make_int8
+    from llama_index_convrag.embeddings.model_files import fused_model_path, make_int8
     from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe
 
     fp32 = LocalMiniLMEmbedding(variant="fp32", query_cache_size=0)
     probe = docs_probe(fp32, probe_n)
     ref = fp32.embed(probe)
-    print(f"probe: {len(probe)} chunks of docs/; the layer alone in int8, the rest in float")
+    print(f"probe: {len(probe)} chunks of docs/; the layer alone in int8 ({activations} activations), the rest in float")
     print("| layer | mean 1 - cos | max 1 - cos |\n|---|---|---|")
+    static = activations == "static"
+    _, whole = recipe_model("-", activations=activations) if static else (None, None)
+    fused = onnx.load(str(fused_model_path(default_model_path()))) if static else None
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("all", *LAYER_NAMES):
             keep = () if name == "all" else tuple(n for n in LAYER_NAMES if n != name)
             path = Path(tmp) / f"{name}.onnx"
-            make_int8(default_model_path(), path, Int8Recipe(keep_float=keep))
-            err = 1 - (LocalMiniLMEmbedding(model_path=str(path), query_cache_size=0).embed(probe) * ref).sum(1)
+            if static:
+                onnx.save(keep_in_float(onnx.load(whole.model_path), fused, keep), str(path))
+            else:
+                make_int8(default_model_path(), path, Int8Recipe(keep_float=keep))
+            model = LocalMiniLMEmbedding(model_path=str(path), query_cache_size=0,
+                                         graph_optimization="ORT_ENABLE_EXTENDED" if static else None)
+            err = 1 - (model.embed(probe) * ref).sum(1)
             print(f"| {name} | {err.mean():.6f} | {err.max():.6f} |", flush=True)
             path.unlink()
 
@@ -185,15 +201,14 @@ UNFUSED = "fp32, unfused graph"
 
 
 def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Sequence[int] = (),
-                   int8: bool = True, unfused: bool = True, weights: str = "int8") -> Dict[str, Any]:
+                   int8: bool = True, unfused: bool = True, weights: str = "int8", activations: str = "dynamic"
+                   ) -> Dict[str, Any]:
     """``{label: model}``: fp32, the int8 default, an int8 model per ``--keep-float`` set, with ``spinning`` both
     variants again with ORT's idle threads spinning (its default; ours: ``ALLOW_SPINNING``), and both variants with
     each of ``threads`` intra-op threads (ours: ORT's choice, one per physical core)."""
-    from _data import assert_variant
+    from _data import assert_variant, recipe_model
 
-    from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
-    from llama_index_convrag.embeddings.model_files import int8_model_path
-    from llama_index_convrag.embeddings.quantize import Int8Recipe
+    from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding
 
     models = {"fp32": LocalMiniLMEmbedding(variant="fp32", query_cache_size=0),
               UNFUSED: LocalMiniLMEmbedding(variant="fp32", fused=False, query_cache_size=0),
@@ -205,11 +220,7 @@ def variant_models(keep_sets: Sequence[str], spinning: bool = False, threads: Se
         assert_variant(model, variant)
     if not unfused:
         del models[UNFUSED]
-    for keep in keep_sets:
-        recipe = Int8Recipe(keep_float=tuple(k for k in keep.split(",") if k and k != "-"), weights=weights)
-        path = int8_model_path(default_model_path(), recipe)
-        models[f"int8 keep {recipe.keep_float or '(none)'}, {weights} weights"] = LocalMiniLMEmbedding(
-            model_path=str(path), query_cache_size=0)
+    models.update(recipe_model(keep, weights, activations) for keep in keep_sets)
     if spinning:
         for variant in ("fp32", "int8"):
             models[f"{variant}, threads spinning"] = LocalMiniLMEmbedding(variant=variant, query_cache_size=0,
@@ -397,6 +408,9 @@ def main() -> None:
                         help="--variants: only fp32, fused (the default) and unfused (the installed graph as it is)")
     parser.add_argument("--keep-float-weights", choices=("int8", "uint8"), default="int8",
                         help="--variants: the weight type of the --keep-float recipes (uint8: ORT's U8U8 kernels)")
+    parser.add_argument("--keep-float-activations", choices=("dynamic", "static"), default="dynamic",
+                        help="--variants, --sensitivity: the activation scales of the int8 copies (static: calibrated "
+                             "once on the package's calibration text)")
     parser.add_argument("--no-unfused", action="store_true",
                         help="--variants: leave out the installed graph run unfused (its vectors are fp32's)")
     parser.add_argument("--spinning", action="store_true", help="also time both variants with ORT's threads spinning")
@@ -407,14 +421,15 @@ def main() -> None:
         profile(args.profile)
         return
     if args.sensitivity:
-        sensitivity(args.probe)
+        sensitivity(args.probe, args.keep_float_activations)
         return
     if args.smoothing:
         smoothing_study(args.probe, [float(a) for a in args.smoothing.split(",")])
         return
     if args.variants:
         models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs,
-                                unfused=not args.no_unfused, weights=args.keep_float_weights)
+                                unfused=not args.no_unfused, weights=args.keep_float_weights,
+                                activations=args.keep_float_activations)
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         if args.rounds > 0:

@@ -97,3 +97,12 @@ def test_window_is_stated_and_token_counts_are_untruncated(embed_model):
     assert embed_model.count_tokens([long, "hello world"]) == [602, 4]
     spans, starts = embed_model.token_spans("embedding models")
     assert [("embedding models")[a:b] for a, b in spans][:1] == ["em"] and starts[0] and not starts[1]
+
+
+def test_the_graph_optimisation_level_is_one_onnx_runtime_names():
+    from llama_index_convrag.errors import ConfigurationError
+
+    assert LocalMiniLMEmbedding(graph_optimization="ORT_ENABLE_EXTENDED").graph_optimization == "ORT_ENABLE_EXTENDED"
+    with pytest.raises(ConfigurationError, match=r"graph_optimization must be one of \['ORT_ENABLE_BASIC', "
+                                                 r"'ORT_ENABLE_EXTENDED', 'ORT_ENABLE_ALL'\] or None, got 'fast'"):
+        LocalMiniLMEmbedding(graph_optimization="fast")

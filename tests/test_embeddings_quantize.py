@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator, List
 
 import numpy as np
 import onnx
 import pytest
 
-from llama_index_convrag.embeddings import model_files, quantize
+from llama_index_convrag.embeddings import calibration, model_files, quantize
 from llama_index_convrag.embeddings.local import INT8_RECIPE, LocalMiniLMEmbedding, default_model_path
 from llama_index_convrag.embeddings.model_files import fused_model_path, int8_model_path
 from llama_index_convrag.embeddings.quantize import LAYER_NAMES, Int8Recipe, weight_matmuls
@@ -88,6 +88,10 @@ def test_the_recipe_is_validated_and_keyed():
     assert Int8Recipe(weights="uint8").key() != Int8Recipe().key()
     with pytest.raises(ConfigurationError, match=r"weights must be one of \['int8', 'uint8'\], got 'int4'"):
         Int8Recipe(weights="int4")
+    assert Int8Recipe(keep_float=INT8_RECIPE.keep_float, activations="dynamic").key() == "1cc93e918e"
+    assert Int8Recipe(activations="static").key() not in {Int8Recipe().key(), Int8Recipe(weights="uint8").key()}
+    with pytest.raises(ConfigurationError, match=r"activations must be one of \['dynamic', 'static'\], got 'fixed'"):
+        Int8Recipe(activations="fixed")
 
 
 def test_another_graph_is_refused_rather_than_quantized_with_the_wrong_layers():
@@ -117,3 +121,60 @@ def test_an_int8_vector_does_not_depend_on_the_texts_embedded_with_it(int8_model
     together = int8_model.embed(TEXTS)
     alone = np.vstack([int8_model.embed([t]) for t in TEXTS])
     np.testing.assert_array_equal(together, alone)
+
+
+@pytest.fixture(scope="module")
+def static_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A static int8 copy (every weight MatMul quantized) calibrated on two of :data:`TEXTS`: the wiring is tested
+    here, the scales the shipped calibration text gives by ``bench/embedding_fidelity.py --sensitivity``."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(calibration, "calibration_texts", lambda: TEXTS[:2])
+    try:
+        return int8_model_path(default_model_path(), Int8Recipe(activations="static"),
+                               cache_dir=tmp_path_factory.mktemp("static"))
+    finally:
+        patch.undo()
+
+
+def test_a_static_copy_quantizes_each_weight_matmul_input_and_leaves_the_residual_float(static_file):
+    graph = onnx.load(str(static_file)).graph
+    producer = {out: node for node in graph.node for out in node.output}
+    readers: Dict[str, List[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    dequantized = [n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in producer]
+    assert {r for dq in dequantized for r in readers[dq.output[0]]} == {"MatMul"}
+    weight_inputs = {n.name: producer[n.input[0]].op_type for n in graph.node if n.op_type == "MatMul"}
+    assert len(weight_inputs) == 36 and set(weight_inputs.values()) == {"DequantizeLinear"}
+    assert sum(n.op_type == "QuantizeLinear" for n in graph.node) == 24  # q, k, v share one input per layer
+
+
+def test_a_static_copy_runs_int8_kernels_and_embeds_a_batch_as_each_text_alone(static_file, tmp_path, embed_model):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(static_file), options, providers=["CPUExecutionProvider"])
+    kinds = [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
+    assert kinds.count("MatMulIntegerToFloat") == 36 and "DequantizeLinear" not in kinds
+    model = LocalMiniLMEmbedding(model_path=str(static_file), graph_optimization="ORT_ENABLE_EXTENDED",
+                                 query_cache_size=0)
+    together = model.embed(TEXTS)
+    np.testing.assert_allclose(together, np.vstack([model.embed([t]) for t in TEXTS]), atol=1e-6)
+    assert (together * embed_model.embed(TEXTS)).sum(axis=1).min() > 0.9
+
+
+def test_other_readers_of_a_quantized_tensor_read_the_float_tensor():
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+             helper.make_node("MatMul", ["xd", "w"], ["y"], name="mm"),
+             helper.make_node("Add", ["xd", "y"], ["out"], name="residual")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 2])])
+    model = helper.make_model(graph)
+    assert quantize.float_other_readers(model, {"mm"}) == 1
+    assert [list(n.input) for n in model.graph.node][2:] == [["xd", "w"], ["x", "y"]]

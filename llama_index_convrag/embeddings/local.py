@@ -39,6 +39,10 @@ SPECIAL_TOKENS = 2
 #: slower per query and raises an ingest's peak memory (``bench/memory.py --query-latency``; docs/RESULTS.md, Memory).
 #: On the fused graph ``ORT_ENABLE_ALL`` takes the same CPU time per chunk (docs/results/variants.md, Speed).
 GRAPH_OPTIMIZATION = "ORT_ENABLE_BASIC"
+#: The levels ``LocalMiniLMEmbedding(graph_optimization=...)`` accepts. A statically quantized file needs
+#: ``ORT_ENABLE_EXTENDED``: its QuantizeLinear/DequantizeLinear pairs become int8 kernels only at that level (at the
+#: basic level they run as float, about twice fp32's time).
+GRAPH_OPTIMIZATIONS = ("ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL")
 #: ONNX Runtime's intra-op threads wait for work by spinning unless told not to; on a small machine shared with other
 #: work a spinning thread takes the time slices the work needs, so ours do not spin
 #: (``bench/embedding_fidelity.py --variants --spinning`` times both settings side by side).
@@ -52,7 +56,8 @@ VARIANTS = ("fp32", "int8")
 DEFAULT_VARIANT = "fp32"
 #: The int8 variant embeds one text per ONNX run: dynamic quantization scales a run's activations by their range over
 #: the whole run, so other texts of a batch (and their padding) would move a text's vector; one at a time, a text's
-#: vector never depends on what it was embedded with.
+#: vector never depends on what it was embedded with. A statically quantized int8 variant (fixed scales) runs
+#: batches as fp32 does.
 INT8_ROWS_PER_RUN = 1
 #: The layers the int8 variant keeps in float: each weight MatMul that, quantized alone, moves the vectors by at least
 #: a tenth of what quantizing all of them does, on chunks of this repository's docs (``bench/embedding_fidelity.py
@@ -60,7 +65,7 @@ INT8_ROWS_PER_RUN = 1
 INT8_RECIPE = Int8Recipe(keep_float=("layer0.attention_out", "layer0.ffn_out", "layer2.ffn_out"))
 
 _LOCK = threading.Lock()
-_SESSIONS: Dict[Tuple[str, int, bool], Any] = {}
+_SESSIONS: Dict[Tuple[str, int, bool, str], Any] = {}
 _TOKENIZERS: Dict[Tuple[str, int], Any] = {}
 _VARIANT_PATHS: Dict[Tuple[str, str], str] = {}
 
@@ -99,16 +104,17 @@ def variant_path(source: str, variant: str) -> str:
         return _VARIANT_PATHS[key]
 
 
-def _load_session(model_path: str, num_threads: int, spinning: bool = ALLOW_SPINNING) -> Any:
-    """One ONNX Runtime session per (file, threads, spinning) per process."""
-    key = (model_path, num_threads, spinning)
+def _load_session(model_path: str, num_threads: int, spinning: bool = ALLOW_SPINNING,
+                  level: str = GRAPH_OPTIMIZATION) -> Any:
+    """One ONNX Runtime session per (file, threads, spinning, graph optimisation level) per process."""
+    key = (model_path, num_threads, spinning, level)
     with _LOCK:
         if key not in _SESSIONS:
             ort = import_local("onnxruntime")
             if not Path(model_path).is_file():
                 raise PathNotFoundError(f"ONNX model file not found: {model_path!r}")
             options = ort.SessionOptions()
-            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, GRAPH_OPTIMIZATION)
+            options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
             if num_threads > 0:
                 options.intra_op_num_threads = num_threads
             options.inter_op_num_threads = 1
@@ -192,6 +198,9 @@ class LocalMiniLMEmbedding(BaseEmbedding):
     tokenizer_path: str = Field(default=str(DEFAULT_TOKENIZER_PATH), description="tokenizers JSON file.")
     max_batch_cells: int = Field(default=DEFAULT_MAX_BATCH_CELLS, gt=0,
                                  description="Peak-memory bound of one ONNX run: rows x tokens^2 of a batch.")
+    graph_optimization: Optional[str] = Field(default=None, description="ONNX Runtime's graph optimisation level "
+                                              "(GRAPH_OPTIMIZATIONS); None: extended for a statically quantized "
+                                              "int8 variant, else GRAPH_OPTIMIZATION.")
 
     _query_cache: "OrderedDict[str, List[float]]" = PrivateAttr(default_factory=OrderedDict)
     _cache_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -200,6 +209,10 @@ class LocalMiniLMEmbedding(BaseEmbedding):
         variant = data.get("variant", DEFAULT_VARIANT)
         if variant not in VARIANTS:
             raise ConfigurationError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+        level = data.get("graph_optimization")
+        if level is not None and level not in GRAPH_OPTIMIZATIONS:
+            raise ConfigurationError(f"graph_optimization must be one of {list(GRAPH_OPTIMIZATIONS)} or None, "
+                                     f"got {level!r}")
         super().__init__(**data)
 
     @classmethod
@@ -253,20 +266,30 @@ class LocalMiniLMEmbedding(BaseEmbedding):
             return source
         return variant_path(source, self.variant)
 
+    @property
+    def _static_int8(self) -> bool:
+        return self.variant == "int8" and INT8_RECIPE.activations == "static"
+
+    def _session(self) -> Any:
+        level = self.graph_optimization
+        if level is None:
+            level = "ORT_ENABLE_EXTENDED" if self._static_int8 else GRAPH_OPTIMIZATION
+        return _load_session(self.onnx_path, self.num_threads, self.allow_spinning, level)
+
     def warm_up(self) -> None:
         """Load the tokenizer and the ONNX session now instead of on first use."""
         _load_tokenizer(self.tokenizer_path, self.max_length)
-        _load_session(self.onnx_path, self.num_threads, self.allow_spinning)
+        self._session()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts into a float32 array of shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, EMBED_DIM), dtype=np.float32)
         tok = _load_tokenizer(self.tokenizer_path, self.max_length)
-        session = _load_session(self.onnx_path, self.num_threads, self.allow_spinning)
+        session = self._session()
         encodings = tok.encode_batch(list(texts))
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
-        rows = INT8_ROWS_PER_RUN if self.variant == "int8" else self.embed_batch_size
+        rows = INT8_ROWS_PER_RUN if self.variant == "int8" and not self._static_int8 else self.embed_batch_size
         for batch in length_batches([len(e.ids) for e in encodings], rows, self.max_batch_cells):
             width = max(len(encodings[i].ids) for i in batch)
             ids = np.zeros((len(batch), width), dtype=np.int64)
