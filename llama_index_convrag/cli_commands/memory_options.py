@@ -37,8 +37,12 @@ def memory_parts(text: Optional[str]) -> List[str]:
     return list(dict.fromkeys(parts))
 
 
-def memory_options(args: Any, has_llm: bool) -> Any:
-    """``MemoryOptions`` for ``args`` (None: memory off); exit 2 when facts are asked for without an LLM."""
+def memory_options(args: Any, has_llm: bool, shared_milvus: bool = False) -> Any:
+    """``MemoryOptions`` for ``args`` (None: memory off); exit 2 when facts are asked for without an LLM.
+
+    ``shared_milvus``: the recall's collection lives on a Milvus server that other processes write (``--workers``,
+    the CLI beside a server): a message's row rewritten there (a regenerated answer) would stay cached here, so the
+    recall reads the fields at every recall (``EpisodicOptions.cached_rows=0``)."""
     from llama_index_convrag.errors import ConfigurationError
     from llama_index_convrag.memory import EpisodicOptions, FactsOptions, MemoryOptions, SummaryOptions
 
@@ -50,6 +54,8 @@ def memory_options(args: Any, has_llm: bool) -> Any:
                                    "or --gguf); recall and summary work without one")
     window = getattr(args, "memory_window", None)
     episodic = {"enabled": "recall" in parts, **({"window": window} if window is not None else {})}
+    if shared_milvus:
+        episodic["cached_rows"] = 0
     if getattr(args, "recall_k", None) is not None:
         episodic["k"] = args.recall_k
     summary = {"enabled": "summary" in parts, **({"window": window} if window is not None else {})}

@@ -40,8 +40,9 @@ def build_app(args: Any) -> Any:
 
     llm = resolve_llm(args.base_url, args.model, args.gguf, **limit_kwargs(args))
     check_llm_needs(args, llm is not None)
-    options = memory_options(args, llm is not None)
+    memory_options(args, llm is not None)  # usage errors before anything is opened
     target, client = connect(args.uri)
+    options = memory_options(args, llm is not None, shared_milvus=not target.is_lite)
     require_collection(client, args.collection)
     model = embed_model()
     store = open_serve_store(args.store, args.uri)

@@ -42,6 +42,13 @@ def test_an_unknown_part_is_a_usage_error_naming_the_accepted(text: str) -> None
     assert e.value.code == 2 and "['recall', 'summary', 'facts']" in str(e.value) and repr(text) in str(e.value)
 
 
+def test_a_shared_milvus_server_turns_the_row_cache_off() -> None:
+    alone = memory_options(serve_args("--memory", "recall"), has_llm=False)
+    shared = memory_options(serve_args("--memory", "recall"), has_llm=False, shared_milvus=True)
+    assert (alone.episodic.cached_rows, shared.episodic.cached_rows) == (50_000, 0)
+    assert shared.episodic.enabled and shared.summary == alone.summary
+
+
 def test_facts_without_an_llm_is_refused() -> None:
     with pytest.raises(CLIError) as e:
         memory_options(serve_args("--memory", "recall,facts"), has_llm=False)
