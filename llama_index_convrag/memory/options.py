@@ -47,7 +47,8 @@ class EpisodicOptions:
     which the prompt holds already), ranked by ``rules``, from the Milvus collection ``collection_name`` (one for
     every conversation and owner; each row names both). ``cached_rows``: the recalled messages' fields kept in
     this process, so that a recall reads only the candidates' ids and scores from Milvus
-    (:mod:`~llama_index_convrag.memory.episodic_rows`; 0 reads their fields at every recall)."""
+    (:mod:`~llama_index_convrag.memory.episodic_rows`; 0 reads their fields at every recall: use 0 when other
+    processes write the same collection on a Milvus server, whose rewrites this process would not see)."""
 
     enabled: bool = True
     k: int = 10
