@@ -14,7 +14,7 @@ from llama_index_convrag.ingest.distributed import DISTRIBUTED_EXTRA_HINT, impor
 from llama_index_convrag.ingest.pipeline import ingest
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
 from llama_index_convrag.milvus.schema import default_dense_index
-from llama_index_convrag.testing.milvus_server import MilvusLiteServer, use_lite_grpc_options
+from llama_index_convrag.testing.milvus_server import MilvusLiteServer
 from tests.conftest import cosine
 
 OPTIONS = {"chunk_size": 48, "chunk_overlap": 8, "batch_size": 6,
@@ -24,10 +24,8 @@ OPTIONS = {"chunk_size": 48, "chunk_overlap": 8, "batch_size": 6,
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
     ray = pytest.importorskip("ray", reason=f"the Ray engine's tests need {DISTRIBUTED_EXTRA_HINT}")
-    # the workers' clients of the Milvus server (Lite's engine) get the keepalive options that this process's have:
-    # with pymilvus's default pings, an idle worker's cached client was dropped (GOAWAY) and its next call hung
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
-             log_to_driver=False, runtime_env={"worker_process_setup_hook": use_lite_grpc_options})
+             log_to_driver=False)
     yield ray
     ray.shutdown()
 
