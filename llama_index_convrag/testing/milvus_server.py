@@ -64,8 +64,8 @@ def use_lite_grpc_options() -> Callable[[], None]:
 
     For clients that ``connect_milvus`` does not configure: a third party's (LlamaIndex's ``MilvusVectorStore``), and
     any client of a :class:`MilvusLiteServer`, which serves Lite's engine on an ``http://`` URI and, like it, answers
-    the pings of an idle connection with GOAWAY "too_many_pings" (a Ray worker's cached client then hung on its next
-    call). Ray tests pass it as ``runtime_env={"worker_process_setup_hook": use_lite_grpc_options}``.
+    the pings of an idle connection with GOAWAY "too_many_pings" (a client idle for about 40 s then hung on its next
+    call in a scratch reproduction).
     """
     from pymilvus.client.async_grpc_handler import AsyncGrpcHandler
     from pymilvus.client.grpc_handler import GrpcHandler
