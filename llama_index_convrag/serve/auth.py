@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
 
+from fastapi.security.utils import get_authorization_scheme_param
+
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.serve.errors import APIError
 from llama_index_convrag.storage.conversation._sql import DEFAULT_OWNER, SQLConversationStore
@@ -33,10 +35,7 @@ SCHEME_DESCRIPTION = ("An API key from 'convrag keys create USER' (a server with
 
 def bearer_key(authorization: Optional[str]) -> Optional[str]:
     """The key of an ``Authorization: Bearer <key>`` header; None without one (no header, another scheme, no key)."""
-    if not authorization:
-        return None
-    scheme, _, key = authorization.partition(" ")
-    key = key.strip()
+    scheme, key = get_authorization_scheme_param(authorization)  # FastAPI's own parse, as HTTPBearer's
     return key if key and scheme.lower() == "bearer" else None
 
 
