@@ -616,17 +616,22 @@ VARIANT_STRATEGIES = ("raw", "ctx-fuse", "manual")
 
 
 def variant_followups(sets: Mapping[str, ConvSet], chunks: Sequence[int], analyzer: "Analyzer", mode: str,
-                      keep_sets: Sequence[str] = (), weights: str = "int8", activations: str = "dynamic") -> None:
+                      keep_sets: Sequence[str] = (), weights: str = "int8", activations: str = "dynamic",
+                      recipes: Sequence[str] = ()) -> None:
     """Print, per set, chunk size and part (all / dev / test dialogues), the follow-ups' nDCG@10 with the local
     model's ``fp32`` variant and with ``int8`` (and an int8 copy keeping each of ``keep_sets``' layers in float, its
     weights of type ``weights``, activations ``activations``) on the same turns, the paired difference to fp32 with its 95% bootstrap interval,
-    and the share of the raw -> human gap ``ctx-fuse`` closes with each."""
+    and the share of the raw -> human gap ``ctx-fuse`` closes with each. With ``recipes`` (``bench/_recipes.py``
+    specs) only fp32 and those copies."""
     from bench._data import recipe_model
+    from bench._recipes import spec_model
     from bench.chunking import paired_ci
     from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 
-    models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in ("fp32", "int8")}
+    variants = ("fp32",) if recipes else ("fp32", "int8")
+    models = {v: LocalMiniLMEmbedding(variant=v, query_cache_size=0) for v in variants}
     models.update(recipe_model(keep, weights, activations) for keep in keep_sets)
+    models.update(spec_model(spec) for spec in recipes)
     caches = {label: EmbeddingCache(m) for label, m in models.items()}
     strategies = {k: fn for k, fn in strategies_default().items() if k in VARIANT_STRATEGIES}
     print("| set | chunk | part | follow-ups | strategy | variant | fp32 nDCG@10 | variant nDCG@10 | variant - fp32 "
@@ -750,6 +755,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="--variants: the --keep-float copies' activation scales (static: calibrated once)")
     p.add_argument("--keep-float", action="append", default=[], metavar="LAYERS",
                    help="--variants: also an int8 copy keeping these layers in float (layer<i>.<role>,...; repeatable)")
+    p.add_argument("--recipe", action="append", default=[], metavar="SPEC",
+                   help="--variants: only fp32 and the int8 copy of each recipe (bench/_recipes.py specs; repeatable)")
     args = p.parse_args(argv)
     if args.zh:
         print(json.dumps(zh_term_recall(args.zh)))
@@ -764,7 +771,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = {}
     if args.variants:
         variant_followups(sets, [int(c) for c in args.chunks.split(",")], analyzer, args.mode, args.keep_float,
-                          args.keep_float_weights, args.keep_float_activations)
+                          args.keep_float_weights, args.keep_float_activations, args.recipe)
         return 0
     if args.weights_grid:
         weights_grid(sets, int(args.chunks.split(",")[0]), cache, analyzer, args.mode)

@@ -16,6 +16,8 @@ The model's variants (``fp32``: the installed file; ``int8``: int8 compute), sid
     PYTHONPATH=. python bench/embedding_fidelity.py --variants [--collections scifact,cranfield,cast]
         [--keep-float L1,L2 ...]
 
+``--recipe-probe SPEC`` (repeatable; ``_recipes.py``) prints each int8 recipe's mean and max 1 - cosine to fp32 on
+chunks of docs/ and on the package's docstrings, and its CPU time, to choose a recipe on text of our own.
 ``--smoothing 0.25,0.5`` prints the same distance for int8 quantized from the fused graph as it is, after
 SmoothQuant-style activation smoothing at each strength (``_smooth.py``, calibrated on the package's docstrings), and
 with unsigned weights. ``--sensitivity`` quantizes one weight MatMul at a time (with ``--keep-float-activations
@@ -395,8 +397,13 @@ def main() -> None:
     parser.add_argument("--smoothing", default="", metavar="ALPHAS",
                         help="instead: int8 with activation smoothing at these strengths (e.g. 0.25,0.5) on docs/ chunks")
     parser.add_argument("--variants", action="store_true", help="quality and speed of the variants side by side")
+    parser.add_argument("--recipe-probe", action="append", default=[], metavar="SPEC",
+                        help="instead: each int8 recipe's distance to fp32 and CPU time on text of our own "
+                             "(_recipes.py; KEEP[:WEIGHTS[:ACTIVATIONS[:reduce]]], repeatable)")
     parser.add_argument("--collections", default="scifact,cranfield,cast")
     parser.add_argument("--keep-float", action="append", default=[], help="an int8 recipe to compare (layers)")
+    parser.add_argument("--recipe", action="append", default=[], metavar="SPEC",
+                        help="--variants: an int8 copy of this recipe (_recipes.py spec) beside fp32 (repeatable)")
     parser.add_argument("--rounds", type=int, default=7, help="--variants speed rounds (0: quality only)")
     parser.add_argument("--speed-passages", type=int, default=64)
     parser.add_argument("--skip-quality", action="store_true")
@@ -423,6 +430,11 @@ def main() -> None:
     if args.sensitivity:
         sensitivity(args.probe, args.keep_float_activations)
         return
+    if args.recipe_probe:
+        from _recipes import recipe_probe
+
+        recipe_probe(args.recipe_probe, args.probe, docs_probe)
+        return
     if args.smoothing:
         smoothing_study(args.probe, [float(a) for a in args.smoothing.split(",")])
         return
@@ -430,6 +442,10 @@ def main() -> None:
         models = variant_models(args.keep_float, args.spinning, args.threads, int8=not args.fp32_graphs,
                                 unfused=not args.no_unfused, weights=args.keep_float_weights,
                                 activations=args.keep_float_activations)
+        if args.recipe:
+            from _recipes import spec_model
+
+            models = {"fp32": models["fp32"], **dict(spec_model(spec) for spec in args.recipe)}
         if not args.skip_quality:
             variant_quality(models, [c for c in args.collections.split(",") if c], args.sample_docs)
         if args.rounds > 0:
