@@ -73,15 +73,15 @@ class TurnStream(StreamingResponse):
         try:
             async with anyio.create_task_group() as group:
 
-                async def stream() -> None:
-                    try:
-                        await self.stream_response(send)
-                    except OSError:  # the socket went away before the disconnect message arrived
-                        pass
+                async def watch() -> None:
+                    await self.listen_for_disconnect(receive)
                     group.cancel_scope.cancel()
 
-                group.start_soon(stream)
-                await self.listen_for_disconnect(receive)
+                group.start_soon(watch)
+                try:  # in this task: the headers and the events the log holds now go out without waiting for the loop
+                    await self.stream_response(send)
+                except OSError:  # the socket went away before the disconnect message arrived
+                    pass
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
