@@ -4,6 +4,10 @@ and vectors equal to the ones the bridge's word cache computes."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import List
 
@@ -17,6 +21,7 @@ from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.embeddings.word_table import (
     WordTable,
     WordTableSource,
+    build_word_table,
     unit_rows,
     vocabulary_words,
     word_table_paths,
@@ -110,3 +115,29 @@ def test_an_unreadable_part_is_skipped_with_a_warning(embed_model: LocalMiniLMEm
 def test_only_the_local_model_has_a_table(embed_model: LocalMiniLMEmbedding) -> None:
     assert isinstance(word_table_source(embed_model), WordTableSource)
     assert word_table_source(MockEmbedding(embed_dim=4)) is None
+
+
+def test_a_set_stop_makes_nothing(embed_model: LocalMiniLMEmbedding, tmp_path: Path) -> None:
+    stop = threading.Event()
+    stop.set()
+    assert build_word_table(embed_model, WORDS, tmp_path / "part.npy", stop) is False
+    assert list(tmp_path.iterdir()) == []
+
+
+EXITING = """
+import sys, time
+from pathlib import Path
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
+from llama_index_convrag.embeddings.word_table import WordTableSource, vocabulary_words
+model = LocalMiniLMEmbedding()
+source = WordTableSource(model, words=vocabulary_words(model.tokenizer_path)[:1500], cache_dir=Path(sys.argv[1]))
+assert source.get() is None
+time.sleep(0.3)
+"""
+
+
+def test_a_process_that_exits_while_its_table_is_made_exits_cleanly(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", EXITING, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".npy" and p.name.startswith(".")]  # no half part

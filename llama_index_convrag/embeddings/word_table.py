@@ -17,6 +17,7 @@ part twice); :meth:`~WordTableSource.ensure` makes them now. Only the local mode
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -44,11 +45,14 @@ BUILD_BATCH = 256
 PART_WORDS = 2048
 #: Seconds between two looks for parts another thread or process has written since.
 RECHECK_S = 1.0
+#: Seconds the interpreter's exit waits for a background maker to finish its current call.
+EXIT_WAIT_S = 10.0
 
 _LOCK = threading.Lock()
 _PARTS: Dict[str, Tuple[Sequence[str], np.ndarray]] = {}
 _TABLES: Dict[str, Tuple[int, "WordTable"]] = {}
 _STARTED: Dict[str, threading.Thread] = {}
+_STOP = threading.Event()
 
 
 def unit_rows(rows: Sequence[Sequence[float]]) -> List[np.ndarray]:
@@ -108,12 +112,15 @@ def word_table_paths(model: LocalMiniLMEmbedding, words: Sequence[str],
             for i in range(0, len(words), PART_WORDS)]
 
 
-def build_word_table(model: BaseEmbedding, words: Sequence[str], path: Path) -> None:
+def build_word_table(model: BaseEmbedding, words: Sequence[str], path: Path,
+                     stop: Optional[threading.Event] = None) -> bool:
     """Embed ``words`` (one word a text, as :class:`~llama_index_convrag.memory.bridge.WordVectors` embeds them:
     :data:`BUILD_BATCH` a call), write their unit vectors to ``path`` through a temporary file renamed into place
-    (a reader never sees half a part)."""
+    (a reader never sees half a part). Returns False, writing nothing, when ``stop`` is set between two calls."""
     rows: List[np.ndarray] = []
     for i in range(0, len(words), BUILD_BATCH):
+        if stop is not None and stop.is_set():
+            return False
         rows.extend(unit_rows(model.get_text_embedding_batch(list(words[i:i + BUILD_BATCH]))))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
@@ -124,6 +131,7 @@ def build_word_table(model: BaseEmbedding, words: Sequence[str], path: Path) -> 
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    return True
 
 
 def _read(path: Path, words: Sequence[str]) -> Optional[Tuple[Sequence[str], np.ndarray]]:
@@ -195,7 +203,9 @@ class WordTableSource:
         if self._loaded < len(self.parts):
             key = str(self.parts[0][1])
             with _LOCK:
-                if key not in _STARTED:
+                if key not in _STARTED and not _STOP.is_set():
+                    if not _STARTED:
+                        atexit.register(_stop_makers)
                     _STARTED[key] = threading.Thread(target=self._make_quietly, name="convrag-word-table",
                                                      daemon=True)
                     _STARTED[key].start()
@@ -211,7 +221,7 @@ class WordTableSource:
             raise OSError(f"the word table's parts at {self.parts[0][1].parent} could not all be made or read")
         return table
 
-    def _make(self, blocking: bool) -> None:
+    def _make(self, blocking: bool, stop: Optional[threading.Event] = None) -> None:
         from filelock import FileLock, Timeout
 
         for words, path in self.parts:
@@ -220,16 +230,24 @@ class WordTableSource:
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 with FileLock(str(path) + ".lock", timeout=-1 if blocking else 0):
-                    if not path.is_file():
-                        build_word_table(self._model, words, path)
+                    if not path.is_file() and not build_word_table(self._model, words, path, stop):
+                        return
             except Timeout:
                 logger.info("another process is making the word table part %s", path)
 
     def _make_quietly(self) -> None:
         try:
-            self._make(blocking=False)
+            self._make(blocking=False, stop=_STOP)
         except Exception:  # a cache folder that cannot be written: words are embedded as before
             logger.warning("could not make the word table in %s", self.parts[0][1].parent, exc_info=True)
+
+
+def _stop_makers() -> None:
+    """At exit: background makers stop after their current call (its part is not written) and are waited for, so
+    that none is inside the model while the interpreter shuts down."""
+    _STOP.set()
+    for thread in list(_STARTED.values()):
+        thread.join(EXIT_WAIT_S)
 
 
 def word_table_source(model: BaseEmbedding) -> Optional[WordTableSource]:
