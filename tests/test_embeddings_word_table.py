@@ -4,9 +4,6 @@ and vectors equal to the ones the bridge's word cache computes."""
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import List
@@ -124,20 +121,17 @@ def test_a_set_stop_makes_nothing(embed_model: LocalMiniLMEmbedding, tmp_path: P
     assert list(tmp_path.iterdir()) == []
 
 
-EXITING = """
-import sys, time
-from pathlib import Path
-from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-from llama_index_convrag.embeddings.word_table import WordTableSource, vocabulary_words
-model = LocalMiniLMEmbedding()
-source = WordTableSource(model, words=vocabulary_words(model.tokenizer_path)[:1500], cache_dir=Path(sys.argv[1]))
-assert source.get() is None
-time.sleep(0.3)
-"""
-
-
-def test_a_process_that_exits_while_its_table_is_made_exits_cleanly(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", EXITING, str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    assert done.returncode == 0, done.stderr
-    assert not [p for p in tmp_path.iterdir() if p.suffix == ".npy" and p.name.startswith(".")]  # no half part
+def test_at_exit_a_background_maker_stops_after_its_call_and_writes_no_part(embed_model: LocalMiniLMEmbedding,
+                                                                           tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(word_table, "BUILD_BATCH", 8)
+    source = small_source(embed_model, tmp_path, list(vocabulary_words(embed_model.tokenizer_path)[:4000]))
+    assert source.get() is None
+    thread = word_table._STARTED[str(source.parts[0][1])]
+    try:
+        word_table._stop_makers()  # what the interpreter's exit runs (registered with atexit by the first maker)
+        assert not thread.is_alive()
+        assert source.get() is None and word_table._STARTED[str(source.parts[0][1])] is thread  # no new maker
+    finally:
+        word_table._STOP.clear()
+    assert [p for p in tmp_path.iterdir() if p.suffix == ".npy"] == []  # the part begun is not written, no temp file
