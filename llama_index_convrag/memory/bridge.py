@@ -141,9 +141,11 @@ class WordVectors:
     def _split(self, wanted: Iterable[str]) -> Tuple[Dict[str, np.ndarray], List[str]]:
         found: Dict[str, np.ndarray] = {}
         missing: List[str] = []
-        table = self._table.get() if self._table is not None else None
+        distinct = list(dict.fromkeys(wanted))
+        # no words (the bridge is off): the table is not asked for, so it is not made
+        table = self._table.get() if self._table is not None and distinct else None
         with self._lock:
-            for w in dict.fromkeys(wanted):
+            for w in distinct:
                 if table is not None and w in table:
                     found[w] = table[w]
                     continue

@@ -183,9 +183,10 @@ class FixedTable:
     """A word table source that answers ``table`` (None: not made yet)."""
 
     def __init__(self, table: Any) -> None:
-        self.table = table
+        self.table, self.asked = table, 0
 
     def get(self) -> Any:
+        self.asked += 1
         return self.table
 
 
@@ -193,7 +194,8 @@ def test_word_vectors_read_table_words_without_embedding_or_caching_them() -> No
     model = Counting()
     source = FixedTable(None)
     cache = WordVectors(model, table=source)  # type: ignore[arg-type]
-    assert cache.missing(["abcd", "ab"]) == ["abcd", "ab"]  # no table yet: both would be embedded
+    assert cache.missing([]) == [] and source.asked == 0  # no words: the table is not asked for (nor made)
+    assert cache.missing(["abcd", "ab"]) == ["abcd", "ab"] and source.asked == 1  # no table yet: both embedded
     source.table = WordTable([(["abcd"], np.asarray([[0.0, 1.0]], dtype=np.float32))])
     assert cache.missing(["abcd", "ab", "ab"]) == ["ab"] and model._batches == []
     got = cache.lookup(["abcd", "ab"])
