@@ -67,10 +67,10 @@ class WorkerDeadlines:
     """Seconds a Ray task's Milvus calls may take, and how many times a call that runs out of time is made (each
     retry on a new connection)."""
 
-    #: Connecting: pymilvus's own default is 10 s; tripled for a worker sharing a loaded machine with its server.
+    #: Connecting: three times pymilvus's 10 s default, for a worker sharing a loaded machine with its server.
     connect_s: float = 30.0
-    #: One query, delete or upsert, pymilvus's retries included: these calls took under 2 s in the Ray test's
-    #: loop on the loaded 2-core machine; a call past a minute is stuck, not slow.
+    #: One query, delete or upsert, pymilvus's retries included: the Ray test's first test (three ingests, every
+    #: call of them) took 23 s at load 14 on 2 cores, so one call past a minute is stuck, not slow.
     call_s: float = 60.0
     #: The first attempt and one retry on a new connection.
     attempts: int = 2
