@@ -17,7 +17,8 @@ per category, and multi-hop per half:
   w x its bridged share before spreading (all messages, or those with a share of at least 0.5, or 1: a word near
   every query word);
 * ``context``: each message's context row built from the two messages before it (``context_before=2``: its
-  speaker's previous message too), re-indexed.
+  speaker's previous message too), re-indexed; with the second spread (which reads the same message in score space)
+  at 0.4, 0.2 and off.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_widen_study.py [--studies kept,session,prf,rows,context]
 """
@@ -104,10 +105,11 @@ class Widen:
 
     def run(self, name: str, fused: Optional[Callable[[int, int], Dict[int, float]]] = None,
             after: Optional[Callable[[int, int, Dict[int, float]], Dict[int, float]]] = None,
-            pool: Optional[int] = None, before_pool: Optional[Callable[..., Dict[int, float]]] = None) -> None:
+            pool: Optional[int] = None, before_pool: Optional[Callable[..., Dict[int, float]]] = None,
+            rules: RecallRules = DEFAULT) -> None:
         def rescore(ci: int, qi: int, _: Dict[int, float]) -> Dict[int, float]:
             got = fused(ci, qi) if fused is not None else self.fused(ci, qi)
-            out = self.st.scores(ci, qi, got, DEFAULT, pool=pool, before_pool=before_pool)
+            out = self.st.scores(ci, qi, got, rules, pool=pool, before_pool=before_pool)
             return after(ci, qi, out) if after is not None else out
         evaluate(self.st.convs, self.st.data, name, rescore=rescore)
 
@@ -188,6 +190,8 @@ def study_context(w: Widen) -> None:
     two = Widen(w.st, searched(w.st, 2))
     two.run("context rows of the two messages before")
     two.run("the same, fusion keeps 100", lambda ci, qi: two.fused(ci, qi, kept=100))
+    for share in (0.0, 0.2):
+        two.run(f"the same, second spread {share}", rules=RecallRules(context_before=2, second_spread=share))
 
 
 def main() -> int:
