@@ -7,8 +7,9 @@ compared, as a single-word embedding of the memory's model, with each content wo
 (:func:`unit_words`, read in the query's language); the candidate's
 *bridged share* is the share of query words it holds a word within ``threshold`` cosine of (the same word counts),
 and its score gains ``boost`` times that share (:func:`bridge_scores`). The step re-scores the candidate pool the
-recall reads anyway: no search, one embedding batch of the words not yet cached (:class:`WordVectors`, warmed when
-messages are indexed, so a recall's words are usually cached).
+recall reads anyway: no search, and no model run for a word of the local model's vocabulary table
+(:mod:`~llama_index_convrag.embeddings.word_table`) or one seen before (:class:`WordVectors`, warmed when messages are
+indexed); the other words are embedded in one batch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence,
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from llama_index_convrag.embeddings.word_table import WordTableSource, unit_rows
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.memory.rules import RecallRules
 from llama_index_convrag.text import identify, is_cjk, stop_words, words
@@ -116,25 +118,20 @@ def bridge_scores(scores: Mapping[int, float], query: Sequence[str], candidates:
     return out
 
 
-def _unit(rows: Sequence[Sequence[float]]) -> List[np.ndarray]:
-    out = []
-    for r in rows:
-        v = np.asarray(r, dtype=np.float32)
-        n = float(np.linalg.norm(v))
-        out.append(v / n if n > 0 else v)
-    return out
-
-
 class WordVectors:
-    """Single-word embeddings of ``embed_model``, unit length, in a bounded LRU cache (the least recently used word
-    is forgotten past ``max_words``). :meth:`lookup` embeds the words it lacks in one batch; :meth:`alookup` is its
-    async twin. Thread-safe; nothing is embedded in ``__init__``."""
+    """Single-word embeddings of ``embed_model``, unit length: read from ``table`` (a
+    :class:`~llama_index_convrag.embeddings.word_table.WordTableSource`: the model's vocabulary, made once per
+    machine; None: no table) when it holds the word and is ready, else from a bounded LRU cache (the least recently
+    used word is forgotten past ``max_words``). :meth:`lookup` embeds the words neither holds in one batch;
+    :meth:`alookup` is its async twin. Thread-safe; nothing is embedded or read in ``__init__``."""
 
-    def __init__(self, embed_model: BaseEmbedding, max_words: int = DEFAULT_WORD_CACHE) -> None:
+    def __init__(self, embed_model: BaseEmbedding, max_words: int = DEFAULT_WORD_CACHE,
+                 table: Optional[WordTableSource] = None) -> None:
         if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
             raise ConfigurationError(f"max_words must be an int >= 1, got {max_words!r}")
         self._model = embed_model
         self._max = max_words
+        self._table = table
         self._cache: "OrderedDict[str, np.ndarray]" = OrderedDict()
         self._lock = threading.Lock()
 
@@ -144,8 +141,14 @@ class WordVectors:
     def _split(self, wanted: Iterable[str]) -> Tuple[Dict[str, np.ndarray], List[str]]:
         found: Dict[str, np.ndarray] = {}
         missing: List[str] = []
+        distinct = list(dict.fromkeys(wanted))
+        # no words (the bridge is off): the table is not asked for, so it is not made
+        table = self._table.get() if self._table is not None and distinct else None
         with self._lock:
-            for w in dict.fromkeys(wanted):
+            for w in distinct:
+                if table is not None and w in table:
+                    found[w] = table[w]
+                    continue
                 v = self._cache.get(w)
                 if v is None:
                     missing.append(w)
@@ -156,11 +159,15 @@ class WordVectors:
 
     def _store(self, found: Dict[str, np.ndarray], missing: List[str], rows: Sequence[Sequence[float]]) -> None:
         with self._lock:
-            for w, v in zip(missing, _unit(rows)):
+            for w, v in zip(missing, unit_rows(rows)):
                 self._cache[w] = v
                 found[w] = v
             while len(self._cache) > self._max:
                 self._cache.popitem(last=False)
+
+    def missing(self, wanted: Iterable[str]) -> List[str]:
+        """The words of ``wanted`` that :meth:`lookup` would embed (neither the table nor the cache holds them)."""
+        return self._split(wanted)[1]
 
     def lookup(self, wanted: Iterable[str]) -> Dict[str, np.ndarray]:
         """Each word of ``wanted`` with its vector (the missing ones embedded in one batch)."""

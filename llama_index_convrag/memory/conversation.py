@@ -178,7 +178,8 @@ class ConversationMemory:
                                          "EpisodicOptions(enabled=False)")
             episodic = EpisodicMemory.from_defaults(embed_model=embed_model, target=target, client=client,
                                                     collection_name=o.episodic.collection_name,
-                                                    rules=o.episodic.rules, cached_rows=o.episodic.cached_rows)
+                                                    rules=o.episodic.rules, cached_rows=o.episodic.cached_rows,
+                                                    word_table=o.episodic.word_table)
         counter = count_tokens if count_tokens is not None else default_count_tokens
         if o.summary.enabled:
             summary = RunningSummary(store=store, options=o.summary, llm=llm, count_tokens=counter)

@@ -25,6 +25,7 @@ from llama_index.core.schema import QueryBundle
 from pymilvus import MilvusClient
 
 from llama_index_convrag._beside import LazyThreads, arun_beside, run_beside
+from llama_index_convrag.embeddings.word_table import word_table_source
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.calls import LoopClients, MilvusCall, MilvusSteps, adrive, drive
 from llama_index_convrag.milvus.client import MilvusTarget
@@ -193,7 +194,8 @@ class EpisodicMemory:
 
     def __init__(self, *, client: MilvusClient, embed_model: BaseEmbedding, dim: int,
                  collection_name: str = DEFAULT_COLLECTION, rules: Optional[RecallRules] = None,
-                 target: Optional[MilvusTarget] = None, cached_rows: int = DEFAULT_CACHED_ROWS) -> None:
+                 target: Optional[MilvusTarget] = None, cached_rows: int = DEFAULT_CACHED_ROWS,
+                 word_table: bool = True) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ConfigurationError(f"dim must be an int >= 1 (the embedding size), got {dim!r}")
         self._client = client
@@ -207,7 +209,7 @@ class EpisodicMemory:
                                             "async client")
         self._known: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
         self._known_lock = threading.Lock()
-        self._words = WordVectors(embed_model)
+        self._words = WordVectors(embed_model, table=word_table_source(embed_model) if word_table else None)
         self._word_threads = LazyThreads(WORD_THREADS, "convrag-recall-words")
         self._rows = RowCache(cached_rows)
 
@@ -215,17 +217,19 @@ class EpisodicMemory:
     def from_defaults(cls, *, embed_model: BaseEmbedding, target: Optional[MilvusTarget] = None,
                       client: Optional[MilvusClient] = None, collection_name: str = DEFAULT_COLLECTION,
                       rules: Optional[RecallRules] = None, dim: Optional[int] = None,
-                      cached_rows: int = DEFAULT_CACHED_ROWS) -> "EpisodicMemory":
+                      cached_rows: int = DEFAULT_CACHED_ROWS, word_table: bool = True) -> "EpisodicMemory":
         """Connect (``client`` or ``target``); ``dim`` defaults to the model's ``dimension`` (one probe embedding
         when it has none); ``cached_rows``: the recalled fields kept in this process (:mod:`.episodic_rows`; 0
-        reads every recall's candidates from Milvus)."""
+        reads every recall's candidates from Milvus); ``word_table``: the bridge reads the local model's words from
+        its vocabulary table (:mod:`~llama_index_convrag.embeddings.word_table`, made once per machine in the
+        background on first use) instead of embedding them; False embeds every word it has not seen."""
         client = open_client(client, target)
         if dim is None:
             dim = getattr(embed_model, "dimension", None)
         if dim is None:
             dim = len(embed_model.get_text_embedding("dimension probe"))
         return cls(client=client, embed_model=embed_model, dim=int(dim), collection_name=collection_name,
-                   rules=rules, target=target, cached_rows=cached_rows)
+                   rules=rules, target=target, cached_rows=cached_rows, word_table=word_table)
 
     @property
     def rules(self) -> RecallRules:
@@ -444,12 +448,13 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             self._embed_model.get_query_embedding(text)
-        words = self._query_vocabulary(text)
+        words = self._words.missing(self._query_vocabulary(text))
 
         def search() -> Tuple[Any, ...]:
             return drive(self._client, self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
 
-        # the query's words the word cache lacks are embedded in a worker thread while the searches run
+        # the query's words neither the word table nor the cache holds are embedded in a worker thread while the
+        # searches run (none: no worker)
         found = run_beside(search, lambda: self._words.lookup(words), self._word_threads.get()) if words else search()
         return self._finish(found, text, before, k, started)
 
@@ -467,7 +472,7 @@ class EpisodicMemory:
         text = query_text(query)
         vector = query.embedding if isinstance(query, QueryBundle) and query.embedding is not None else \
             await self._embed_model.aget_query_embedding(text)
-        words = self._query_vocabulary(text)
+        words = self._words.missing(self._query_vocabulary(text))
         search = adrive(self._async_client(), self._recall_steps(expr, vector, text, owner, conversation_id, before, k))
         found = await (arun_beside(search, asyncio.to_thread(self._words.lookup, words)) if words else search)
         return self._finish(found, text, before, k, started)

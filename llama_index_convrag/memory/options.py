@@ -48,7 +48,10 @@ class EpisodicOptions:
     every conversation and owner; each row names both). ``cached_rows``: the recalled messages' fields kept in
     this process, so that a recall reads only the candidates' ids and scores from Milvus
     (:mod:`~llama_index_convrag.memory.episodic_rows`; 0 reads their fields at every recall: use 0 when other
-    processes write the same collection on a Milvus server, whose rewrites this process would not see)."""
+    processes write the same collection on a Milvus server, whose rewrites this process would not see).
+    ``word_table``: the vocabulary bridge reads the local model's single-word vectors from a table of its vocabulary
+    (:mod:`~llama_index_convrag.embeddings.word_table`: made once per machine, in the background, on first use)
+    instead of embedding each new word; False embeds them."""
 
     enabled: bool = True
     k: int = 10
@@ -56,9 +59,11 @@ class EpisodicOptions:
     rules: RecallRules = field(default_factory=RecallRules)
     collection_name: str = DEFAULT_COLLECTION
     cached_rows: int = DEFAULT_CACHED_ROWS
+    word_table: bool = True
 
     def __post_init__(self) -> None:
         _flag("EpisodicOptions", "enabled", self.enabled)
+        _flag("EpisodicOptions", "word_table", self.word_table)
         _int("EpisodicOptions", "k", self.k, 1)
         _int("EpisodicOptions", "window", self.window, 0)
         _int("EpisodicOptions", "cached_rows", self.cached_rows, 0)

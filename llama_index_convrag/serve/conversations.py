@@ -154,8 +154,9 @@ async def run_turn(state: ServeState, request: Request, conversation_id: str, qu
     turn = await open_turn(state, conversation_id, question, regenerate, claimed=claimed,
                            began=arrived_at(request.scope), knowledge_base=knowledge_base, owner=owner)
     events = turn_events(state, turn, names_of(state, knowledge_base))
-    if stream:  # the turn starts now, while the response is set up
-        log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, state.limits.resume_grace_s))
+    if stream:  # the turn starts now, while the response is set up; its start event is in the log already
+        log = state.logs.add(turn.placeholder.id, await TurnLog.begin(events, state.stream_window_s,
+                                                                      state.limits.resume_grace_s))
         return TurnStream(log.reader(), ping_s=state.limits.ping_s)
     return await _collect(events)
 

@@ -1,7 +1,8 @@
 """A streamed turn's event log: the events as clients get them, numbered, kept, and read by any number of readers.
 
 :class:`TurnLog` starts the turn's events in their own task as soon as it is made (a turn's retrieval begins while
-its response is being set up), merges text deltas per window (a delta goes out at once when the last one went out
+its response is being set up; :meth:`TurnLog.begin` reads the first one, a turn's ``start``, in the caller's task
+first, so the response sends it without waiting for the loop to reach that task), merges text deltas per window (a delta goes out at once when the last one went out
 at least ``window_s`` ago, else with the text that arrived until then: one event, not one per token), numbers each
 event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from any event id: a client that lost
 its connection reads on from its ``Last-Event-ID``, the deltas it missed merged into one. The log holds the turn's
@@ -32,7 +33,8 @@ Entry = Tuple[int, str, Dict[str, Any]]
 class TurnLog:
     """See the module docstring. ``events``: the turn's ``(name, data)`` pairs (``turns.turn_events``)."""
 
-    def __init__(self, events: AsyncIterator[Event], window_s: float, grace_s: float = 0.0) -> None:
+    def __init__(self, events: AsyncIterator[Event], window_s: float, grace_s: float = 0.0,
+                 first: Optional[Event] = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._window_s, self._grace_s = window_s, grace_s
         self._entries: List[Entry] = []
@@ -43,7 +45,21 @@ class TurnLog:
         self._waiters: List[asyncio.Future] = []  # one per reader waiting for the next event
         self._readers = 0
         self.done = False
+        self._events = events
+        if first is not None:  # read by the caller (:meth:`begin`): kept before the task runs
+            self._entries.append((1, *first))
         self._task = self._loop.create_task(self._pump(events))
+
+    @classmethod
+    async def begin(cls, events: AsyncIterator[Event], window_s: float, grace_s: float = 0.0) -> "TurnLog":
+        """A log whose first event is read now, in the caller's task, and kept before the rest start in their own:
+        a response made next sends it without waiting for the loop to reach the turn's task (a turn's ``start``, the
+        ids, needs no await)."""
+        try:
+            first: Optional[Event] = await events.__anext__()
+        except StopAsyncIteration:
+            first = None
+        return cls(events, window_s, grace_s, first)
 
     # --- what the log holds ----------------------------------------------------------------------------------
     @property
@@ -139,6 +155,12 @@ class TurnLog:
             self._task.cancel()
         with anyio.CancelScope(shield=True):
             await asyncio.gather(self._task, return_exceptions=True)
+            close = getattr(self._events, "aclose", None)
+            if close is not None:  # cancelled before its task first ran: the events' own cleanup runs here
+                await close()
+        if not self.done:  # (the task never ran: its readers end here)
+            self.done = True
+            self._wake()
 
     async def wait(self) -> None:
         """Until the turn has ended (its last event is in the log)."""

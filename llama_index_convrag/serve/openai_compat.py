@@ -209,7 +209,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, who: T
                            owner=owner)
     events = turn_events(state, turn, names_of(state, kb))
     if body.stream:  # the turn starts now, while the response is set up; a client that leaves cancels it
-        log = state.logs.add(turn.placeholder.id, TurnLog(events, state.stream_window_s, grace_s=0))
+        log = state.logs.add(turn.placeholder.id, await TurnLog.begin(events, state.stream_window_s, grace_s=0))
         chunks = _Chunks(body.model, question, body.stream_options is not None and body.stream_options.include_usage)
         return TurnStream(log.reader(), render=chunks, tail=chunks.tail, ping_s=state.limits.ping_s)
     return await _complete(events, body.model, question)

@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
+from llama_index_convrag.embeddings.word_table import WordTable
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.memory.rules import RecallRules
 from llama_index_convrag.memory.bridge import (
@@ -176,3 +177,28 @@ async def test_word_vectors_async_twin_shares_the_cache() -> None:
 def test_word_vectors_refuse_a_bad_size(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"max_words must be an int >= 1, got"):
         WordVectors(Counting(), max_words=bad)
+
+
+class FixedTable:
+    """A word table source that answers ``table`` (None: not made yet)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table, self.asked = table, 0
+
+    def get(self) -> Any:
+        self.asked += 1
+        return self.table
+
+
+def test_word_vectors_read_table_words_without_embedding_or_caching_them() -> None:
+    model = Counting()
+    source = FixedTable(None)
+    cache = WordVectors(model, table=source)  # type: ignore[arg-type]
+    assert cache.missing([]) == [] and source.asked == 0  # no words: the table is not asked for (nor made)
+    assert cache.missing(["abcd", "ab"]) == ["abcd", "ab"] and source.asked == 1  # no table yet: both embedded
+    source.table = WordTable([(["abcd"], np.asarray([[0.0, 1.0]], dtype=np.float32))])
+    assert cache.missing(["abcd", "ab", "ab"]) == ["ab"] and model._batches == []
+    got = cache.lookup(["abcd", "ab"])
+    assert model._batches == [["ab"]] and len(cache) == 1  # the table's word is neither embedded nor cached
+    np.testing.assert_array_equal(got["abcd"], [0.0, 1.0])
+    np.testing.assert_allclose(got["ab"], [0.5547002, 0.8320503], rtol=1e-6)

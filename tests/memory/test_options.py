@@ -22,6 +22,7 @@ def test_defaults_turn_recall_and_summary_on_and_facts_off() -> None:
     (lambda: EpisodicOptions(enabled="yes"), "EpisodicOptions.enabled must be True or False, got 'yes'"),
     (lambda: EpisodicOptions(rules={}), "EpisodicOptions.rules must be a RecallRules, got dict"),
     (lambda: EpisodicOptions(cached_rows=-1), "EpisodicOptions.cached_rows must be an int >= 0, got -1"),
+    (lambda: EpisodicOptions(word_table="off"), "EpisodicOptions.word_table must be True or False, got 'off'"),
     (lambda: SummaryOptions(max_tokens=8), "SummaryOptions.max_tokens must be an int >= 16, got 8"),
     (lambda: SummaryOptions(no_llm="keywords"),
      r"SummaryOptions.no_llm must be one of \['none', 'salient'\], got 'keywords'"),

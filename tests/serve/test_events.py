@@ -152,3 +152,22 @@ async def test_keep_alives_repeat_while_silent_and_never_come_between_close_even
     gate.set()
     assert [e async for e in events if e is not None] == [(42, "done", {"status": "complete"})]
     await reader.close()
+
+
+async def test_begin_keeps_the_first_event_before_the_turns_task_runs() -> None:
+    log: List[str] = []
+    turn = await TurnLog.begin(source(TURN, log, pause=True), window_s=0)
+    assert turn.entries() == [(1, "start", {"id": "a"})]  # no await since: the task has not run
+    out = await read(turn)
+    assert (out[0], out[-1]) == ((1, "start", {"id": "a"}), (5, "done", {"status": "complete"}))
+    assert turn.entries() == [(i, n, d) for i, (n, d) in enumerate(TURN, start=1)]
+    assert log == ["finished", "cleaned"]
+
+
+async def test_a_turn_cancelled_before_its_task_ran_still_runs_its_cleanup() -> None:
+    log: List[str] = []
+    turn = await TurnLog.begin(source(TURN, log), window_s=0)
+    await turn.cancel()  # before the loop reached the task: the source is closed here
+    assert log == ["cleaned"]
+    assert turn.done
+    assert await read(turn) == [(1, "start", {"id": "a"})]
