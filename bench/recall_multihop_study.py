@@ -56,19 +56,24 @@ class Study:
         self.lists: Dict[str, Lists] = pickle.loads(LISTS.read_bytes()) if LISTS.is_file() else {}
 
     def scores(self, ci: int, qi: int, fused: Dict[int, float], rules: RecallRules = DEFAULT,
-               extra_spread: Sequence[Tuple[int, float]] = ()) -> Dict[int, float]:
-        """Spread (plus ``extra_spread``: ``(offset, share)``, position p + offset gaining share x p's fused score),
-        the pool of 30, the speaker step, the bridge step."""
+               extra_spread: Sequence[Tuple[int, float]] = (), pool: Optional[int] = None,
+               before_pool: Optional[Callable[[int, int, Dict[int, float]], Dict[int, float]]] = None
+               ) -> Dict[int, float]:
+        """Spread (plus ``extra_spread``: ``(offset, share)``, position p + offset gaining share x p's fused score;
+        then ``before_pool`` when given), the pool (``rules.pool(10)`` unless ``pool``), the speaker step, the bridge
+        step."""
         units = self.convs[ci]["units"]
         sc = {p: s for p, (s, _) in spread_scores(fused, rules).items() if p < len(units)}
         for p, s in fused.items():
             for offset, share in extra_spread:
                 if 0 <= p + offset < len(units):
                     sc[p + offset] = sc.get(p + offset, 0.0) + share * s
-        pool = best(sc, rules.pool(10))
-        speakers = {p: units[p].speaker for p in pool}
+        if before_pool is not None:
+            sc = before_pool(ci, qi, sc)
+        kept = best(sc, pool if pool is not None else rules.pool(10))
+        speakers = {p: units[p].speaker for p in kept}
         named = named_speaker(self.convs[ci]["questions"][qi]["question"], speakers.values())
-        s = boost_speaker({p: sc[p] for p in pool}, speakers, named, rules.speaker_boost)
+        s = boost_speaker({p: sc[p] for p in kept}, speakers, named, rules.speaker_boost)
         got = bridge_scores(s, self.qw[(ci, qi)], {p: self.uw[(ci, p)] for p in s}, self.vec, rules)
         return {p: v["score"] for p, v in got.items()}
 

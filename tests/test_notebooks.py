@@ -69,8 +69,8 @@ def kernel_name(tmp_path, monkeypatch):
 
 def kernel_env(home: Path) -> Dict[str, str]:
     """A kernel's environment with its own HOME: Milvus Lite keeps its scratch files in ``$HOME/.cache/milvus`` and
-    a server that exits deletes that folder, so kernels starting and stopping servers side by side with one HOME fail
-    now and then ("create dir:/root/.cache/milvus failed"). matplotlib keeps the real configuration folder, and the
+    a server that exits deletes that folder, so processes starting and stopping servers side by side with one HOME
+    (the xdist workers, other kernels) fail now and then ("create dir:/root/.cache/milvus failed"). matplotlib keeps the real configuration folder, and the
     local model its real cache of converted graphs (else each kernel builds the fused graph again)."""
     home.mkdir(parents=True, exist_ok=True)
     mpl = os.environ.get("MPLCONFIGDIR", str(Path.home() / ".config" / "matplotlib"))
@@ -79,9 +79,12 @@ def kernel_env(home: Path) -> Dict[str, str]:
 
 
 def test_notebooks_execute(kernel_name, tmp_path, shared_data):
-    """All notebooks at once, one kernel each: most of their time is single-threaded imports and start-up."""
+    """All notebooks in one kernel, one after the other, each from an empty namespace (``%reset -f`` first, as a new
+    kernel would give it): a kernel's imports and model load (about 10 CPU-s) are paid once instead of per notebook."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
+    from jupyter_client.manager import AsyncKernelManager
+
     before = sorted(p.name for p in NOTEBOOK_DIR.iterdir())
     committed = {path: path.read_bytes() for path in NOTEBOOKS}
     notebooks = {}
@@ -89,17 +92,29 @@ def test_notebooks_execute(kernel_name, tmp_path, shared_data):
         shutil.copyfile(path, tmp_path / path.name)
         notebooks[path.name] = nbformat.read(tmp_path / path.name, as_version=4)
 
-    async def run_all() -> list:
-        clients = [nbclient.NotebookClient(nb, timeout=240, kernel_name=kernel_name,
-                                           resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
-                   for nb in notebooks.values()]
-        return await asyncio.gather(*(c.async_execute(env=kernel_env(tmp_path / f"home-{i}"))
-                                      for i, c in enumerate(clients)), return_exceptions=True)
+    async def run_all() -> Dict[str, BaseException]:
+        km = AsyncKernelManager(kernel_name=kernel_name)
+        await km.start_kernel(cwd=str(NOTEBOOK_DIR), env=kernel_env(tmp_path / "home"))
+        failures: Dict[str, BaseException] = {}
+        try:
+            for name, nb in notebooks.items():
+                nb.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
+                client = nbclient.NotebookClient(nb, km=km, timeout=240, kernel_name=kernel_name)
+                try:
+                    await client.async_execute()
+                except Exception as exc:  # noqa: BLE001 - reported per notebook below; the next one still runs
+                    failures[name] = exc
+                finally:
+                    if client.kc is not None:
+                        client.kc.stop_channels()
+        finally:
+            await km.shutdown_kernel(now=True)
+        return failures
 
-    outcomes = asyncio.run(run_all())
-    failures = {name: str(o)[-2000:] for name, o in zip(notebooks, outcomes) if isinstance(o, BaseException)}
+    failures = {name: str(exc)[-2000:] for name, exc in asyncio.run(run_all()).items()}
     assert failures == {}
     for name, nb in notebooks.items():
+        assert nb.cells[0].source == "%reset -f" and nb.cells[0].get("outputs") == [], name
         outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
         assert [o for o in outputs if o.get("output_type") == "error"] == [], name
         assert any(o.get("output_type") == "stream" for o in outputs), name

@@ -24,19 +24,21 @@ LOOKUP_WINDOW = 64
 QUERY_LIMIT = 16384
 
 
-def stored_hashes(client: MilvusClient, collection_name: str, spec: CollectionSpec, doc_ids: Sequence[str]
-                  ) -> Dict[str, Optional[str]]:
-    """The stored content hash of each of ``doc_ids`` (``None`` if absent, ``""`` if incomplete)."""
+def stored_hashes(client: MilvusClient, collection_name: str, spec: CollectionSpec, doc_ids: Sequence[str],
+                  timeout: Optional[float] = None) -> Dict[str, Optional[str]]:
+    """The stored content hash of each of ``doc_ids`` (``None`` if absent, ``""`` if incomplete); ``timeout``:
+    seconds each query may take, pymilvus's retries included (None: its own retries, no deadline)."""
     doc_field, meta_field = spec.doc_id_field, spec.metadata_field
     expr = f"{doc_field} in [{', '.join(quote_string(d) for d in doc_ids)}]"
-    rows = client.query(collection_name, filter=expr, output_fields=[doc_field, meta_field], limit=QUERY_LIMIT)
+    rows = client.query(collection_name, filter=expr, output_fields=[doc_field, meta_field], limit=QUERY_LIMIT,
+                        timeout=timeout)
     if len(rows) < QUERY_LIMIT:
         count = Counter(row[doc_field] for row in rows)
     elif len(doc_ids) > 1:
-        return {d: stored_hashes(client, collection_name, spec, [d])[d] for d in doc_ids}
+        return {d: stored_hashes(client, collection_name, spec, [d], timeout)[d] for d in doc_ids}
     else:  # one document of more chunks than a query returns: count them server-side
-        count = Counter({doc_ids[0]: client.query(collection_name, filter=expr,
-                                                  output_fields=["count(*)"])[0]["count(*)"]})
+        count = Counter({doc_ids[0]: client.query(collection_name, filter=expr, output_fields=["count(*)"],
+                                                  timeout=timeout)[0]["count(*)"]})
     meta: Dict[str, Dict[str, Any]] = {}
     for row in rows:
         meta.setdefault(row[doc_field], row.get(meta_field) or {})

@@ -12,6 +12,9 @@
   stage). **embed and write** (:func:`embed_and_write`): the model ``embed_factory`` builds, once per worker
   process (the local model or an embedding server's client), embeds a batch, and the batch is upserted (a batch
   that Ray retries after a worker failure does not duplicate rows).
+* Every Milvus call of a task has a deadline (:class:`WorkerDeadlines`, pymilvus's own retries included); a call
+  that runs out of time is made once more on a new connection, then the task fails with
+  :class:`~llama_index_convrag.errors.MilvusConnectionError` naming the server, the call and the deadline.
 * Chunk ids, texts, metadata and vectors are the ones :mod:`~llama_index_convrag.ingest.pipeline` stores, so the
   two engines can take turns on one collection: a re-run of either skips the files the other stored.
 * The workers are separate processes, on other machines in a real cluster: the target must be a Milvus server (a
@@ -26,13 +29,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
+import grpc
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.node_parser import NodeParser
 
-from llama_index_convrag.errors import ConfigurationError
+from llama_index_convrag.errors import ConfigurationError, MilvusConnectionError
 from llama_index_convrag.ingest import changes
 from llama_index_convrag.ingest.embed_stage import embed_texts
 from llama_index_convrag.ingest.limits import computes_in_process
@@ -42,7 +46,7 @@ from llama_index_convrag.ingest.progress import StopRequest
 from llama_index_convrag.ingest.read_stage import load_splitter, pickle_splitter
 from llama_index_convrag.ingest.report import IngestReport
 from llama_index_convrag.ingest.writer import delete_document
-from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus, reconnect_milvus
 from llama_index_convrag.milvus.schema import CollectionSpec
 
 DISTRIBUTED_EXTRA_HINT = 'pip install "llama-index-convrag[distributed]"'
@@ -53,6 +57,30 @@ CLIENT_EMBED_CPUS = 0.25
 LOCAL_EMBED_CPUS = 1.0
 #: Columns of the rows between the stages; a row is a file's outcome or one chunk.
 OUTCOME_COLUMNS = ("doc_id", "outcome", "reason", "expected")
+#: gRPC codes of a call that ran out of time or lost its connection: the ones a new connection may cure.
+RETRIED_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class WorkerDeadlines:
+    """Seconds a Ray task's Milvus calls may take, and how many times a call that runs out of time is made (each
+    retry on a new connection)."""
+
+    #: Connecting: three times pymilvus's 10 s default, for a worker sharing a loaded machine with its server.
+    connect_s: float = 30.0
+    #: One query, delete or upsert, pymilvus's retries included: the Ray test's first test (three ingests, every
+    #: call of them) took 23 s at load 14 on 2 cores, so one call past a minute is stuck, not slow.
+    call_s: float = 60.0
+    #: The first attempt and one retry on a new connection.
+    attempts: int = 2
+
+    def __post_init__(self) -> None:
+        if not (self.connect_s > 0 and self.call_s > 0):
+            raise ConfigurationError(f"WorkerDeadlines connect_s and call_s must be > 0 seconds, got "
+                                     f"{self.connect_s!r} and {self.call_s!r}")
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigurationError(f"WorkerDeadlines attempts must be an integer >= 1, got {self.attempts!r}")
 
 
 def import_ray() -> Any:
@@ -77,6 +105,7 @@ class _Job:
     splitter: bytes
     embed_factory: Callable[[], BaseEmbedding]
     model_key: str
+    deadlines: WorkerDeadlines = WorkerDeadlines()
 
 
 #: Per worker process: splitters and models by key. Ray reuses its worker processes across tasks and runs, so
@@ -98,15 +127,50 @@ def _model(job: _Job) -> BaseEmbedding:
     return _MODELS[job.model_key]
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """True for a call that ran out of time or lost its connection (pymilvus raises gRPC's error for a deadline
+    and its own ``MilvusException`` when its retries run out)."""
+    code = exc.code() if isinstance(exc, grpc.RpcError) else getattr(exc, "code", None)
+    return code in RETRIED_CODES or "timeout" in str(exc).lower()
+
+
+def milvus_call(job: _Job, what: str, call: Callable[[Any, float], T]) -> T:
+    """``call(client, timeout)`` on this process' client of ``job.target`` under ``job.deadlines``: a call that runs
+    out of time (or cannot connect) is made again on a new connection, up to ``attempts`` times in all; then
+    :class:`MilvusConnectionError` naming the server, ``what`` and the deadline. Other errors pass through."""
+    deadlines: WorkerDeadlines = job.deadlines
+    last: Optional[BaseException] = None
+    for attempt in range(deadlines.attempts):
+        try:
+            client = (connect_milvus(job.target, timeout=deadlines.connect_s) if attempt == 0
+                      else reconnect_milvus(job.target, timeout=deadlines.connect_s))
+            return call(client, deadlines.call_s)
+        except MilvusConnectionError as exc:
+            last = exc
+        except Exception as exc:  # noqa: BLE001 - pymilvus raises gRPC's errors and its own; others re-raised
+            if not _timed_out(exc):
+                raise
+            last = exc
+    said = str(last).strip().splitlines()[0][:300] if last is not None and str(last).strip() else type(last).__name__
+    raise MilvusConnectionError(
+        f"Milvus at {job.target.uri!r} did not answer {what} on collection {job.collection_name!r} within "
+        f"{deadlines.call_s:g} s (connecting within {deadlines.connect_s:g} s) in {deadlines.attempts} attempt(s), "
+        f"each retry on a new connection; last error: {said}") from last
+
+
 def read_files(batch: Mapping[str, np.ndarray], job: _Job) -> Dict[str, np.ndarray]:
     """Read stage: a window of paths -> one outcome row per file and one row per chunk of the files to store."""
-    client, splitter, paths = connect_milvus(job.target), _splitter(job), [Path(p) for p in batch["path"]]
-    stored = changes.stored_hashes(client, job.collection_name, job.spec, [p.as_posix() for p in paths])
+    splitter, paths = _splitter(job), [Path(p) for p in batch["path"]]
+    doc_ids = [p.as_posix() for p in paths]
+    stored = milvus_call(job, "the stored-hash query", lambda client, timeout: changes.stored_hashes(
+        client, job.collection_name, job.spec, doc_ids, timeout=timeout))
     out: Dict[str, List[Any]] = {k: [] for k in (*OUTCOME_COLUMNS, "text", "row")}
     for path in paths:
         prepared = prepare_file(path, stored[path.as_posix()], splitter, job.spec, keep_nodes=False)
         if prepared.outcome == "updated":
-            delete_document(client, job.collection_name, job.spec, prepared.doc_id)
+            doc_id = prepared.doc_id
+            milvus_call(job, f"the delete of {doc_id!r}", lambda client, timeout: delete_document(
+                client, job.collection_name, job.spec, doc_id, timeout=timeout))
         _append(out, prepared.doc_id, prepared.outcome, prepared.reason, len(prepared.chunks), "", "")
         for chunk in prepared.chunks:
             _append(out, prepared.doc_id, "chunk", "", 0, chunk.text, json.dumps(chunk.row))
@@ -131,7 +195,8 @@ def embed_and_write(batch: Mapping[str, np.ndarray], job: _Job) -> Dict[str, np.
     for row, vector in zip(rows, vectors or []):
         row[job.spec.dense_fields[0]] = vector
     if rows:
-        connect_milvus(job.target).upsert(job.collection_name, rows)
+        milvus_call(job, f"the upsert of {len(rows)} rows", lambda client, timeout: client.upsert(
+            job.collection_name, rows, timeout=timeout))
     t2 = time.perf_counter()
     out: Dict[str, List[Any]] = {k: [] for k in OUTCOME_COLUMNS}
     for i in np.flatnonzero(~chunk):
@@ -186,13 +251,15 @@ def ingest_distributed(
     delete_missing: bool = False,
     recursive: bool = True,
     show_progress: bool = False,
+    deadlines: Optional[WorkerDeadlines] = None,
     **options: Any,
 ) -> IngestReport:
     """Ingest ``paths`` on Ray Data with ``workers`` actors per stage into the Milvus server at ``target``.
 
     ``embed_factory`` builds the embedding model in each actor (a class or a ``functools.partial``; it is pickled);
     ``options`` go to :meth:`Ingestor.from_defaults` (chunk_size, chunk_overlap, dim, analyzer, dense_index), which
-    the driver uses to create or check the collection and to build the splitter.
+    the driver uses to create or check the collection and to build the splitter. ``deadlines`` bound the workers'
+    Milvus calls (:class:`WorkerDeadlines` when None).
     """
     if target.is_lite:
         raise ConfigurationError(f"the Ray engine writes from several processes and needs a Milvus server URI "
@@ -213,7 +280,8 @@ def ingest_distributed(
         raise ConfigurationError(f"collection {collection_name!r} has extra dense fields "
                                  f"{list(driver.spec.dense_fields[1:])}; the Ray engine fills only the first")
     job = _Job(target, collection_name, driver.spec, pickle_splitter(driver.splitter), embed_factory,
-               hashlib.sha1(ray.cloudpickle.dumps(embed_factory)).hexdigest())
+               hashlib.sha1(ray.cloudpickle.dumps(embed_factory)).hexdigest(),
+               WorkerDeadlines() if deadlines is None else deadlines)
     if not ray.is_initialized():
         ray.init(logging_level="WARNING", log_to_driver=False)
     context = ray.data.DataContext.get_current()

@@ -369,6 +369,28 @@ def forget_client(target: MilvusTarget) -> None:
             pass
 
 
+def reconnect_milvus(target: MilvusTarget, *, timeout: float = 10.0) -> MilvusClient:
+    """Replace the cached client of the server ``target`` with one on a new gRPC channel (pymilvus shares one
+    channel per URI among its clients, so closing a client and connecting again would reuse a stuck channel)."""
+    if target.is_lite:
+        raise ConfigurationError(f"reconnect_milvus needs a Milvus server URI (http://HOST:PORT), got the Milvus "
+                                 f"Lite file {target.uri!r}")
+    key = (target.uri, target.token)
+    with _LOCK:
+        old = _CLIENTS.pop(key, None)
+        try:
+            client = MilvusClient(**client_kwargs(target, timeout), dedicated=True)
+        except Exception as exc:  # pymilvus raises several unrelated types here
+            raise MilvusConnectionError(f"cannot connect to Milvus at {target.uri!r}: {exc}") from exc
+        _CLIENTS[key] = client
+    if old is not None:
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - the old channel may be the broken one
+            pass
+    return client
+
+
 def forget_clients() -> None:
     """Close and drop every cached client (tests, long-running notebooks)."""
     with _LOCK:

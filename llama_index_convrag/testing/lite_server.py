@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 ENV_VENV = "CONVRAG_LITE3_VENV"
 DEFAULT_VENV = "/work/venv-lite3"
@@ -71,6 +71,47 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: Ports a server started on a port of its own choosing tries before giving up on a shared one.
+PORT_ATTEMPTS = 3
+
+
+def listening_inodes(port: int) -> List[str]:
+    """The socket inodes listening on TCP ``port`` here (``/proc/net/tcp`` and ``tcp6``; none where unreadable).
+
+    Milvus Lite's gRPC server binds with SO_REUSEPORT: a second server started on a port another one holds comes up
+    without an error, and the kernel then hands each new connection to either of them."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.append(fields[9])
+    return found
+
+
+def listeners(port: int) -> int:
+    """How many sockets listen on TCP ``port`` here (:func:`listening_inodes`)."""
+    return len(listening_inodes(port))
+
+
+def group_listens(group: int, port: int) -> bool:
+    """True when a process of process group ``group`` holds one of the sockets listening on ``port``."""
+    wanted = {f"socket:[{inode}]" for inode in listening_inodes(port)}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            if any(os.readlink(fd) in wanted for fd in proc.joinpath("fd").iterdir()):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
 class LiteServer:
     """Start with :meth:`start` (or as a context manager); :attr:`uri` is ``http://127.0.0.1:PORT``."""
 
@@ -79,6 +120,7 @@ class LiteServer:
         self.executable = executable
         self.data_dir = data_dir
         self.port = port if port is not None else free_port()
+        self._port_chosen = port is None
         self.start_timeout_s = start_timeout_s
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
         self._proc: Optional[subprocess.Popen] = None
@@ -89,6 +131,27 @@ class LiteServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "LiteServer":
+        """Start the server; one that finds its port also held by another listener (the free port was taken between
+        choosing and binding it) moves to another free port, or raises naming the port when it was given."""
+        for _ in range(PORT_ATTEMPTS):
+            self._launch()
+            assert self._proc is not None
+            deadline = time.monotonic() + self.start_timeout_s
+            while not group_listens(self._proc.pid, self.port) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the launcher says "up" before the Milvus binary it started listens
+            if listeners(self.port) <= 1:
+                return self
+            stop_group(self._proc)
+            self._proc = None
+            if not self._port_chosen:
+                break
+            self.port = free_port()
+        self.stop()
+        raise RuntimeError(f"port {self.port} is also held by another listener: a server there would receive only "
+                           f"part of the connections")
+
+    def _launch(self) -> None:
+        """Start the server process on :attr:`port` and return once it serves (raises when it cannot)."""
         if self.data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="convrag-lite3-")
             self.data_dir = Path(self._tmp.name) / "data"
@@ -103,7 +166,7 @@ class LiteServer:
                 raise RuntimeError(f"milvus-lite server exited with {self._proc.returncode}; log: {self.log_path}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                    return
             except OSError:
                 time.sleep(0.2)
         self.stop()

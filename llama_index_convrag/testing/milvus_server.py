@@ -11,8 +11,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import IO, Any, Callable, List, Optional
 
 from llama_index_convrag.milvus.client import LITE_GRPC_OPTIONS
 from llama_index_convrag.testing.lite_server import LiteServer
@@ -41,7 +42,7 @@ class MilvusLiteServer(LiteServer):
     def command(self, db_file: Path) -> List[str]:
         return [str(self.executable), "-W", "ignore", "-c", SERVE_SCRIPT, str(db_file), f"127.0.0.1:{self.port}"]
 
-    def start(self) -> "MilvusLiteServer":
+    def _launch(self) -> None:
         if self.data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="convrag-milvus-")
             self.data_dir = Path(self._tmp.name)
@@ -55,7 +56,17 @@ class MilvusLiteServer(LiteServer):
             rest = proc.stdout.read().decode(errors="replace")[-2000:]
             self.stop()
             raise RuntimeError(f"milvus-lite could not serve on port {self.port}: {first!r} {rest}")
-        return self
+        self.log_path = self.data_dir / "milvus.log"
+        threading.Thread(target=_copy_output, args=(proc.stdout, self.log_path), daemon=True).start()
+
+
+def _copy_output(pipe: IO[bytes], path: Path) -> None:
+    """Copy a server's output to ``path`` until it exits: the Milvus binary writes a few lines to stderr per BM25
+    index commit, and a pipe nobody reads holds 64 KiB, after which the server would block in the middle of a call."""
+    with open(path, "ab") as log:
+        for line in iter(pipe.readline, b""):
+            log.write(line)
+            log.flush()
 
 
 def use_lite_grpc_options() -> Callable[[], None]:

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import grpc
 import pytest
+from llama_index.core.node_parser import SentenceSplitter
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
-from llama_index_convrag.errors import ConfigurationError
-from llama_index_convrag.ingest.distributed import DISTRIBUTED_EXTRA_HINT, import_ray, ingest_distributed
+from llama_index_convrag.errors import ConfigurationError, MilvusConnectionError
+from llama_index_convrag.ingest.distributed import (DISTRIBUTED_EXTRA_HINT, WorkerDeadlines, _Job, import_ray,
+                                                    ingest_distributed, milvus_call, read_files)
 from llama_index_convrag.ingest.pipeline import ingest
+from llama_index_convrag.ingest.read_stage import pickle_splitter
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus
-from llama_index_convrag.milvus.schema import default_dense_index
+from llama_index_convrag.milvus.schema import CollectionSpec, default_dense_index
 from llama_index_convrag.testing.milvus_server import MilvusLiteServer
 from tests.conftest import cosine
 
@@ -23,9 +31,19 @@ OPTIONS = {"chunk_size": 48, "chunk_overlap": 8, "batch_size": 6,
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[Any]:
+    """A local cluster whose workers run at the test run's own priority: Ray starts workers at niceness 15, and on a
+    2-core machine busy with the other test files such a worker got under 1% of a core, so the first task (imports,
+    then its first Milvus query) ran past the test's timeout (pid of a worker: ``ps -o ni``)."""
     ray = pytest.importorskip("ray", reason=f"the Ray engine's tests need {DISTRIBUTED_EXTRA_HINT}")
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
-             log_to_driver=False)
+    for attempt in (1, 2):  # Ray waits a fixed 30 s for its raylet to register; at load 18 it once took longer
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="ERROR",
+                     log_to_driver=False, _system_config={"worker_niceness": 0})
+            break
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+            ray.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(exc):
+                raise
     yield ray
     ray.shutdown()
 
@@ -115,6 +133,67 @@ def test_a_milvus_lite_file_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(ConfigurationError, match=r"unknown option\(s\) \['chunksize'\] for the Ray engine"):
         ingest_distributed([tmp_path], collection_name="c", target=MilvusTarget(uri="http://127.0.0.1:1"),
                            embed_factory=LocalMiniLMEmbedding, chunksize=3)
+
+
+def test_ray_workers_run_at_the_priority_of_the_tests(ray_cluster):
+    @ray_cluster.remote(num_cpus=0.25)
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray_cluster.get(niceness.remote(), timeout=120) == os.nice(0)
+
+
+def _job(uri: str, deadlines: WorkerDeadlines) -> _Job:
+    """What a task of a run into collection ``stuck`` of the server at ``uri`` receives."""
+    return _Job(MilvusTarget(uri=uri), "stuck", CollectionSpec(), pickle_splitter(SentenceSplitter()),
+                LocalMiniLMEmbedding, "k", deadlines)
+
+
+def test_a_server_that_never_answers_fails_the_read_stage_within_its_deadlines_naming_the_call(tmp_path):
+    """A listener that accepts connections and never answers, as a stuck server does: connecting runs out of time, is
+    tried once more on a new connection, then the error names the server, the call and the deadlines."""
+    (tmp_path / "a.txt").write_text("one sentence")
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(16)
+        uri = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        start = time.monotonic()
+        with pytest.raises(MilvusConnectionError, match=rf"Milvus at '{re.escape(uri)}' did not answer the "
+                           r"stored-hash query on collection 'stuck' within 2 s \(connecting within 1 s\) in 2 "
+                           r"attempt\(s\), each retry on a new connection; last error: cannot connect"):
+            read_files({"path": [str(tmp_path / "a.txt")]}, _job(uri, WorkerDeadlines(connect_s=1, call_s=2)))
+        assert time.monotonic() - start < 30  # two connection deadlines of 1 s, and the scheduler's slack
+
+
+class _DeadlineExceeded(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_a_call_past_its_deadline_is_made_again_on_a_new_connection_and_other_errors_are_not(milvus_server):
+    job = _job(milvus_server.uri, WorkerDeadlines(call_s=5))
+    calls = []
+
+    def late_once(client, timeout):
+        calls.append((client, timeout))
+        if len(calls) == 1:
+            raise _DeadlineExceeded()
+        return client.has_collection("stuck", timeout=timeout)
+
+    assert milvus_call(job, "has", late_once) is False
+    assert calls[0][0] is not calls[1][0] and [t for _, t in calls] == [5, 5]  # a new client the second time
+    assert connect_milvus(job.target) is calls[1][0]  # which the process keeps
+    with pytest.raises(ValueError, match="not a deadline"):
+        milvus_call(job, "x", lambda client, timeout: (_ for _ in ()).throw(ValueError("not a deadline")))
+    with pytest.raises(MilvusConnectionError, match=r"did not answer always late on collection 'stuck' within 5 s"):
+        milvus_call(job, "always late", lambda client, timeout: (_ for _ in ()).throw(_DeadlineExceeded()))
+
+
+def test_worker_deadlines_refuse_bad_values():
+    with pytest.raises(ConfigurationError, match=r"connect_s and call_s must be > 0 seconds, got 0 and 60"):
+        WorkerDeadlines(connect_s=0)
+    with pytest.raises(ConfigurationError, match=r"attempts must be an integer >= 1, got 0"):
+        WorkerDeadlines(attempts=0)
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):

@@ -1,6 +1,7 @@
 import pytest
 from pymilvus import DataType
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.client import (
     LITE_GRPC_OPTIONS,
     MilvusConnectionError,
@@ -8,6 +9,7 @@ from llama_index_convrag.milvus.client import (
     client_kwargs,
     connect_milvus,
     connect_milvus_async,
+    reconnect_milvus,
     resolve_milvus,
     server_log_path,
 )
@@ -25,6 +27,14 @@ def test_missing_folder_names_the_uri():
 def test_unreachable_server_names_the_uri():
     with pytest.raises(MilvusConnectionError, match=r"http://127\.0\.0\.1:9"):
         connect_milvus(MilvusTarget("http://127.0.0.1:9"), timeout=1)
+
+
+def test_reconnect_names_the_server_it_cannot_reach_and_refuses_a_lite_file(milvus_target):
+    with pytest.raises(MilvusConnectionError, match=r"cannot connect to Milvus at 'http://127\.0\.0\.1:9'"):
+        reconnect_milvus(MilvusTarget("http://127.0.0.1:9"), timeout=1)
+    with pytest.raises(ConfigurationError, match=r"needs a Milvus server URI \(http://HOST:PORT\), got the Milvus Lite "
+                                                 r"file '.*tests\.db'"):
+        reconnect_milvus(milvus_target)
 
 
 def test_collection_fixture_gives_a_real_collection(milvus_client, collection_name):
