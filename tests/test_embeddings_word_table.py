@@ -13,6 +13,7 @@ import pytest
 from filelock import FileLock
 from llama_index.core.embeddings import MockEmbedding
 
+from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.embeddings import word_table
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding
 from llama_index_convrag.embeddings.word_table import (
@@ -41,7 +42,7 @@ def test_word_table_maps_words_to_rows_and_refuses_a_matrix_of_another_length() 
     table = WordTable([(["a", "b"], np.eye(2, dtype=np.float32)), (["c"], np.ones((1, 2), dtype=np.float32))])
     assert len(table) == 3 and list(table) == ["a", "b", "c"] and "b" in table and "z" not in table
     np.testing.assert_array_equal(table["b"], [0.0, 1.0])
-    with pytest.raises(ValueError, match=r"one row per word: 2 words, matrix of shape \(3, 2\)"):
+    with pytest.raises(ConfigurationError, match=r"one row per word: 2 words, matrix of shape \(3, 2\)"):
         WordTable([(["a", "b"], np.zeros((3, 2)))])
     np.testing.assert_allclose(unit_rows([[3.0, 4.0], [0.0, 0.0]]), [[0.6, 0.8], [0.0, 0.0]])
 

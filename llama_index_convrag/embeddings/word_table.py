@@ -33,6 +33,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding, _load_tokenizer
 from llama_index_convrag.embeddings.model_files import default_cache_dir
+from llama_index_convrag.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class WordTable(Mapping[str, np.ndarray]):
         self._rows: Dict[str, np.ndarray] = {}
         for words, matrix in parts:
             if matrix.ndim != 2 or matrix.shape[0] != len(words):
-                raise ValueError(f"a word table needs one row per word: {len(words)} words, matrix of shape "
+                raise ConfigurationError(f"a word table needs one row per word: {len(words)} words, matrix of shape "
                                  f"{matrix.shape}")
             self._rows.update(zip(words, matrix))
 
