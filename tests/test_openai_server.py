@@ -112,3 +112,33 @@ def test_a_client_that_goes_away_mid_stream_leaves_no_traceback(capfd):
         assert server.handled == 1 and server.handler_errors == []
     err = capfd.readouterr().err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err
+
+
+def test_a_failure_goes_to_the_next_request_to_arrive_not_to_one_still_asleep(openai_server):
+    """A request delayed from before ``fail_next`` (an earlier test's, its client gone) does not take the failure."""
+    import threading
+    import time
+    import urllib.request
+
+    def post() -> int:
+        request = urllib.request.Request(f"{openai_server.base_url}/chat/completions", method="POST",
+                                         data=json.dumps({"model": "m", "messages": [{"role": "user",
+                                                                                      "content": "x"}]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return reply.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    openai_server.delay_s = 0.3
+    statuses = {}
+    asleep = threading.Thread(target=lambda: statuses.update(asleep=post()))
+    asleep.start()
+    while not openai_server.requests:  # it arrived and sleeps
+        time.sleep(0.01)
+    openai_server.delay_s = 0.0
+    openai_server.fail_next(400)
+    asleep.join()  # it woke after the failure was set
+    statuses["next"] = post()
+    assert statuses == {"asleep": 200, "next": 400}

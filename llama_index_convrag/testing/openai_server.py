@@ -310,9 +310,9 @@ def _make_handler(server: LocalOpenAIServer) -> type:
                     self._send_json(404, {"error": {"message": f"unknown path {path}"}})
                 return
             server._record(path, body)
+            failure = server._take_failure()  # at arrival: a request still asleep from an earlier test takes none
             if server.delay_s:
                 time.sleep(server.delay_s)
-            failure = server._take_failure()
             if failure is not None:
                 self._send_json(failure, {"error": {"message": f"injected failure {failure}", "type": "server_error"}})
                 return
