@@ -2,9 +2,9 @@
 
 :class:`TurnLog` starts the turn's events in their own task as soon as it is made (a turn's retrieval begins while
 its response is being set up; :meth:`TurnLog.begin` reads the first one, a turn's ``start``, in the caller's task
-first, so the response sends it without waiting for the loop to reach that task), merges text deltas per window (a delta goes out at once when the last one went out
-at least ``window_s`` ago, else with the text that arrived until then: one event, not one per token), numbers each
-event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from any event id: a client that lost
+first, so the response sends it without waiting for the loop to reach that task), merges text deltas per window (a
+delta goes out at once when the last one went out at least ``window_s`` ago, else with the text that arrived until
+then: one event, not one per token), numbers each event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from any event id: a client that lost
 its connection reads on from its ``Last-Event-ID``, the deltas it missed merged into one. The log holds the turn's
 non-text events and its text once (the answer's size); :attr:`TurnLog.text` is the text streamed so far.
 

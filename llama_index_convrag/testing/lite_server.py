@@ -137,9 +137,11 @@ class LiteServer:
             self._launch()
             assert self._proc is not None
             deadline = time.monotonic() + self.start_timeout_s
-            while not group_listens(self._proc.pid, self.port) and time.monotonic() < deadline:
+            ours = group_listens(self._proc.pid, self.port)
+            while not ours and time.monotonic() < deadline:
                 time.sleep(0.1)  # the launcher says "up" before the Milvus binary it started listens
-            if listeners(self.port) <= 1:
+                ours = group_listens(self._proc.pid, self.port)
+            if ours and listeners(self.port) == 1:  # only ours: not another server answering in its place
                 return self
             stop_group(self._proc)
             self._proc = None
