@@ -55,8 +55,8 @@ def eager_task(coro: "Coroutine[Any, Any, T]", name: Optional[str] = None) -> "a
 
 class _Started(Coroutine):
     """``coro`` as its task sees it. When :meth:`first_step` took the first step early, the task's own first step
-    gets what that step ended with (the future ``coro`` waits on, its result, or its exception); then, and otherwise,
-    ``coro`` itself."""
+    gets what that step ended with (its result or its exception, or the future ``coro`` waits on; when that future is
+    done already, ``coro`` goes on in this step); then, and otherwise, ``coro`` itself."""
 
     def __init__(self, coro: Coroutine) -> None:
         self._coro = coro
@@ -83,7 +83,13 @@ class _Started(Coroutine):
     def send(self, value: Any) -> Any:
         self.begun = True
         if self._held:
-            return self._take_held()
+            waited = self._take_held()
+            if waited is None or (isinstance(waited, asyncio.Future) and waited.done()):
+                # what the early step waited for is over (or it only gave way): go on now, not a pass later
+                if waited is not None:
+                    waited._asyncio_future_blocking = False
+                return self._coro.send(None)
+            return waited
         return self._coro.send(value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # type: ignore[override]

@@ -104,3 +104,23 @@ def test_step_now_runs_once_and_never_after_the_loop_began_the_task_or_a_cancel(
         assert "never" not in steps
 
     run(main())
+
+
+@LOOPS
+def test_when_the_early_wait_is_over_the_tasks_own_first_step_goes_on(run: Callable[[Any], Any]) -> None:
+    async def main() -> None:
+        steps: List[str] = []
+        waited = asyncio.get_running_loop().create_future()
+
+        async def job() -> str:
+            steps.append("waiting")
+            value = await waited
+            steps.append(f"resumed with {value}")
+            return value
+
+        task = eager_task(job())
+        waited.set_result("ready")  # before the loop reaches the task
+        await asyncio.sleep(0)  # one pass: the task's own first step
+        assert steps == ["waiting", "resumed with ready"] and task.done() and task.result() == "ready"
+
+    run(main())
