@@ -1,0 +1,245 @@
+"""Scratch study: a second hop of episodic recall on LoCoMo, a search that brings new candidates into the pool.
+
+Each question's first ranking is the package's (``bench/recall_widen_study.py``'s cached hits, fused, spread, pooled,
+the speaker and bridge steps: ``bench/recall_multihop_study.py``'s ``Study.scores``). A second search is then made
+from what the first found (Milvus Lite, the same rows; searched once per setting and cached in
+``bench/out/recall_hop_lists.pkl``); its hits, split by kind and fused (min-max, own and context lists alike), are
+added to the first fusion at weight ``w`` before spreading, and the package's steps run again. Recall@10 of the
+evidence per half (tune = conversations 0-2, check = 3-4), per category, and multi-hop per half:
+
+* ``dense``: the own-text vectors of the best m messages, each its own query (one call, m queries; the lists
+  averaged or their maximum taken); the query vector moved toward their mean (Rocchio, q + b x mean);
+* ``bm25``: the question with the names and numbers of the best m messages (the text layer's salient terms,
+  speakers' names left out);
+* ``session``: the dense and BM25 searches again, restricted to the s sessions whose best 3 messages score highest
+  (deeper lists of those sessions);
+* ``speaker``: when the question names one speaker, the two searches again restricted to that speaker's messages.
+
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_hop_study.py [--studies dense,bm25,session,speaker]
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _data import OUT  # noqa: E402
+from memory_recall import OWNER  # noqa: E402
+from recall_multihop_study import DEFAULT, Study  # noqa: E402
+from recall_rescore_study import evaluate, indexed  # noqa: E402
+from recall_widen_study import Widen, searched  # noqa: E402
+
+from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.memory.episodic_schema import CONTEXT, DENSE_FIELD, OWN, SPARSE_FIELD  # noqa: E402
+from llama_index_convrag.memory.episodic_search import BM25_PARAMS, DENSE_PARAMS, hit_pairs, search_expr, split  # noqa: E402
+from llama_index_convrag.memory.rules import RecallRules, best, named_speaker  # noqa: E402
+from llama_index_convrag.memory.salient import salient_terms  # noqa: E402
+from llama_index_convrag.milvus.filters import quote_string  # noqa: E402
+from llama_index_convrag.retrievers import fusion  # noqa: E402
+
+HOPS = OUT / "recall_hop_lists.pkl"
+COLLECTION = "hop_memory"
+#: One search: (field, the queries' data, params, a filter added to the conversation's or None).
+Call = Tuple[str, List[Any], Dict[str, Any], Optional[str]]
+#: Per question, each query's hits ``[(row id, score)]`` in call order.
+HopHits = Dict[Tuple[int, int], List[List[Tuple[str, float]]]]
+
+
+class Hop:
+    """The first ranking from the cached hits, second searches (cached), and the package's steps over both."""
+
+    def __init__(self, w: Widen) -> None:
+        self.w, self.st = w, w.st
+        self.cache: Dict[str, HopHits] = pickle.loads(HOPS.read_bytes()) if HOPS.is_file() else {}
+        self.client: Any = None
+        self.firsts: Dict[Tuple[int, int], List[int]] = {}
+
+    def first(self, ci: int, qi: int, m: int) -> List[int]:
+        """The best m positions of the first ranking (the package's, default rules)."""
+        if (ci, qi) not in self.firsts:
+            self.firsts[(ci, qi)] = best(self.st.scores(ci, qi, self.w.fused(ci, qi)), 20)
+        return self.firsts[(ci, qi)][:m]
+
+    def searched(self, name: str, calls: Callable[[int, int], List[Call]]) -> HopHits:
+        if name in self.cache:
+            return self.cache[name]
+        if self.client is None:
+            self.client, _, _ = indexed(self.st.convs, LocalMiniLMEmbedding(), COLLECTION)
+        out: HopHits = {}
+        t0, c0, n = time.perf_counter(), time.process_time(), 0
+        for ci, c in enumerate(self.st.convs):
+            expr = search_expr(OWNER, f"locomo-{ci}", None)
+            for qi in range(len(c["questions"])):
+                got: List[List[Tuple[str, float]]] = []
+                for field, data, params, extra in calls(ci, qi):
+                    if not data:
+                        continue
+                    n += 1
+                    res = self.client.search(COLLECTION, data=data, anns_field=field, limit=2 * DEFAULT.depth,
+                                             filter=expr if extra is None else f"{expr} and {extra}",
+                                             search_params=params, output_fields=[])
+                    got += [[(str(i), float(d)) for i, d in hit_pairs(hits)] for hits in res]
+                out[(ci, qi)] = got
+        print(f"searched {name}: {n} calls, {1000 * (time.perf_counter() - t0) / max(n, 1):.1f} ms wall and "
+              f"{1000 * (time.process_time() - c0) / max(n, 1):.1f} ms CPU per call (this process, load included)")
+        self.cache[name] = out
+        HOPS.write_bytes(pickle.dumps(self.cache))
+        return out
+
+    def added(self, ci: int, qi: int, found: HopHits, combine: str) -> Dict[int, float]:
+        """The second search's score per position in [0, 1]: each query's own and context lists fused (0.5 each),
+        then the queries' scores averaged (``mean``) or their maximum (``max``)."""
+        per_query = []
+        for hits in found[(ci, qi)]:
+            lists = split([{"id": i, "distance": d} for i, d in hits], DEFAULT.depth)
+            per_query.append({int(k): v for k, v in fusion.weighted([lists[OWN], lists[CONTEXT]], [0.5, 0.5])})
+        out: Dict[int, float] = defaultdict(float)
+        for scores in per_query:
+            for p, v in scores.items():
+                out[p] = max(out[p], v) if combine == "max" else out[p] + v / len(per_query)
+        return out
+
+    def run(self, name: str, found: Optional[HopHits] = None, weight: float = 0.0, combine: str = "mean",
+            rules: RecallRules = DEFAULT, w: Optional[Widen] = None) -> Dict[str, float]:
+        src = w if w is not None else self.w
+
+        def rescore(ci: int, qi: int, _: Dict[int, float]) -> Dict[int, float]:
+            fused = src.fused(ci, qi)
+            if found is not None and weight > 0:
+                for p, v in self.added(ci, qi, found, combine).items():
+                    if p < len(self.st.convs[ci]["units"]):
+                        fused[p] = fused.get(p, 0.0) + weight * v
+            return self.st.scores(ci, qi, fused, rules)
+        return evaluate(self.st.convs, self.st.data, name, rescore=rescore)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.drop_collection(COLLECTION)
+
+
+WEIGHTS = (0.1, 0.2, 0.3)
+
+
+def unit(v: np.ndarray) -> List[float]:
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def study_dense(h: Hop) -> None:
+    own, pools = h.st.data["own"], h.st.data["pools"]
+    for m in (3, 5):
+        found = h.searched(f"dense: each of the best {m}", lambda ci, qi, m=m: [
+            (DENSE_FIELD, [own[(ci, p)].tolist() for p in h.first(ci, qi, m)], DENSE_PARAMS, None)])
+        for combine in ("mean", "max"):
+            for wt in WEIGHTS:
+                h.run(f"+ dense each of best {m}, {combine}, w {wt}", found, wt, combine)
+        for b in (0.5, 1.0):
+            def rocchio(ci: int, qi: int, m: int = m, b: float = b) -> List[Call]:
+                q = pools[(ci, qi)]["qvec"]
+                mean = np.mean([own[(ci, p)] for p in h.first(ci, qi, m)], axis=0)
+                return [(DENSE_FIELD, [unit(q / np.linalg.norm(q) + b * mean / np.linalg.norm(mean))], DENSE_PARAMS,
+                         None)]
+            found = h.searched(f"dense: rocchio best {m} b {b}", rocchio)
+            for wt in WEIGHTS:
+                h.run(f"+ dense rocchio best {m} b {b}, w {wt}", found, wt)
+
+
+def study_bm25(h: Hop) -> None:
+    convs = h.st.convs
+    names = {ci: {w.lower() for u in c["units"] for w in u.speaker.split()} for ci, c in enumerate(convs)}
+    for m, n in ((3, 6), (5, 10)):
+        def salient(ci: int, qi: int, m: int = m, n: int = n) -> List[Call]:
+            units = convs[ci]["units"]
+            terms = [t for t in salient_terms(units[p].text for p in h.first(ci, qi, m)) if t.lower() not in names[ci]]
+            q = convs[ci]["questions"][qi]["question"]
+            return [(SPARSE_FIELD, [q + " " + " ".join(terms[:n])] if terms else [], BM25_PARAMS, None)]
+        found = h.searched(f"bm25: question + salient of best {m} ({n})", salient)
+        for wt in WEIGHTS:
+            h.run(f"+ bm25 question + salient of best {m} ({n}), w {wt}", found, wt)
+
+
+def both(vector: Any, text: str, extra: Optional[str]) -> List[Call]:
+    return [(DENSE_FIELD, [list(vector)], DENSE_PARAMS, extra), (SPARSE_FIELD, [text], BM25_PARAMS, extra)]
+
+
+def study_session(h: Hop) -> None:
+    convs, pools = h.st.convs, h.st.data["pools"]
+    for s in (3, 6):
+        def sessions(ci: int, qi: int, s: int = s) -> List[Call]:
+            units = convs[ci]["units"]
+            sc = h.st.scores(ci, qi, h.w.fused(ci, qi))
+            per: Dict[str, List[float]] = defaultdict(list)
+            for p, v in sc.items():
+                per[units[p].session].append(v)
+            mass = {k: sum(sorted(v, reverse=True)[:3]) for k, v in per.items()}
+            top = sorted(mass, key=lambda k: -mass[k])[:s]
+            extra = "metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in top) + "]"
+            return both(pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], extra)
+        found = h.searched(f"session: the best {s} sessions", sessions)
+        for wt in WEIGHTS:
+            h.run(f"+ searches in the best {s} sessions, w {wt}", found, wt)
+
+
+def study_speaker(h: Hop) -> None:
+    convs, pools = h.st.convs, h.st.data["pools"]
+    speakers = {ci: sorted({u.speaker for u in c["units"]}) for ci, c in enumerate(convs)}
+
+    def by_speaker(ci: int, qi: int) -> List[Call]:
+        q = convs[ci]["questions"][qi]["question"]
+        named = named_speaker(q, speakers[ci])
+        if named is None:
+            return []
+        return both(pools[(ci, qi)]["qvec"], q, f"metadata[\"speaker\"] == {quote_string(named)}")
+    found = h.searched("speaker: the named speaker's messages", by_speaker)
+    for wt in WEIGHTS + (0.5,):
+        h.run(f"+ searches of the named speaker's messages, w {wt}", found, wt)
+
+
+def study_other(h: Hop) -> None:
+    """Second searches kept out of the sessions the first ranking's best m come from (a list gathered over sessions
+    needs its other members, which the first searches rank below the best session's neighbours)."""
+    convs, pools, own = h.st.convs, h.st.data["pools"], h.st.data["own"]
+
+    def outside(ci: int, qi: int, m: int) -> str:
+        units = convs[ci]["units"]
+        got = sorted({units[p].session for p in h.first(ci, qi, m)})
+        return "not (metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in got) + "])"
+    for m in (1, 3):
+        found = h.searched(f"other: the question outside the sessions of the best {m}", lambda ci, qi, m=m: both(
+            pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], outside(ci, qi, m)))
+        for wt in WEIGHTS:
+            h.run(f"+ the question outside the best {m}'s sessions, w {wt}", found, wt)
+    found = h.searched("other: each of the best 3 outside their sessions", lambda ci, qi: [
+        (DENSE_FIELD, [own[(ci, p)].tolist() for p in h.first(ci, qi, 3)], DENSE_PARAMS, outside(ci, qi, 3))])
+    for combine in ("mean", "max"):
+        for wt in WEIGHTS:
+            h.run(f"+ dense each of best 3 outside their sessions, {combine}, w {wt}", found, wt, combine)
+
+
+def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--studies", default="dense,bm25,session,speaker")
+    args = ap.parse_args()
+    st = Study()
+    h = Hop(Widen(st, searched(st, 1)))
+    h.run("default (from the cached hits)")
+    studies = {"dense": study_dense, "bm25": study_bm25, "session": study_session, "speaker": study_speaker,
+               "other": study_other}
+    try:
+        for name in args.studies.split(","):
+            studies[name](h)
+    finally:
+        h.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
