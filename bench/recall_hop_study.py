@@ -13,6 +13,12 @@ evidence per half (tune = conversations 0-2, check = 3-4), per category, and mul
   speakers' names left out);
 * ``session``: the dense and BM25 searches again, restricted to the s sessions whose best 3 messages score highest
   (deeper lists of those sessions);
+* ``other``: the question's searches, or the best 3's vectors, kept out of the sessions of the best m;
+* ``words``: BM25 of the question with the conversation's words nearest a query word and the words of the best m
+  that the bridge matched to it (a vocabulary hop from found instances to other instances);
+* ``reach``: for each cached second search, the share of the multi-hop evidence the first searches missed (or
+  ranked outside the pool) that it returns;
+* ``new``: each cached second search added to the candidates the first fusion did not keep only;
 * ``speaker``: when the question names one speaker, the two searches again restricted to that speaker's messages.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_hop_study.py [--studies dense,bm25,session,speaker]
@@ -107,14 +113,17 @@ class Hop:
         return out
 
     def run(self, name: str, found: Optional[HopHits] = None, weight: float = 0.0, combine: str = "mean",
-            rules: RecallRules = DEFAULT, w: Optional[Widen] = None) -> Dict[str, float]:
+            rules: RecallRules = DEFAULT, w: Optional[Widen] = None, only_new: bool = False) -> Dict[str, float]:
+        """Recall@10 with the second search's scores added at ``weight`` (``only_new``: only to positions the first
+        fusion did not keep, so that the hop adds candidates without re-weighting the first ones)."""
         src = w if w is not None else self.w
 
         def rescore(ci: int, qi: int, _: Dict[int, float]) -> Dict[int, float]:
             fused = src.fused(ci, qi)
+            first = set(fused)
             if found is not None and weight > 0:
                 for p, v in self.added(ci, qi, found, combine).items():
-                    if p < len(self.st.convs[ci]["units"]):
+                    if p < len(self.st.convs[ci]["units"]) and not (only_new and p in first):
                         fused[p] = fused.get(p, 0.0) + weight * v
             return self.st.scores(ci, qi, fused, rules)
         return evaluate(self.st.convs, self.st.data, name, rescore=rescore)
@@ -208,8 +217,9 @@ def study_other(h: Hop) -> None:
 
     def outside(ci: int, qi: int, m: int) -> str:
         units = convs[ci]["units"]
-        got = sorted({units[p].session for p in h.first(ci, qi, m)})
-        return "not (metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in got) + "])"
+        got = {units[p].session for p in h.first(ci, qi, m)}
+        rest = sorted({u.session for u in units} - got)  # Milvus Lite refuses ``not`` over a JSON ``in``
+        return "metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in rest) + "]"
     for m in (1, 3):
         found = h.searched(f"other: the question outside the sessions of the best {m}", lambda ci, qi, m=m: both(
             pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], outside(ci, qi, m)))
@@ -222,6 +232,78 @@ def study_other(h: Hop) -> None:
             h.run(f"+ dense each of best 3 outside their sessions, {combine}, w {wt}", found, wt, combine)
 
 
+def study_words(h: Hop) -> None:
+    """A vocabulary hop: the words of the best m that the bridge matched to a query word ("Seattle" for "cities"),
+    averaged with it, and the conversation's words nearest that centre (other instances: "Chicago", "Paris"); BM25
+    of the question with them (or of them alone)."""
+    st = h.st
+    uw, qw, vec, convs = st.uw, st.qw, st.vec, st.convs
+    vocab = {}
+    for ci, c in enumerate(convs):
+        ws = sorted({x for u in c["units"] for x in uw[(ci, u.position)] if x in vec})
+        vocab[ci] = (ws, np.stack([vec[x] for x in ws]))
+
+    def expansion(ci: int, qi: int, m: int, t: float, n: int) -> List[str]:
+        asked = [a for a in qw[(ci, qi)] if a in vec]
+        held = {x for p in h.first(ci, qi, m) for x in uw[(ci, p)] if x in vec}
+        ws, matrix = vocab[ci]
+        out: List[str] = []
+        for a in asked:
+            bridged = [x for x in held if x != a and float(vec[x] @ vec[a]) >= DEFAULT.bridge_threshold]
+            if not bridged:
+                continue
+            centre = vec[a] + np.mean([vec[x] for x in bridged], axis=0)
+            sims = matrix @ (centre / np.linalg.norm(centre))
+            skip = set(asked) | set(bridged)
+            out += [ws[j] for j in np.argsort(-sims)[:n + len(skip)] if sims[j] >= t and ws[j] not in skip][:n]
+        return list(dict.fromkeys(out))
+
+    for m, t, n, alone in ((5, 0.55, 3, False), (5, 0.55, 5, True), (3, 0.6, 3, False)):
+        def calls(ci: int, qi: int, m: int = m, t: float = t, n: int = n, alone: bool = alone) -> List[Call]:
+            got = expansion(ci, qi, m, t, n)
+            q = "" if alone else convs[ci]["questions"][qi]["question"] + " "
+            return [(SPARSE_FIELD, [q + " ".join(got)] if got else [], BM25_PARAMS, None)]
+        label = f"words: best {m}, cos {t}, {n} per word{', alone' if alone else ''}"
+        found = h.searched(label, calls)
+        for wt in WEIGHTS:
+            h.run(f"+ {label}, w {wt}", found, wt)
+
+
+def study_reach(h: Hop) -> None:
+    """For every cached second search: of the multi-hop evidence outside the first four lists (every candidate the
+    first searches returned), the share its hits hold, and the share in its own best 10; the same for the evidence
+    in the lists but outside the pool of 30."""
+    convs = h.st.convs
+    for name, found in h.cache.items():
+        counts = np.zeros(4)
+        totals = np.zeros(2)
+        for ci, c in enumerate(convs):
+            for qi, q in enumerate(c["questions"]):
+                if q["category"] != 1:
+                    continue
+                listed = set(h.w.fused(ci, qi, kept=10 ** 6))
+                pool = set(best(h.st.scores(ci, qi, h.w.fused(ci, qi)), 30))
+                added = h.added(ci, qi, found, "mean")
+                top = set(best(added, 10))
+                for e in q["evidence"]:
+                    group = 0 if e not in listed else 1 if e not in pool else None
+                    if group is None:
+                        continue
+                    totals[group] += 1
+                    counts[2 * group] += e in added
+                    counts[2 * group + 1] += e in top
+        print(f"{name:58s} outside the lists ({totals[0]:.0f}): hit {counts[0] / totals[0]:.3f}, its top 10 "
+              f"{counts[1] / totals[0]:.3f} | listed, outside the pool ({totals[1]:.0f}): hit {counts[2] / totals[1]:.3f},"
+              f" its top 10 {counts[3] / totals[1]:.3f}")
+
+
+def study_new(h: Hop) -> None:
+    """The cached second searches added to new candidates only (those the first fusion did not keep)."""
+    for name in list(h.cache):
+        for wt in WEIGHTS:
+            h.run(f"+ {name}, new candidates only, w {wt}", h.cache[name], wt, only_new=True)
+
+
 def main() -> int:
     import argparse
 
@@ -232,7 +314,8 @@ def main() -> int:
     h = Hop(Widen(st, searched(st, 1)))
     h.run("default (from the cached hits)")
     studies = {"dense": study_dense, "bm25": study_bm25, "session": study_session, "speaker": study_speaker,
-               "other": study_other}
+               "other": study_other, "words": study_words,
+               "reach": study_reach, "new": study_new}
     try:
         for name in args.studies.split(","):
             studies[name](h)
