@@ -19,6 +19,7 @@ evidence per half (tune = conversations 0-2, check = 3-4), per category, and mul
 * ``reach``: for each cached second search, the share of the multi-hop evidence the first searches missed (or
   ranked outside the pool) that it returns;
 * ``new``: each cached second search added to the candidates the first fusion did not keep only;
+* ``context``: ``context_before=2`` (second spread off) with the dense hops, over the conversations indexed so;
 * ``speaker``: when the question names one speaker, the two searches again restricted to that speaker's messages.
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_hop_study.py [--studies dense,bm25,session,speaker]
@@ -36,17 +37,19 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data import OUT  # noqa: E402
-from memory_recall import OWNER  # noqa: E402
+from _data import OUT, cached_embeddings, fresh_dir  # noqa: E402
+from memory_recall import OWNER, TableEmbedding  # noqa: E402
 from recall_multihop_study import DEFAULT, Study  # noqa: E402
 from recall_rescore_study import evaluate, indexed  # noqa: E402
 from recall_widen_study import Widen, searched  # noqa: E402
 
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
+from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
 from llama_index_convrag.memory.episodic_schema import CONTEXT, DENSE_FIELD, OWN, SPARSE_FIELD  # noqa: E402
 from llama_index_convrag.memory.episodic_search import BM25_PARAMS, DENSE_PARAMS, hit_pairs, search_expr, split  # noqa: E402
 from llama_index_convrag.memory.rules import RecallRules, best, named_speaker  # noqa: E402
 from llama_index_convrag.memory.salient import salient_terms  # noqa: E402
+from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
 from llama_index_convrag.milvus.filters import quote_string  # noqa: E402
 from llama_index_convrag.retrievers import fusion  # noqa: E402
 
@@ -61,8 +64,9 @@ HopHits = Dict[Tuple[int, int], List[List[Tuple[str, float]]]]
 class Hop:
     """The first ranking from the cached hits, second searches (cached), and the package's steps over both."""
 
-    def __init__(self, w: Widen) -> None:
-        self.w, self.st = w, w.st
+    def __init__(self, w: Widen, rules: RecallRules = DEFAULT, prefix: str = "") -> None:
+        self.w, self.st, self.rules, self.prefix = w, w.st, rules, prefix
+        self.collection = COLLECTION if rules == DEFAULT else f"{COLLECTION}_ctx{rules.context_before}"
         self.cache: Dict[str, HopHits] = pickle.loads(HOPS.read_bytes()) if HOPS.is_file() else {}
         self.client: Any = None
         self.firsts: Dict[Tuple[int, int], List[int]] = {}
@@ -70,14 +74,16 @@ class Hop:
     def first(self, ci: int, qi: int, m: int) -> List[int]:
         """The best m positions of the first ranking (the package's, default rules)."""
         if (ci, qi) not in self.firsts:
-            self.firsts[(ci, qi)] = best(self.st.scores(ci, qi, self.w.fused(ci, qi)), 20)
+            self.firsts[(ci, qi)] = best(self.st.scores(ci, qi, self.w.fused(ci, qi), self.rules), 20)
         return self.firsts[(ci, qi)][:m]
 
     def searched(self, name: str, calls: Callable[[int, int], List[Call]]) -> HopHits:
+        name = self.prefix + name
         if name in self.cache:
             return self.cache[name]
         if self.client is None:
-            self.client, _, _ = indexed(self.st.convs, LocalMiniLMEmbedding(), COLLECTION)
+            self.client = indexed(self.st.convs, LocalMiniLMEmbedding(), COLLECTION)[0] if self.rules == DEFAULT \
+                else index_with(self.st, self.rules, self.collection)
         out: HopHits = {}
         t0, c0, n = time.perf_counter(), time.process_time(), 0
         for ci, c in enumerate(self.st.convs):
@@ -88,7 +94,7 @@ class Hop:
                     if not data:
                         continue
                     n += 1
-                    res = self.client.search(COLLECTION, data=data, anns_field=field, limit=2 * DEFAULT.depth,
+                    res = self.client.search(self.collection, data=data, anns_field=field, limit=2 * DEFAULT.depth,
                                              filter=expr if extra is None else f"{expr} and {extra}",
                                              search_params=params, output_fields=[])
                     got += [[(str(i), float(d)) for i, d in hit_pairs(hits)] for hits in res]
@@ -113,7 +119,7 @@ class Hop:
         return out
 
     def run(self, name: str, found: Optional[HopHits] = None, weight: float = 0.0, combine: str = "mean",
-            rules: RecallRules = DEFAULT, w: Optional[Widen] = None, only_new: bool = False) -> Dict[str, float]:
+            rules: Optional[RecallRules] = None, w: Optional[Widen] = None, only_new: bool = False) -> Dict[str, float]:
         """Recall@10 with the second search's scores added at ``weight`` (``only_new``: only to positions the first
         fusion did not keep, so that the hop adds candidates without re-weighting the first ones)."""
         src = w if w is not None else self.w
@@ -125,12 +131,27 @@ class Hop:
                 for p, v in self.added(ci, qi, found, combine).items():
                     if p < len(self.st.convs[ci]["units"]) and not (only_new and p in first):
                         fused[p] = fused.get(p, 0.0) + weight * v
-            return self.st.scores(ci, qi, fused, rules)
+            return self.st.scores(ci, qi, fused, rules if rules is not None else self.rules)
         return evaluate(self.st.convs, self.st.data, name, rescore=rescore)
 
     def close(self) -> None:
         if self.client is not None:
-            self.client.drop_collection(COLLECTION)
+            self.client.drop_collection(self.collection)
+
+
+def index_with(st: Study, rules: RecallRules, name: str) -> Any:
+    """A Milvus Lite client holding every conversation indexed with ``rules`` (the default layout's texts from the
+    bench's cache; the texts another layout adds embedded while indexing)."""
+    model = LocalMiniLMEmbedding()
+    texts = sorted({t for c in st.convs for _, own, ctx in unit_texts(c["units"], (), DEFAULT) for t in (own, ctx)})
+    vectors = dict(zip(texts, cached_embeddings(model, texts, "locomo").tolist()))
+    target = MilvusTarget(uri=str(fresh_dir(name) / "memory.db"))
+    client = connect_milvus(target)
+    memory = EpisodicMemory.from_defaults(embed_model=TableEmbedding(vectors, model), client=client, target=target,
+                                          collection_name=name, rules=rules)
+    for c in st.convs:
+        memory.index(c["units"])
+    return client
 
 
 WEIGHTS = (0.1, 0.2, 0.3)
@@ -210,16 +231,20 @@ def study_speaker(h: Hop) -> None:
         h.run(f"+ searches of the named speaker's messages, w {wt}", found, wt)
 
 
+def outside_sessions(units: Sequence[Any], positions: Sequence[int]) -> str:
+    """A filter keeping the sessions none of ``positions`` is in."""
+    got = {units[p].session for p in positions}
+    rest = sorted({u.session for u in units} - got)  # Milvus Lite refuses ``not`` over a JSON ``in``
+    return "metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in rest) + "]"
+
+
 def study_other(h: Hop) -> None:
     """Second searches kept out of the sessions the first ranking's best m come from (a list gathered over sessions
     needs its other members, which the first searches rank below the best session's neighbours)."""
     convs, pools, own = h.st.convs, h.st.data["pools"], h.st.data["own"]
 
     def outside(ci: int, qi: int, m: int) -> str:
-        units = convs[ci]["units"]
-        got = {units[p].session for p in h.first(ci, qi, m)}
-        rest = sorted({u.session for u in units} - got)  # Milvus Lite refuses ``not`` over a JSON ``in``
-        return "metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in rest) + "]"
+        return outside_sessions(convs[ci]["units"], h.first(ci, qi, m))
     for m in (1, 3):
         found = h.searched(f"other: the question outside the sessions of the best {m}", lambda ci, qi, m=m: both(
             pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], outside(ci, qi, m)))
@@ -304,6 +329,30 @@ def study_new(h: Hop) -> None:
             h.run(f"+ {name}, new candidates only, w {wt}", h.cache[name], wt, only_new=True)
 
 
+def study_context(h: Hop) -> None:
+    """``context_before=2`` (second spread off) with a second hop: the first ranking and the second searches over
+    the conversations indexed so."""
+    rules = RecallRules(context_before=2, second_spread=0.0)
+    two = Hop(Widen(h.st, searched(h.st, 2)), rules, prefix="ctx2: ")
+    two.cache = h.cache
+    own = h.st.data["own"]
+    two.run("context_before=2, second spread off")
+    try:
+        found = two.searched("dense: each of the best 3", lambda ci, qi: [
+            (DENSE_FIELD, [own[(ci, p)].tolist() for p in two.first(ci, qi, 3)], DENSE_PARAMS, None)])
+        for wt in (0.1, 0.2):
+            two.run(f"ctx2 + dense each of best 3, mean, w {wt}", found, wt)
+            two.run(f"ctx2 + dense each of best 3, mean, new only, w {wt}", found, wt, only_new=True)
+        convs = h.st.convs
+        found = two.searched("other: each of the best 3 outside their sessions", lambda ci, qi: [
+            (DENSE_FIELD, [own[(ci, p)].tolist() for p in two.first(ci, qi, 3)], DENSE_PARAMS,
+             outside_sessions(convs[ci]["units"], two.first(ci, qi, 3)))])
+        for wt in (0.1, 0.2):
+            two.run(f"ctx2 + dense each of best 3 outside their sessions, w {wt}", found, wt)
+    finally:
+        two.close()
+
+
 def main() -> int:
     import argparse
 
@@ -315,7 +364,8 @@ def main() -> int:
     h.run("default (from the cached hits)")
     studies = {"dense": study_dense, "bm25": study_bm25, "session": study_session, "speaker": study_speaker,
                "other": study_other, "words": study_words,
-               "reach": study_reach, "new": study_new}
+               "reach": study_reach, "new": study_new,
+               "context": study_context}
     try:
         for name in args.studies.split(","):
             studies[name](h)
