@@ -22,7 +22,8 @@ evidence per half (tune = conversations 0-2, check = 3-4), per category, and mul
 * ``context``: ``context_before=2`` (second spread off) with the dense hops, over the conversations indexed so;
 * ``speaker``: when the question names one speaker, the two searches again restricted to that speaker's messages.
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_hop_study.py [--studies dense,bm25,session,speaker]
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_hop_study.py [--studies speaker,session,dense,bm25,other,
+        words,reach,new,context] [--weights 0.1,0.2,0.3]
 """
 
 from __future__ import annotations
@@ -154,7 +155,12 @@ def index_with(st: Study, rules: RecallRules, name: str) -> Any:
     return client
 
 
+#: Weights each second search is added at (``--weights`` replaces them).
 WEIGHTS = (0.1, 0.2, 0.3)
+
+
+def weights() -> Tuple[float, ...]:
+    return WEIGHTS
 
 
 def unit(v: np.ndarray) -> List[float]:
@@ -167,7 +173,7 @@ def study_dense(h: Hop) -> None:
         found = h.searched(f"dense: each of the best {m}", lambda ci, qi, m=m: [
             (DENSE_FIELD, [own[(ci, p)].tolist() for p in h.first(ci, qi, m)], DENSE_PARAMS, None)])
         for combine in ("mean", "max"):
-            for wt in WEIGHTS:
+            for wt in weights():
                 h.run(f"+ dense each of best {m}, {combine}, w {wt}", found, wt, combine)
         for b in (0.5, 1.0):
             def rocchio(ci: int, qi: int, m: int = m, b: float = b) -> List[Call]:
@@ -176,7 +182,7 @@ def study_dense(h: Hop) -> None:
                 return [(DENSE_FIELD, [unit(q / np.linalg.norm(q) + b * mean / np.linalg.norm(mean))], DENSE_PARAMS,
                          None)]
             found = h.searched(f"dense: rocchio best {m} b {b}", rocchio)
-            for wt in WEIGHTS:
+            for wt in weights():
                 h.run(f"+ dense rocchio best {m} b {b}, w {wt}", found, wt)
 
 
@@ -190,7 +196,7 @@ def study_bm25(h: Hop) -> None:
             q = convs[ci]["questions"][qi]["question"]
             return [(SPARSE_FIELD, [q + " " + " ".join(terms[:n])] if terms else [], BM25_PARAMS, None)]
         found = h.searched(f"bm25: question + salient of best {m} ({n})", salient)
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ bm25 question + salient of best {m} ({n}), w {wt}", found, wt)
 
 
@@ -212,7 +218,7 @@ def study_session(h: Hop) -> None:
             extra = "metadata[\"session\"] in [" + ", ".join(quote_string(x) for x in top) + "]"
             return both(pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], extra)
         found = h.searched(f"session: the best {s} sessions", sessions)
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ searches in the best {s} sessions, w {wt}", found, wt)
 
 
@@ -227,7 +233,7 @@ def study_speaker(h: Hop) -> None:
             return []
         return both(pools[(ci, qi)]["qvec"], q, f"metadata[\"speaker\"] == {quote_string(named)}")
     found = h.searched("speaker: the named speaker's messages", by_speaker)
-    for wt in WEIGHTS + (0.5,):
+    for wt in weights() + (0.5,):
         h.run(f"+ searches of the named speaker's messages, w {wt}", found, wt)
 
 
@@ -248,12 +254,12 @@ def study_other(h: Hop) -> None:
     for m in (1, 3):
         found = h.searched(f"other: the question outside the sessions of the best {m}", lambda ci, qi, m=m: both(
             pools[(ci, qi)]["qvec"], convs[ci]["questions"][qi]["question"], outside(ci, qi, m)))
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ the question outside the best {m}'s sessions, w {wt}", found, wt)
     found = h.searched("other: each of the best 3 outside their sessions", lambda ci, qi: [
         (DENSE_FIELD, [own[(ci, p)].tolist() for p in h.first(ci, qi, 3)], DENSE_PARAMS, outside(ci, qi, 3))])
     for combine in ("mean", "max"):
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ dense each of best 3 outside their sessions, {combine}, w {wt}", found, wt, combine)
 
 
@@ -290,7 +296,7 @@ def study_words(h: Hop) -> None:
             return [(SPARSE_FIELD, [q + " ".join(got)] if got else [], BM25_PARAMS, None)]
         label = f"words: best {m}, cos {t}, {n} per word{', alone' if alone else ''}"
         found = h.searched(label, calls)
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ {label}, w {wt}", found, wt)
 
 
@@ -325,7 +331,7 @@ def study_reach(h: Hop) -> None:
 def study_new(h: Hop) -> None:
     """The cached second searches added to new candidates only (those the first fusion did not keep)."""
     for name in list(h.cache):
-        for wt in WEIGHTS:
+        for wt in weights():
             h.run(f"+ {name}, new candidates only, w {wt}", h.cache[name], wt, only_new=True)
 
 
@@ -354,17 +360,19 @@ def study_context(h: Hop) -> None:
 
 
 def main() -> int:
+    global WEIGHTS
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--studies", default="dense,bm25,session,speaker")
+    ap.add_argument("--studies", default="speaker,session,dense,bm25,other,words,reach,new,context")
+    ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)), help="weights of the second searches")
     args = ap.parse_args()
+    WEIGHTS = tuple(float(x) for x in args.weights.split(","))
     st = Study()
     h = Hop(Widen(st, searched(st, 1)))
     h.run("default (from the cached hits)")
     studies = {"dense": study_dense, "bm25": study_bm25, "session": study_session, "speaker": study_speaker,
-               "other": study_other, "words": study_words,
-               "reach": study_reach, "new": study_new,
+               "other": study_other, "words": study_words, "reach": study_reach, "new": study_new,
                "context": study_context}
     try:
         for name in args.studies.split(","):
