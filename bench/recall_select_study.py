@@ -3,8 +3,8 @@
 Over the cached searches of ``bench/recall_widen_study.py`` (``bench/out/recall_hits_ctx1.pkl``) each question's
 pool is scored as the package scores it (``bench/recall_multihop_study.py``'s ``Study.scores``: spread, the pool,
 the speaker step, the bridge); the variants below then choose the k (10) from that pool greedily instead of taking
-the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category, and
-multi-hop per half:
+the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category (tune / check),
+multi-hop per half, and the questions whose recall the variant raised / lowered against the default, per half:
 
 * ``runs``: where the default's top 10 lie (runs of adjacent positions, sessions) and the oracle of the pool;
 * ``mmr``: maximal marginal relevance over the messages' own vectors (lambda x score / best - (1 - lambda) x the
@@ -14,18 +14,23 @@ multi-hop per half:
 * ``cover``: query-aspect coverage: the bridge's term counted over the query words not yet covered by the chosen
   messages (a covered word weighs 1 - d);
 * ``adaptive``: the run decay scaled by how flat the pool's scores are (the k-th best over the best);
-* ``wide``: the same choices from a pool of 60.
+* ``wide``: the same choices from a pool of 60;
+* ``explain``: candidates the bridge gave nothing (no word near a query word) lowered, alone or only next to a
+  chosen message; the part of a score inherited from a chosen message cut (it is explained);
+* ``more``: a candidate holding a capitalised word past a sentence's start (a name, a title) raised; MMR with word
+  overlap (and scaled by flatness); the first slots one per session;
+* ``shape``: the bridge's term as a power of the share, a bonus for every query word covered, both tails.
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide]
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide,explain,more,shape]
 """
 
 from __future__ import annotations
 
+import re
 import sys
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -50,6 +55,7 @@ class Select:
         self.units = {ci: c["units"] for ci, c in enumerate(st.convs)}
         self._pools: Dict[Tuple[int, int, int], Tuple[Dict[int, float], Dict[int, float]]] = {}
         self.rows: List[Tuple[str, Dict[str, float]]] = []
+        self._base: Dict[Tuple[int, int], float] = {}
 
     def pool(self, ci: int, qi: int, size: int) -> Tuple[Dict[int, float], Dict[int, float]]:
         """The pool of ``size``: its final scores and its scores before the bridge (after the speaker step)."""
@@ -68,7 +74,7 @@ class Select:
 
     def run(self, name: str, choose: Optional[Chooser] = None, size: int = 30) -> Dict[str, float]:
         acc: Dict[Tuple[str, object], List[float]] = defaultdict(list)
-        c0 = time.process_time()
+        moved: Counter = Counter()
         for ci, c in enumerate(self.st.convs):
             half = "tune" if ci in TUNE else "check"
             for qi, q in enumerate(c["questions"]):
@@ -76,6 +82,10 @@ class Select:
                 got = choose(ci, qi, final, before) if choose is not None else best(final, K)
                 assert len(got) == min(K, len(final)) and len(set(got)) == len(got), "a chooser must return k"
                 r = len(q["evidence"] & set(got)) / len(q["evidence"])
+                if (ci, qi) not in self._base:  # the first run (the default) is the baseline
+                    self._base[(ci, qi)] = r
+                moved[(half, "+" if r > self._base[(ci, qi)] + 1e-9 else "-" if r < self._base[(ci, qi)] - 1e-9
+                       else "=")] += 1
                 for h in ("all", half):
                     acc[(h, "all")].append(r)
                     acc[(h, q["category"])].append(r)
@@ -83,7 +93,8 @@ class Select:
         cats = " ".join(f"{CATEGORIES[c][:5]} {m[f'tune/{c}']:.3f}/{m[f'check/{c}']:.3f}"
                         for c in sorted(CATEGORIES) if c != 1)
         print(f"{name:46s} all {m['all/all']:.3f} tune {m['tune/all']:.3f} check {m['check/all']:.3f} "
-              f"mh {m['tune/1']:.3f}/{m['check/1']:.3f} | {cats}   ({time.process_time() - c0:.1f} s)", flush=True)
+              f"mh {m['tune/1']:.3f}/{m['check/1']:.3f} | {cats} | questions up/down tune {moved[('tune', '+')]}/"
+              f"{moved[('tune', '-')]} check {moved[('check', '+')]}/{moved[('check', '-')]}", flush=True)
         self.rows.append((name, m))
         return m
 
@@ -344,7 +355,28 @@ def reserve_sessions(s: Select, slots: int) -> Chooser:
     return choose
 
 
+def specific(text: str, skip: Set[str]) -> bool:
+    """Whether ``text`` holds a capitalised word after the first word of a sentence (a name, a title, a place),
+    other than "I" and the words of ``skip`` (lower-cased: the question's words and the speakers' names)."""
+    for sentence in re.split(r"[.!?]\s+", re.sub(r"\[shares .*?\]", "", text)):
+        for w in re.findall(r"[A-Za-z][\w'-]*", sentence)[1:]:
+            if w[0].isupper() and w != "I" and not w.startswith("I'") and w.lower() not in skip:
+                return True
+    return False
+
+
+def specific_chooser(s: Select, b: float) -> Chooser:
+    def choose(ci: int, qi: int, final: Dict[int, float], _: Dict[int, float]) -> List[int]:
+        c = s.st.convs[ci]
+        names = {w.lower() for u in c["units"] for w in u.speaker.split()}
+        skip = names | {n + "'s" for n in names} | {w.lower() for w in re.findall(r"\w+", c["questions"][qi]["question"])}
+        return best({p: v * (1 + b) if specific(c["units"][p].text, skip) else v for p, v in final.items()}, K)
+    return choose
+
+
 def study_more(s: Select) -> None:
+    for b in (0.05, 0.1, 0.2, 0.3):
+        s.run(f"a name-like word (not the question's) x(1 + {b})", specific_chooser(s, b))
     for lam in (0.95, 0.9, 0.8):
         s.run(f"MMR word overlap lambda {lam}", mmr_words(s, lam))
         s.run(f"MMR word overlap lambda {lam} x flatness", mmr_words(s, lam, adaptive=True))
@@ -353,17 +385,51 @@ def study_more(s: Select) -> None:
         s.run(f"pool 60, first {slots} slots: one per session", reserve_sessions(s, slots), size=60)
 
 
+def shape_chooser(s: Select, boost: float, power: float, whole: float = 0.0) -> Chooser:
+    """The bridge's term as ``boost x share ** power`` (+ ``whole`` when the candidate covers every query word)."""
+    def choose(ci: int, qi: int, final: Dict[int, float], before: Dict[int, float]) -> List[int]:
+        out = {}
+        for p, v in before.items():
+            share = (final[p] - v) / DEFAULT.bridge_boost
+            out[p] = v + boost * share ** power + (whole if share > 1 - 1e-9 else 0.0)
+        return best(out, K)
+    return choose
+
+
+def tails_chooser(s: Select, none: float, whole: float) -> Chooser:
+    """Both tails of the bridged share: no query word bridged x(1 - ``none``), every one + ``whole``."""
+    def choose(ci: int, qi: int, final: Dict[int, float], before: Dict[int, float]) -> List[int]:
+        shares = {p: (final[p] - v) / DEFAULT.bridge_boost for p, v in before.items()}
+        if max(shares.values(), default=0.0) <= 1e-9:
+            return best(final, K)
+        return best({p: v * (1 - none) if shares[p] <= 1e-9 else v + (whole if shares[p] > 1 - 1e-9 else 0.0)
+                     for p, v in final.items()}, K)
+    return choose
+
+
+def study_shape(s: Select) -> None:
+    for none in (0.2, 0.3):
+        for whole in (0.1, 0.2):
+            s.run(f"unbridged x(1 - {none}), every word + {whole}", tails_chooser(s, none, whole))
+    for boost in (0.4, 0.5, 0.6):
+        for power in (1.0, 1.5, 2.0, 3.0):
+            if (boost, power) != (0.4, 1.0):
+                s.run(f"bridge term {boost} x share ** {power}", shape_chooser(s, boost, power))
+    for whole in (0.1, 0.2, 0.3):
+        s.run(f"bridge 0.4 x share + {whole} when every word", shape_chooser(s, 0.4, 1.0, whole))
+
+
 def main() -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--studies", default="runs,mmr,decay,cover,adaptive,wide")
+    ap.add_argument("--studies", default="runs,mmr,decay,cover,adaptive,wide,explain,more,shape")
     args = ap.parse_args()
     st = Study()
     s = Select(st, Widen(st, searched(st, 1)))
     s.run("default (best 10 of the pool of 30)")
     studies = {"runs": study_runs, "mmr": study_mmr, "decay": study_decay, "cover": study_cover,
-               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more}
+               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more, "shape": study_shape}
     for name in args.studies.split(","):
         if name:
             studies[name](s)
