@@ -19,7 +19,8 @@ multi-hop per half, and the questions whose recall the variant raised / lowered 
   chosen message; the part of a score inherited from a chosen message cut (it is explained);
 * ``more``: a candidate holding a capitalised word past a sentence's start (a name, a title) raised; MMR with word
   overlap (and scaled by flatness); the first slots one per session;
-* ``shape``: the bridge's term as a power of the share, a bonus for every query word covered, both tails.
+* ``shape``: the bridge's term as a power of the share, a bonus for every query word covered, both tails;
+* ``ctx2``: some of them over context rows of the two messages before (re-indexed once, cached).
 
     PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide,explain,more,shape]
 """
@@ -50,8 +51,8 @@ Chooser = Callable[[int, int, Dict[int, float], Dict[int, float]], List[int]]
 class Select:
     """Each question's scored pool (as the package scores it) and the recall@10 of a chooser over it."""
 
-    def __init__(self, st: Study, w: Widen) -> None:
-        self.st, self.w = st, w
+    def __init__(self, st: Study, w: Widen, rules: RecallRules = DEFAULT) -> None:
+        self.st, self.w, self.rules = st, w, rules
         self.units = {ci: c["units"] for ci, c in enumerate(st.convs)}
         self._pools: Dict[Tuple[int, int, int], Tuple[Dict[int, float], Dict[int, float]]] = {}
         self.rows: List[Tuple[str, Dict[str, float]]] = []
@@ -63,12 +64,13 @@ class Select:
         if key not in self._pools:
             st, units = self.st, self.units[ci]
             fused = self.w.fused(ci, qi)
-            sc = {p: s for p, (s, _) in spread_scores(fused, DEFAULT).items() if p < len(units)}
+            sc = {p: s for p, (s, _) in spread_scores(fused, self.rules).items() if p < len(units)}
             kept = best(sc, size)
             speakers = {p: units[p].speaker for p in kept}
             named = named_speaker(st.convs[ci]["questions"][qi]["question"], speakers.values())
-            before = boost_speaker({p: sc[p] for p in kept}, speakers, named, DEFAULT.speaker_boost)
-            got = bridge_scores(before, st.qw[(ci, qi)], {p: st.uw[(ci, p)] for p in before}, st.vec, DEFAULT)
+            before = boost_speaker({p: sc[p] for p in kept}, speakers, named, self.rules.speaker_boost)
+            got = bridge_scores(before, st.qw[(ci, qi)], {p: st.uw[(ci, p)] for p in before}, st.vec,
+                                self.rules)
             self._pools[key] = ({p: v["score"] for p, v in got.items()}, before)
         return self._pools[key]
 
@@ -419,6 +421,18 @@ def study_shape(s: Select) -> None:
         s.run(f"bridge 0.4 x share + {whole} when every word", shape_chooser(s, 0.4, 1.0, whole))
 
 
+def study_ctx2(s: Select) -> None:
+    """The same choices over context rows of the two messages before (``context_before=2``, second spread off: the
+    variant that gains over all questions on both halves and loses multi-hop on the check half)."""
+    two = Select(s.st, Widen(s.st, searched(s.st, 2)), RecallRules(context_before=2, second_spread=0.0))
+    two.run("context_before=2, second spread off: best 10")
+    two.run("  + a run's decay x(1 - 0.1) within 1", decay_chooser(two, 0.1, 1))
+    two.run("  + run decay 0.3 x flatness within 1", adaptive_chooser(two, 0.3, 1))
+    two.run("  + MMR word overlap lambda 0.9", mmr_words(two, 0.9))
+    two.run("  + unbridged x(1 - 0.3)", gate_chooser(two, 0.3))
+    two.run("  + unbridged x 0.7, every word + 0.2", tails_chooser(two, 0.3, 0.2))
+
+
 def main() -> int:
     import argparse
 
@@ -429,7 +443,7 @@ def main() -> int:
     s = Select(st, Widen(st, searched(st, 1)))
     s.run("default (best 10 of the pool of 30)")
     studies = {"runs": study_runs, "mmr": study_mmr, "decay": study_decay, "cover": study_cover,
-               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more, "shape": study_shape}
+               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more, "shape": study_shape, "ctx2": study_ctx2}
     for name in args.studies.split(","):
         if name:
             studies[name](s)
