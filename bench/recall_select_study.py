@@ -1,8 +1,8 @@
 """Scratch study: how episodic recall chooses its final k from the scored pool, on LoCoMo.
 
 Over the cached searches of ``bench/recall_widen_study.py`` (``bench/out/recall_hits_ctx1.pkl``) each question's
-pool is scored as the package scores it (``bench/recall_multihop_study.py``'s ``Study.scores``: spread, the pool,
-the speaker step, the bridge); the variants below then choose the k (10) from that pool greedily instead of taking
+pool is scored as the package scores it (the steps of ``bench/recall_multihop_study.py``'s ``Study.scores``:
+spread, the pool, the speaker step, the bridge; the scores before the bridge are kept too); the variants below then choose the k (10) from that pool greedily instead of taking
 the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category (tune / check),
 multi-hop per half, and the questions whose recall the variant raised / lowered against the default, per half:
 
@@ -22,7 +22,7 @@ multi-hop per half, and the questions whose recall the variant raised / lowered 
 * ``shape``: the bridge's term as a power of the share, a bonus for every query word covered, both tails;
 * ``ctx2``: some of them over context rows of the two messages before (re-indexed once, cached).
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide,explain,more,shape]
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide,explain,more,shape,ctx2]
 """
 
 from __future__ import annotations
