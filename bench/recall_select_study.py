@@ -2,8 +2,8 @@
 
 Over the cached searches of ``bench/recall_widen_study.py`` (``bench/out/recall_hits_ctx1.pkl``) each question's
 pool is scored as the package scores it (the steps of ``bench/recall_multihop_study.py``'s ``Study.scores``:
-spread, the pool, the speaker step, the bridge; the scores before the bridge are kept too); the variants below then choose the k (10) from that pool greedily instead of taking
-the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category (tune / check),
+spread, the pool, the speaker step, the bridge; the scores before the bridge are kept too); the variants below then
+choose the k (10) from that pool greedily instead of taking the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category (tune / check),
 multi-hop per half, and the questions whose recall the variant raised / lowered against the default, per half:
 
 * ``runs``: where the default's top 10 lie (runs of adjacent positions, sessions) and the oracle of the pool;
