@@ -3,8 +3,9 @@
 Over the cached searches of ``bench/recall_widen_study.py`` (``bench/out/recall_hits_ctx1.pkl``) each question's
 pool is scored as the package scores it (the steps of ``bench/recall_multihop_study.py``'s ``Study.scores``:
 spread, the pool, the speaker step, the bridge; the scores before the bridge are kept too); the variants below then
-choose the k (10) from that pool greedily instead of taking the best k. Recall@10 of the evidence per half (tune = conversations 0-2, check = 3-4), per category (tune / check),
-multi-hop per half, and the questions whose recall the variant raised / lowered against the default, per half:
+choose the k (10) from that pool greedily instead of taking the best k. Recall@10 of the evidence per half (tune =
+conversations 0-2, check = 3-4), per category (tune / check), multi-hop per half, and the questions whose recall
+the variant raised / lowered against the default, per half:
 
 * ``runs``: where the default's top 10 lie (runs of adjacent positions, sessions) and the oracle of the pool;
 * ``mmr``: maximal marginal relevance over the messages' own vectors (lambda x score / best - (1 - lambda) x the
@@ -22,7 +23,9 @@ multi-hop per half, and the questions whose recall the variant raised / lowered 
 * ``shape``: the bridge's term as a power of the share, a bonus for every query word covered, both tails;
 * ``ctx2``: some of them over context rows of the two messages before (re-indexed once, cached).
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies runs,mmr,decay,cover,adaptive,wide,explain,more,shape,ctx2]
+    PYTHONPATH=$PWD /work/main/.venv/bin/python bench/recall_select_study.py [--studies NAMES]
+
+NAMES: study names joined by commas; every one but ``ctx2`` by default.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from recall_multihop_study import DEFAULT, Study  # noqa: E402
 from recall_widen_study import Widen, searched  # noqa: E402
 
 from llama_index_convrag.memory.bridge import bridge_scores  # noqa: E402
-from llama_index_convrag.memory.rules import RecallRules, best, boost_speaker, named_speaker, spread_scores  # noqa: E402
+from llama_index_convrag.memory.rules import (  # noqa: E402
+    RecallRules, best, boost_speaker, named_speaker, spread_scores)
 
 K = 10
 #: A chooser: (conversation, question, the pool's final scores, the pool's scores before the bridge) -> the k.
@@ -371,7 +375,8 @@ def specific_chooser(s: Select, b: float) -> Chooser:
     def choose(ci: int, qi: int, final: Dict[int, float], _: Dict[int, float]) -> List[int]:
         c = s.st.convs[ci]
         names = {w.lower() for u in c["units"] for w in u.speaker.split()}
-        skip = names | {n + "'s" for n in names} | {w.lower() for w in re.findall(r"\w+", c["questions"][qi]["question"])}
+        asked = {w.lower() for w in re.findall(r"\w+", c["questions"][qi]["question"])}
+        skip = names | {n + "'s" for n in names} | asked
         return best({p: v * (1 + b) if specific(c["units"][p].text, skip) else v for p, v in final.items()}, K)
     return choose
 
@@ -443,7 +448,8 @@ def main() -> int:
     s = Select(st, Widen(st, searched(st, 1)))
     s.run("default (best 10 of the pool of 30)")
     studies = {"runs": study_runs, "mmr": study_mmr, "decay": study_decay, "cover": study_cover,
-               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more, "shape": study_shape, "ctx2": study_ctx2}
+               "adaptive": study_adaptive, "wide": study_wide, "explain": study_explain, "more": study_more,
+               "shape": study_shape, "ctx2": study_ctx2}
     for name in args.studies.split(","):
         if name:
             studies[name](s)
