@@ -47,7 +47,8 @@ from recall_widen_study import Widen, searched  # noqa: E402
 from llama_index_convrag.embeddings.local import LocalMiniLMEmbedding  # noqa: E402
 from llama_index_convrag.memory.episodic import EpisodicMemory, unit_texts  # noqa: E402
 from llama_index_convrag.memory.episodic_schema import CONTEXT, DENSE_FIELD, OWN, SPARSE_FIELD  # noqa: E402
-from llama_index_convrag.memory.episodic_search import BM25_PARAMS, DENSE_PARAMS, hit_pairs, search_expr, split  # noqa: E402
+from llama_index_convrag.memory.episodic_search import (  # noqa: E402
+    BM25_PARAMS, DENSE_PARAMS, hit_pairs, search_expr, split)
 from llama_index_convrag.memory.rules import RecallRules, best, named_speaker  # noqa: E402
 from llama_index_convrag.memory.salient import salient_terms  # noqa: E402
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus  # noqa: E402
@@ -324,7 +325,8 @@ def study_reach(h: Hop) -> None:
                     counts[2 * group] += e in added
                     counts[2 * group + 1] += e in top
         print(f"{name:58s} outside the lists ({totals[0]:.0f}): hit {counts[0] / totals[0]:.3f}, its top 10 "
-              f"{counts[1] / totals[0]:.3f} | listed, outside the pool ({totals[1]:.0f}): hit {counts[2] / totals[1]:.3f},"
+              f"{counts[1] / totals[0]:.3f} | listed, outside the pool ({totals[1]:.0f}): "
+              f"hit {counts[2] / totals[1]:.3f},"
               f" its top 10 {counts[3] / totals[1]:.3f}")
 
 
