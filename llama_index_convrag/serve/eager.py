@@ -16,6 +16,8 @@ import contextvars
 from collections.abc import Coroutine
 from typing import Any, Callable, Generator, Optional, Tuple, TypeVar
 
+from llama_index_convrag.errors import ArgumentTypeError
+
 T = TypeVar("T")
 
 
@@ -107,7 +109,7 @@ class _Started(Coroutine):
         self._coro.close()
 
     def __await__(self) -> Generator[Any, None, Any]:
-        raise TypeError("a startable coroutine runs in its task; await the task")
+        raise ArgumentTypeError("a startable coroutine runs in its task; await the task, not the coroutine")
 
 
 __all__ = ["eager_task", "startable_task"]

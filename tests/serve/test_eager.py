@@ -124,3 +124,18 @@ def test_when_the_early_wait_is_over_the_tasks_own_first_step_goes_on(run: Calla
         assert steps == ["waiting", "resumed with ready"] and task.done() and task.result() == "ready"
 
     run(main())
+
+
+def test_awaiting_the_tasks_coroutine_itself_is_refused_with_the_packages_error() -> None:
+    from llama_index_convrag.errors import ArgumentTypeError
+
+    async def main() -> None:
+        async def job() -> str:
+            return "answer"
+
+        task = eager_task(job())
+        with pytest.raises(ArgumentTypeError, match="await the task, not the coroutine"):
+            await task.get_coro()  # type: ignore[misc]
+        assert await task == "answer"
+
+    asyncio.run(main())
