@@ -348,7 +348,7 @@ def _tiny_beir(tmp_path: Path) -> Path:
     return root
 
 
-def test_eval_retrieval_tiny_beir(capsys, tmp_path, milvus_target, milvus_client):
+def test_eval_retrieval_tiny_beir(capsys, tmp_path, milvus_target, milvus_client, ranx_compiled):
     beir = _tiny_beir(tmp_path)
     out_dir = tmp_path / "out"
     argv = ["eval", "retrieval", str(beir), "--out", str(out_dir), "--uri", milvus_target.uri,
@@ -399,7 +399,7 @@ def _tiny_cast(tmp_path: Path) -> Path:
     return path
 
 
-def test_eval_conversation_tiny_cast(capsys, tmp_path, milvus_target, milvus_client):
+def test_eval_conversation_tiny_cast(capsys, tmp_path, milvus_target, milvus_client, ranx_compiled):
     turns = _tiny_cast(tmp_path)
     try:
         data = run_json(capsys, ["eval", "conversation", str(turns.parent), "--top-k", "2", "--search-type", "dense",
@@ -449,7 +449,7 @@ def test_eval_refuses_a_foreign_collection_without_rebuild(capsys, tmp_path, doc
 
 
 def test_eval_conversation_llm_strategy_through_openai_server(capsys, tmp_path, milvus_target, milvus_client,
-                                                              openai_server):
+                                                              openai_server, ranx_compiled):
     turns = _tiny_cast(tmp_path)
     manual = {"And black?": "How long does black tea steep?",
               "How hot should I bake it?": "How hot should I bake sourdough bread?"}
