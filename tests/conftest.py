@@ -238,8 +238,17 @@ def repository_docs(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 #: How long a test waits for ranx's kernels being compiled by another process before it goes on without them (and
-#: compiles what it needs itself, as without the warm-up): well inside the tests' 300 s timeout, which counts the wait.
+#: compiles what it needs itself, as without the warm-up); the tests that ask ``ranx_compiled`` get this much more
+#: than the run's timeout, which counts the wait (:func:`pytest_collection_modifyitems`).
 RANX_WAIT_S = 150.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """The tests that may wait for ranx's kernels (``ranx_compiled``): the ini timeout plus :data:`RANX_WAIT_S`."""
+    timeout = float(config.getini("timeout") or 0)
+    for item in items:
+        if timeout and "ranx_compiled" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(timeout + RANX_WAIT_S))
 
 
 @pytest.fixture(scope="session")
