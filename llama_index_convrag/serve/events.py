@@ -2,11 +2,15 @@
 
 :class:`TurnLog` starts the turn's events in their own task as soon as it is made (a turn's retrieval begins while
 its response is being set up; :meth:`TurnLog.begin` reads the first one, a turn's ``start``, in the caller's task
-first, so the response sends it without waiting for the loop to reach that task), merges text deltas per window (a
-delta goes out at once when the last one went out at least ``window_s`` ago, else with the text that arrived until
-then: one event, not one per token), numbers each event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from any event id: a client that lost
-its connection reads on from its ``Last-Event-ID``, the deltas it missed merged into one. The log holds the turn's
-non-text events and its text once (the answer's size); :attr:`TurnLog.text` is the text streamed so far.
+first, so the response sends it without waiting for the loop to reach that task). The first reader that has to wait
+for the next event takes the task's first step itself when the loop has not taken it yet (``eager.startable_task``):
+the turn's engine begins in the reader's turn of the loop, after the response sent what the log holds, rather than
+after a pass of the loop over every other stream in flight. The log merges text deltas per window (a delta goes out
+at once when the last one went out at least ``window_s`` ago, else with the text that arrived until then: one event,
+not one per token), numbers each event from 1 and keeps it. A reader (:meth:`TurnLog.reader`) follows the log from
+any event id: a client that lost its connection reads on from its ``Last-Event-ID``, the deltas it missed merged into
+one. The log holds the turn's non-text events and its text once (the answer's size); :attr:`TurnLog.text` is the text
+streamed so far.
 
 When the last reader leaves a turn that is still answering, the turn goes on for ``grace_s`` seconds (a reader may
 come back) and is then cancelled, which stores the answer ``cancelled`` with its text so far; ``grace_s = 0``
@@ -23,6 +27,8 @@ from collections import OrderedDict
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 import anyio
+
+from llama_index_convrag.serve.eager import startable_task
 
 logger = logging.getLogger(__name__)
 Event = Tuple[str, Dict[str, Any]]
@@ -48,7 +54,7 @@ class TurnLog:
         self._events = events
         if first is not None:  # read by the caller (:meth:`begin`): kept before the task runs
             self._entries.append((1, *first))
-        self._task = self._loop.create_task(self._pump(events))
+        self._task, self._step_now = startable_task(self._pump(events))
 
     @classmethod
     async def begin(cls, events: AsyncIterator[Event], window_s: float, grace_s: float = 0.0) -> "TurnLog":
@@ -188,6 +194,8 @@ class TurnLog:
                     continue
                 if self.done:
                     return
+                if self._step_now():  # the loop had not reached the turn's task: its first step ran here
+                    continue
                 waiter = self._loop.create_future()  # this reader's own: a reader leaving cancels only its wait
                 self._waiters.append(waiter)
                 if silence is not None:

@@ -164,6 +164,28 @@ async def test_begin_keeps_the_first_event_before_the_turns_task_runs() -> None:
     assert log == ["finished", "cleaned"]
 
 
+async def test_a_reader_that_would_wait_takes_the_turns_first_step_itself() -> None:
+    steps: List[object] = []
+    gate = asyncio.Event()
+
+    async def turn() -> AsyncGenerator[Event, None]:
+        try:
+            yield "start", {"id": "a"}
+            steps.append(("engine began in", asyncio.current_task()))
+            await gate.wait()
+            steps.append("engine resumed")
+            yield "done", {"status": "complete"}
+        finally:
+            steps.append("cleaned")
+
+    loop = asyncio.get_running_loop()
+    loop.call_soon(steps.append, "a pass of the loop")  # runs before the turn's task would, on its own
+    log = await TurnLog.begin(turn(), window_s=0)
+    loop.call_soon(gate.set)
+    assert await read(log) == [(1, "start", {"id": "a"}), (2, "done", {"status": "complete"})]
+    assert steps == [("engine began in", log._task), "a pass of the loop", "engine resumed", "cleaned"]
+
+
 async def test_a_turn_cancelled_before_its_task_ran_still_runs_its_cleanup() -> None:
     log: List[str] = []
     turn = await TurnLog.begin(source(TURN, log), window_s=0)
