@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator, List
 
@@ -151,36 +152,62 @@ def run_shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 REPOSITORY_DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
-def _build_repository_docs(shared: Path, started: List[subprocess.Popen]) -> None:
-    """``convrag ingest docs/`` into ``shared/docs.db`` unless built, under the lock the workers share; the child is
-    appended to ``started`` (so that the session can stop it). A failed build leaves no mark: the next caller builds
-    again and reports the failure."""
+def _once_per_run(shared: Path, what: str, argv: List[str], started: List[subprocess.Popen]) -> None:
+    """Run ``argv`` (a child process) once per test run, under a lock in ``shared`` that the workers share: the first
+    caller runs it, the others wait on the lock, then find it done. The child is appended to ``started`` (so that the
+    session can stop it). A failed run leaves no mark: the next caller runs it again and reports the failure."""
     shared.mkdir(exist_ok=True)
     with open(shared / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker builds; the others wait here, then find it built
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if (shared / "built").exists():
             return
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVRAG_", "OPENAI_"))}
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        proc = subprocess.Popen([sys.executable, "-m", "llama_index_convrag.cli", "ingest", str(REPOSITORY_DOCS),
-                                 "--uri", str(shared / "docs.db"), "--quiet"], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         started.append(proc)
         _, err = proc.communicate()
         if proc.returncode != 0:
-            raise AssertionError(f"convrag ingest docs/ exited {proc.returncode}: {err[-2000:]}")
+            raise AssertionError(f"{what} exited {proc.returncode}: {err[-2000:]}")
         (shared / "built").touch()
 
 
+def _build_repository_docs(shared: Path, started: List[subprocess.Popen]) -> None:
+    """``convrag ingest docs/`` into ``shared/docs.db``, once per run."""
+    _once_per_run(shared, "convrag ingest docs/", [sys.executable, "-m", "llama_index_convrag.cli", "ingest",
+                                                   str(REPOSITORY_DOCS), "--uri", str(shared / "docs.db"), "--quiet"],
+                  started)
+
+
+#: Scores a tiny run with every metric ``evaluate_run`` offers (a query with nothing retrieved included): numba compiles
+#: ranx's kernels and writes them to its cache beside the package.
+RANX_WARM_UP = """
+from llama_index_convrag.evaluation import evaluate_run
+evaluate_run({"q1": {"d3": 3.0, "d1": 2.0, "d2": 1.0}}, {"q1": {"d1": 2, "d2": 1}, "q2": {"d9": 1}}, ks=(1, 3))
+"""
+
+
+def _compile_ranx(shared: Path, started: List[subprocess.Popen]) -> None:
+    """ranx's kernels compiled into numba's cache, once per run."""
+    _once_per_run(shared, "the ranx warm-up", [sys.executable, "-c", RANX_WARM_UP], started)
+
+
+#: fixture name -> (its folder under the run's shared folder, what builds it): built once per run, started in the
+#: background at a worker's first test when the run has tests that ask the fixture
+RUN_ONCE = {"repository_docs": ("repository_docs", _build_repository_docs),
+            "ranx_compiled": ("ranx", _compile_ranx)}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _repository_docs_early(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Start building ``repository_docs`` in the background at a worker's first test when the run has tests that
-    ask it: the build (about 80 CPU-s of embedding) then overlaps other files instead of keeping the workers of
-    those tests waiting. Stopped at the end of the session if still running."""
+def _run_once_early(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Start what :data:`RUN_ONCE` builds in the background at a worker's first test when the run has tests that ask
+    it: the build then overlaps other files instead of keeping the workers of those tests waiting. Stopped at the end
+    of the session if still running."""
     started: List[subprocess.Popen] = []
-    if any("repository_docs" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        shared = run_shared_folder(tmp_path_factory) / "repository_docs"
-        threading.Thread(target=_build_repository_docs_quietly, args=(shared, started), daemon=True).start()
+    asked = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    for name, (folder, build) in RUN_ONCE.items():
+        if name in asked:
+            shared = run_shared_folder(tmp_path_factory) / folder
+            threading.Thread(target=_build_quietly, args=(build, shared, started), daemon=True).start()
     yield
     for proc in started:
         if proc.poll() is None:
@@ -188,9 +215,9 @@ def _repository_docs_early(request: pytest.FixtureRequest, tmp_path_factory: pyt
             proc.wait()
 
 
-def _build_repository_docs_quietly(shared: Path, started: List[subprocess.Popen]) -> None:
+def _build_quietly(build: Any, shared: Path, started: List[subprocess.Popen]) -> None:
     try:
-        _build_repository_docs(shared, started)
+        build(shared, started)
     except Exception:  # noqa: BLE001 - the fixture builds again and reports why
         pass
 
@@ -200,14 +227,49 @@ def repository_docs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """(this checkout's ``docs/``, a Milvus Lite file holding it): for the tests that ask it questions.
 
     ``convrag ingest docs/`` runs once per test run, in a child process (a Milvus Lite file is held by the process
-    that opened it until that process ends), under a lock the workers share (started early by
-    ``_repository_docs_early``); each worker asks a copy of the file.
+    that opened it until that process ends), under a lock the workers share (started early by ``_run_once_early``);
+    each worker asks a copy of the file.
     """
     shared = run_shared_folder(tmp_path_factory) / "repository_docs"
     _build_repository_docs(shared, [])
     uri = tmp_path_factory.mktemp("repository_docs") / "docs.db"
     shutil.copyfile(shared / "docs.db", uri)
     return REPOSITORY_DOCS, str(uri)
+
+
+#: How long a test waits for ranx's kernels being compiled by another process before it goes on without them (and
+#: compiles what it needs itself, as without the warm-up); the tests that ask ``ranx_compiled`` get this much more
+#: than the run's timeout, which counts the wait (:func:`pytest_collection_modifyitems`).
+RANX_WAIT_S = 150.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """The tests that may wait for ranx's kernels (``ranx_compiled``): the ini timeout plus :data:`RANX_WAIT_S`."""
+    timeout = float(config.getini("timeout") or 0)
+    for item in items:
+        if timeout and "ranx_compiled" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(timeout + RANX_WAIT_S))
+
+
+@pytest.fixture(scope="session")
+def ranx_compiled(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """For the tests that score runs with ranx (in this process, a subprocess or a kernel): numba compiles ranx's
+    kernels on first use (about 90 CPU-s, then cached beside the package, where a fresh environment has none), and
+    every process that starts before the cache is written compiles them again. The first worker compiles them once for
+    the run, in a child process started early (``_run_once_early``); these tests wait for it (at most
+    :data:`RANX_WAIT_S`), then load the cache."""
+    shared = run_shared_folder(tmp_path_factory) / "ranx"
+    shared.mkdir(exist_ok=True)
+    deadline = time.monotonic() + RANX_WAIT_S
+    while not (shared / "built").exists() and time.monotonic() < deadline:
+        with open(shared / "build.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # being compiled
+                time.sleep(0.5)
+                continue
+        _compile_ranx(shared, [])  # no one compiling (the early start failed): compile here, or find it done
+        return
 
 
 @pytest.fixture(scope="session")

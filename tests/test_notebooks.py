@@ -78,7 +78,7 @@ def kernel_env(home: Path) -> Dict[str, str]:
     return {**os.environ, "HOME": str(home), "MPLCONFIGDIR": mpl, "CONVRAG_CACHE_DIR": models}
 
 
-def test_notebooks_execute(kernel_name, tmp_path, shared_data):
+def test_notebooks_execute(kernel_name, tmp_path, shared_data, ranx_compiled):
     """All notebooks in one kernel, one after the other, each from an empty namespace (``%reset -f`` first, as a new
     kernel would give it): a kernel's imports and model load (about 10 CPU-s) are paid once instead of per notebook."""
     nbformat = pytest.importorskip("nbformat")

@@ -7,6 +7,9 @@ from llama_index_convrag.evaluation.conversation import (collect_records, concat
                                                          rewrite_effect, strategy_from_records)
 from llama_index_convrag.evaluation.datasets import ConversationTurn, Dialogue
 
+#: replays score with ranx: its kernels compiled once per test run (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("ranx_compiled")
+
 CORPUS = {
     "lung": "lung cancer symptoms cough",
     "throat": "throat cancer treatment",

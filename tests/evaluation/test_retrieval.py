@@ -14,6 +14,9 @@ from llama_index_convrag.evaluation.datasets import Query
 from llama_index_convrag.evaluation.retrieval import (aevaluate_retriever, evaluate_retriever, evaluate_run,
                                                       metric_names, nodes_to_ranked, ranked_to_run_entry)
 
+#: ranx scores every run here: its kernels compiled once per test run (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("ranx_compiled")
+
 # q1: graded judgments, ranked [d3, d1, d4, d2]; q2: judged but never retrieved; q3: only a zero grade.
 QRELS = {"q1": {"d1": 2, "d2": 1, "d4": 0}, "q2": {"d9": 1}, "q3": {"d5": 0}}
 RUN = {"q1": {"d3": 0.9, "d1": 0.8, "d4": 0.7, "d2": 0.6}, "q3": {"d5": 1.0}, "q_unjudged": {"d1": 1.0}}
