@@ -11,7 +11,7 @@ import asyncio
 import contextvars
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
-from typing import Any, Awaitable, Callable, List, Optional, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -68,12 +68,4 @@ async def arun_beside(main: Awaitable[T], side: Awaitable[Any]) -> T:
     return result
 
 
-async def gather_all(aws: Sequence[Awaitable[T]]) -> List[T]:
-    """``asyncio.gather``'s results as a list, but a lone awaitable is awaited in this task: gather would wrap it
-    in a new task, whose first step waits for a pass of the event loop over every other task ready to run."""
-    if len(aws) == 1:
-        return [await aws[0]]
-    return list(await asyncio.gather(*aws))
-
-
-__all__ = ["LazyThreads", "arun_beside", "gather_all", "run_beside"]
+__all__ = ["LazyThreads", "arun_beside", "run_beside"]

@@ -11,7 +11,7 @@ from typing import Iterator, List
 
 import pytest
 
-from llama_index_convrag._beside import LazyThreads, arun_beside, gather_all, run_beside
+from llama_index_convrag._beside import LazyThreads, arun_beside, run_beside
 
 WAIT = 10.0  # seconds a job waits for the other before the test fails (they run at once: no wait in practice)
 where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
@@ -141,23 +141,3 @@ def test_run_beside_returns_the_main_jobs_result(threads: ThreadPoolExecutor) ->
         return None
 
     assert asyncio.run(arun_beside(main(), side())) == "main"
-
-
-def test_gather_all_awaits_a_lone_awaitable_in_the_callers_task_and_gathers_several() -> None:
-    async def which_task() -> "asyncio.Task[object] | None":
-        return asyncio.current_task()
-
-    async def scenario() -> None:
-        me = asyncio.current_task()
-        assert await gather_all([which_task()]) == [me]
-        two = await gather_all([which_task(), which_task()])
-        assert len(two) == 2 and me not in two and two[0] is not two[1]
-        assert await gather_all([]) == []
-
-        async def fails() -> None:
-            raise ValueError("lone")
-
-        with pytest.raises(ValueError, match="lone"):
-            await gather_all([fails()])
-
-    asyncio.run(scenario())

@@ -14,7 +14,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, List, Optional, Tuple
 
-from llama_index_convrag._beside import gather_all
 from llama_index_convrag.errors import ConfigurationError
 from llama_index_convrag.milvus.client import MilvusTarget, connect_milvus_async
 
@@ -47,7 +46,8 @@ async def adrive(client: Any, steps: MilvusSteps) -> Any:
     try:
         calls = next(steps)
         while True:
-            calls = steps.send(await gather_all([getattr(client, c.method)(*c.args, **c.kwargs) for c in calls]))
+            calls = steps.send(list(await asyncio.gather(
+                *(getattr(client, c.method)(*c.args, **c.kwargs) for c in calls))))
     except StopIteration as done:
         return done.value
 

@@ -37,7 +37,6 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pymilvus import MilvusClient, RRFRanker
 
-from llama_index_convrag._beside import gather_all
 from llama_index_convrag.errors import ArgumentTypeError, ConfigurationError
 from llama_index_convrag.instrumentation import observed, unspanned
 from llama_index_convrag.milvus.calls import LoopClients, MilvusCall, MilvusSteps, adrive, drive
@@ -499,8 +498,8 @@ class MilvusHybridRetriever(BaseRetriever):
 
     async def _aembed(self, query: QueryBundle) -> Dict[str, List[float]]:
         vectors, groups = self._embed_plan(query)
-        found = await gather_all([self._embed_models[fields[0]].aget_query_embedding(query.query_str)
-                                  for fields in groups.values()])
+        found = await asyncio.gather(*(self._embed_models[fields[0]].aget_query_embedding(query.query_str)
+                                       for fields in groups.values()))
         for fields, vector in zip(groups.values(), found):
             vectors.update({f: vector for f in fields})
         return vectors
@@ -512,7 +511,7 @@ class MilvusHybridRetriever(BaseRetriever):
         return await self._adrive(self._fetch_steps(pks))
 
     async def _arankings(self, queries: Sequence[QueryBundle], lean: bool) -> List[Ranking]:
-        vectors = await gather_all([self._aembed(q) for q in queries])
+        vectors = await asyncio.gather(*(self._aembed(q) for q in queries))
         return await self._adrive(self._ranking_steps(queries, vectors, lean))
 
     async def _aretrieve_many(self, queries: Sequence[QueryBundle]) -> List[List[NodeWithScore]]:
@@ -521,7 +520,7 @@ class MilvusHybridRetriever(BaseRetriever):
         if self._params.ranker_type != "model":
             return nodes
         model = self._params.ranker_params["model"]
-        return await gather_all([self._areranked(model, found, q) for found, q in zip(nodes, queries)])
+        return list(await asyncio.gather(*(self._areranked(model, found, q) for found, q in zip(nodes, queries))))
 
     async def _areranked(self, model: Any, nodes: List[NodeWithScore], query: QueryBundle) -> List[NodeWithScore]:
         return self._finish_rerank(await model.apostprocess_nodes(nodes, query_bundle=query))
