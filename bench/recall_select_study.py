@@ -34,7 +34,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -105,15 +105,20 @@ class Select:
         return m
 
 
-def greedy(scores: Dict[int, float], k: int, factor: Callable[[int, List[int]], float]) -> List[int]:
-    """The k chosen one at a time: each time the candidate of the highest score x ``factor(candidate, chosen)``
-    (ties: the later position)."""
-    left, chosen = dict(scores), []
+def greedy_by(candidates: Iterable[int], k: int, value: Callable[[int, List[int]], float]) -> List[int]:
+    """The k chosen one at a time: each time the candidate of the highest ``value(candidate, chosen)`` (ties: the
+    later position)."""
+    left, chosen = set(candidates), []
     while left and len(chosen) < k:
-        p = max(left, key=lambda x: (left[x] * factor(x, chosen), x))
+        p = max(left, key=lambda x: (value(x, chosen), x))
         chosen.append(p)
-        del left[p]
+        left.discard(p)
     return chosen
+
+
+def greedy(scores: Dict[int, float], k: int, factor: Callable[[int, List[int]], float]) -> List[int]:
+    """:func:`greedy_by` on the score x ``factor(candidate, chosen)``."""
+    return greedy_by(scores, k, lambda x, chosen: scores[x] * factor(x, chosen))
 
 
 def study_runs(s: Select) -> None:
@@ -159,15 +164,8 @@ def mmr(s: Select, lam: float) -> Chooser:
         vec = vec / np.linalg.norm(vec, axis=1, keepdims=True)
         sim = dict(zip(ps, vec @ vec.T))
         at = {p: i for i, p in enumerate(ps)}
-        left, chosen = set(ps), []
-        while left and len(chosen) < K:
-            def value(p: int) -> Tuple[float, int]:
-                red = max((sim[p][at[c]] for c in chosen), default=0.0)
-                return lam * rel[p] - (1 - lam) * red, p
-            p = max(left, key=value)
-            chosen.append(p)
-            left.discard(p)
-        return chosen
+        return greedy_by(ps, K, lambda p, chosen: lam * rel[p] - (1 - lam) * max(
+            (sim[p][at[c]] for c in chosen), default=0.0))
     return choose
 
 
@@ -333,15 +331,8 @@ def mmr_words(s: Select, lam: float, adaptive: bool = False) -> Chooser:
         ws = {p: set(s.st.uw[(ci, p)]) for p in final}
         top = best(final, K)
         mix = 1 - (1 - lam) * (final[top[-1]] / final[top[0]] if adaptive and final[top[0]] > 0 else 1.0)
-        left, chosen = set(final), []
-        while left and len(chosen) < K:
-            def value(p: int) -> Tuple[float, int]:
-                red = max((len(ws[p] & ws[c]) / len(ws[p]) for c in chosen if ws[p]), default=0.0)
-                return mix * rel[p] - (1 - mix) * red, p
-            p = max(left, key=value)
-            chosen.append(p)
-            left.discard(p)
-        return chosen
+        return greedy_by(final, K, lambda p, chosen: mix * rel[p] - (1 - mix) * max(
+            (len(ws[p] & ws[c]) / len(ws[p]) for c in chosen if ws[p]), default=0.0))
     return choose
 
 
